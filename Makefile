@@ -1,0 +1,23 @@
+# Two commands on a fresh machine: `make bench` and `make test`.
+# Both create the virtualenv themselves; it is rebuilt when pyproject.toml changes.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: bench test clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+bench: $(STAMP)
+	$(BIN)/claimcheck bench
+
+test: $(STAMP)
+	$(BIN)/pytest -n 2
+
+clean:
+	rm -rf $(VENV) reports/*.json reports/*.html

@@ -1,0 +1,4 @@
+"""`python -m harness` is the same as the `claimcheck` command."""
+from harness.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,121 @@
+"""Rendering results: the rich table people read, and the JSON document scripts read.
+
+Both are functions of plain result objects; nothing here runs a query.
+"""
+from __future__ import annotations
+
+import json
+import platform
+import time
+from pathlib import Path
+from typing import Iterable
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from harness import __version__
+from harness.driver import RunResult
+from harness.ledger import Violation
+from harness.provision import Server
+
+REPORTS_DIR = Path("reports")
+EVIDENCE_SHOWN = 5
+
+
+def document(server: Server, runs: Iterable[RunResult], command: str, settings: dict) -> dict:
+    """The JSON contract: `postgres`, `settings`, `runs` (one object per strategy x setting)."""
+    return {
+        "tool": {"name": "claimcheck", "version": __version__, "command": command},
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {"platform": platform.platform(), "python": platform.python_version()},
+        "postgres": {"version": server.version, "version_num": server.version_num, "source": server.source},
+        "settings": settings,
+        "runs": [run.as_dict() for run in runs],
+    }
+
+
+def write_json(doc: dict, path: Path | None, verb: str) -> Path:
+    if path is None:
+        REPORTS_DIR.mkdir(exist_ok=True)
+        path = REPORTS_DIR / f"{verb}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+    return path
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}" if value >= 10 else f"{value:.2f}"
+
+
+def _top_wait(run: RunResult) -> str:
+    events = run.waits.events
+    lock_events = [(k, n) for k, n in events.most_common() if k.startswith("Lock/")]
+    if not lock_events:
+        return "none"
+    key, samples = lock_events[0]
+    return f"{key} {samples:,}"
+
+
+def verdict_text(run: RunResult) -> Text:
+    if run.verdict.exactly_once:
+        text = Text("exactly-once", style="bold green")
+    else:
+        text = Text("VIOLATED", style="bold red")
+    expected = run.strategy.expected
+    if expected == "unsafe" and run.verdict.exactly_once:
+        text.append(" (unsafe, not caught this run)", style="yellow")
+    elif expected == "safe" and not run.verdict.exactly_once:
+        text.append(" (expected safe!)", style="bold red")
+    if run.stopped_by == "stalled":
+        text.append(" stalled", style="red")
+    return text
+
+
+def results_table(runs: list[RunResult], title: str) -> Table:
+    table = Table(title=title, header_style="bold", title_justify="left")
+    for name, justify in (("strategy", "left"), ("mode", "left"), ("claims", "right"), ("unique", "right"),
+                          ("double\nclaimed", "right"), ("extra\nclaims", "right"), ("un-\nclaimed", "right"),
+                          ("done", "right"), ("ser.\nfail", "right"), ("jobs/s", "right"),
+                          ("claim ms\np50/p95/p99", "right"), ("top lock wait\n(samples)", "left"),
+                          ("peak\nwaiting", "right"), ("verdict", "left")):
+        table.add_column(name, justify=justify, no_wrap=name not in ("verdict", "strategy"))
+    for run in runs:
+        v, lat = run.verdict, run.claim_latency_ms
+        table.add_row(
+            run.strategy.name, run.settings.mode, f"{v.claims:,}", f"{v.unique_jobs_claimed:,}",
+            Text(f"{v.double_claimed_jobs:,}", style="red" if v.double_claimed_jobs else ""),
+            f"{v.extra_claims:,}", Text(f"{v.unclaimed_jobs:,}", style="red" if v.unclaimed_jobs and v.drained else ""),
+            f"{run.table.done:,}", f"{run.serialization_failures:,}", f"{run.throughput_jobs_per_s:,.0f}",
+            f"{_ms(lat['p50'])}/{_ms(lat['p95'])}/{_ms(lat['p99'])}", _top_wait(run),
+            str(run.waits.max_waiting_workers),
+            verdict_text(run),
+        )
+    return table
+
+
+def evidence_lines(violations: Iterable[Violation], limit: int = EVIDENCE_SHOWN) -> list[str]:
+    """A few violations as readable lines: job id, kind, then each claim of it."""
+    lines: list[str] = []
+    for violation in list(violations)[:limit]:
+        lines.append(f"job {violation.job}: claimed {len(violation.claims)} times ({violation.kind})")
+        for claim in violation.claims:
+            ended = "never ended" if claim.ended_at_s is None else f"ended +{claim.ended_at_s:.4f}s"
+            lines.append(f"    worker w{claim.worker:02d}  attempt {claim.attempt}  "
+                         f"claimed +{claim.claimed_at_s:.4f}s  {ended}  ({claim.outcome})")
+    return lines
+
+
+def print_server(console: Console, server: Server) -> None:
+    console.print(f"[bold]PostgreSQL {server.version}[/] ({server.source})")
+
+
+def print_evidence(console: Console, run: RunResult, limit: int = EVIDENCE_SHOWN) -> None:
+    v = run.verdict
+    if v.exactly_once:
+        return
+    console.print(f"[bold red]{run.strategy.name}: {v.double_claimed_jobs:,} job(s) handed to more than one "
+                  f"worker[/], {v.extra_claims:,} extra claims, {v.unclaimed_jobs:,} unclaimed, "
+                  f"{v.unexpected_jobs:,} unexpected ids. Evidence (times from the start of the run):")
+    for line in evidence_lines(v.violations, limit):
+        console.print(line, highlight=False, markup=False)

@@ -1,0 +1,71 @@
+"""The lock-wait sampler: what this run's backends wait on, read from `pg_stat_activity`.
+
+A thread with its own connection takes one sample every SAMPLE_INTERVAL_S: the wait event of
+each busy backend of the run, and how many of them wait on a lock at once. One cheap catalog
+query twenty times a second is noise next to thousands of claims per second.
+"""
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+
+import psycopg
+
+from harness.queries import QUERIES
+
+SAMPLE_INTERVAL_S = 0.05
+
+
+@dataclass
+class WaitSamples:
+    """What the sampler saw."""
+
+    samples: int = 0
+    events: Counter = field(default_factory=Counter)
+    """`"Type/Event"` -> number of (sample, backend) pairs seen waiting on it."""
+    max_waiting_workers: int = 0
+    """The most backends waiting on a heavyweight lock (`Lock/*`) in one sample."""
+    error: str | None = None
+
+    def add(self, waits: list[tuple[str | None, str | None]]) -> None:
+        self.samples += 1
+        on_lock = 0
+        for wait_type, wait_event in waits:
+            if wait_type:
+                self.events[f"{wait_type}/{wait_event}"] += 1
+                on_lock += wait_type == "Lock"
+        self.max_waiting_workers = max(self.max_waiting_workers, on_lock)
+
+
+class LockWaitSampler:
+    """Samples in a background thread between `start()` and `stop()`."""
+
+    def __init__(self, dsn: str, app_prefix: str) -> None:
+        self.dsn = dsn
+        self.params = {"app_prefix": app_prefix.replace("_", r"\_") + "%"}
+        self.result = WaitSamples()
+        self._halt = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="claimcheck-sampler", daemon=True)
+        self._conn: psycopg.Connection | None = None
+
+    def start(self) -> None:
+        self._conn = psycopg.connect(self.dsn, autocommit=True, application_name="claimcheck-sampler")
+        self._conn.prepare_threshold = 0
+        self._thread.start()
+
+    def _run(self) -> None:
+        assert self._conn is not None
+        try:
+            while not self._halt.wait(SAMPLE_INTERVAL_S):
+                self.result.add(self._conn.execute(QUERIES["sample_activity"], self.params).fetchall())
+        except psycopg.Error as exc:
+            self.result.error = str(exc).strip()
+
+    def stop(self) -> WaitSamples:
+        self._halt.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        if self._conn is not None:
+            self._conn.close()
+        return self.result

@@ -1,0 +1,68 @@
+-- The harness's own queries, by name. Strategies' SQL lives in scenarios/*.sql.
+-- Every query runs with search_path set to the run's schema, so `jobs` is always ours.
+
+-- name: create_jobs
+-- The table from seed 003. The primary key and the partial index are added after
+-- seeding (see add_primary_key, create_ready_index): building them once is faster
+-- than maintaining them row by row.
+CREATE TABLE jobs (
+    id           bigint      GENERATED ALWAYS AS IDENTITY,
+    queue        text        NOT NULL DEFAULT 'default',
+    payload      jsonb       NOT NULL,
+    status       text        NOT NULL DEFAULT 'queued'
+                 CHECK (status IN ('queued', 'running', 'done', 'failed')),
+    run_at       timestamptz NOT NULL DEFAULT now(),
+    attempts     int         NOT NULL DEFAULT 0,
+    max_attempts int         NOT NULL DEFAULT 5,
+    locked_until timestamptz,
+    last_error   text,
+    created_at   timestamptz NOT NULL DEFAULT now()
+);
+
+-- name: seed_jobs
+-- One set-based statement. run_at rises by a microsecond per id so that
+-- "ORDER BY run_at" and "ORDER BY id" agree, as in the seeds' demonstrations.
+INSERT INTO jobs (payload, run_at)
+SELECT jsonb_build_object('n', g), now() - (%(jobs)s - g) * interval '1 microsecond'
+FROM generate_series(1, %(jobs)s) AS g;
+
+-- name: add_primary_key
+ALTER TABLE jobs ADD PRIMARY KEY (id);
+
+-- name: create_ready_index
+CREATE INDEX jobs_ready_idx ON jobs (queue, run_at) WHERE status = 'queued';
+
+-- name: analyze_jobs
+ANALYZE jobs;
+
+-- name: seeded_range
+SELECT min(id), max(id), count(*) FROM jobs;
+
+-- name: queued_remaining
+-- A worker whose claim came back empty asks this before it stops: an empty claim
+-- with queued jobs left (locked by others, or a missed snapshot) is not the end.
+SELECT EXISTS (SELECT 1 FROM jobs WHERE status = 'queued');
+
+-- name: table_outcome
+SELECT count(*) FILTER (WHERE status = 'done')    AS done,
+       count(*) FILTER (WHERE status = 'queued')  AS queued,
+       count(*) FILTER (WHERE status = 'running') AS running,
+       count(*) FILTER (WHERE status = 'failed')  AS failed,
+       coalesce(max(attempts), 0)                 AS max_attempts
+FROM jobs;
+
+-- name: sample_activity
+-- One sample for the lock-wait sampler: the wait of every busy backend of this run.
+SELECT wait_event_type, wait_event
+FROM pg_stat_activity
+WHERE application_name LIKE %(app_prefix)s
+  AND state <> 'idle'
+  AND pid <> pg_backend_pid();
+
+-- name: run_backends
+SELECT pid FROM pg_stat_activity WHERE application_name LIKE %(app_prefix)s AND pid <> pg_backend_pid();
+
+-- name: connection_headroom
+SELECT current_setting('max_connections')::int
+       - current_setting('superuser_reserved_connections')::int
+       - (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend');

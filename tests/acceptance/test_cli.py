@@ -1,0 +1,142 @@
+"""`claimcheck` as a user runs it: exit codes, messages, and nothing left behind."""
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+SKIP_LOCKED = Path(__file__).parents[2] / "scenarios" / "skip_locked.sql"
+NAIVE = Path(__file__).parents[2] / "scenarios" / "naive_subquery.sql"
+SMALL = ["--workers", "4", "--jobs", "400"]
+
+
+def write(cli, text: str) -> str:
+    path = cli.scratch / "my_claim.sql"
+    path.write_text(text)
+    return str(path)
+
+
+def one_paragraph(stderr: str) -> str:
+    assert "Traceback" not in stderr, stderr
+    return " ".join(stderr.split())
+
+
+def test_check_a_safe_user_file_exits_0_and_writes_json(cli):
+    copy = write(cli, SKIP_LOCKED.read_text())
+    out = cli.scratch / "report.json"
+    result = cli("check", copy, *SMALL, "--json", str(out))
+    assert result.code == 0, result.stderr
+    assert "exactly-once held" in result.stdout
+    doc = json.loads(out.read_text())
+    assert doc["postgres"]["source"] == "dsn" and doc["postgres"]["version"]
+    (run,) = doc["runs"]
+    for key in ("strategy", "workers", "jobs", "batch", "mode", "claims", "unique_jobs_claimed",
+                "double_claimed_jobs", "extra_claims", "unclaimed_jobs", "jobs_done", "serialization_failures",
+                "elapsed_s", "throughput_jobs_per_s", "claim_latency_ms", "wait_events", "max_waiting_workers",
+                "exactly_once"):
+        assert key in run, key
+    assert run["exactly_once"] is True and run["unique_jobs_claimed"] == 400
+    assert set(run["claim_latency_ms"]) == {"p50", "p95", "p99", "max"}
+    cli.assert_nothing_left()
+
+
+def test_check_an_unsafe_file_exits_1_with_evidence(cli):
+    result = cli("check", write(cli, NAIVE.read_text()), "--workers", "8", "--jobs", "2000")
+    assert result.code == 1, result.stderr
+    assert "handed to more than one worker" in result.stdout
+    assert "attempt 1" in result.stdout and "attempt 2" in result.stdout and "worker w" in result.stdout
+    assert "exactly-once violated" in result.stdout
+    cli.assert_nothing_left()
+
+
+@pytest.mark.parametrize("text,message", [
+    ("-- name: complete\nUPDATE jobs SET status = 'done' WHERE id = %(id)s\n", "no '-- name: claim' section"),
+    ("-- name: claim\nUPDATE jobs SET status='running' WHERE id IN (SELECT id FROM jobs LIMIT %(n)s) RETURNING id\n",
+     "unknown parameter(s) %(n)s"),
+    ("-- name: claim\nUPDATE jobz SET status = 'running' RETURNING id\n", 'relation "jobz" does not exist'),
+])
+def test_bad_sql_file_exits_2_and_leaves_nothing(cli, text, message):
+    result = cli("check", write(cli, text), *SMALL)
+    assert result.code == 2
+    assert message in one_paragraph(result.stderr)
+    assert "my_claim.sql" in result.stderr
+    cli.assert_nothing_left()
+
+
+def test_bad_sql_on_the_embedded_server_stops_it(cli):
+    result = cli("check", write(cli, "-- name: claim\nUPDATE jobs SET nope = 1 RETURNING id\n"), *SMALL,
+                 "--pg", "embedded", dsn=False)
+    assert result.code == 2
+    assert 'column "nope" of relation "jobs" does not exist' in one_paragraph(result.stderr)
+    cli.assert_nothing_left()
+
+
+def test_bad_dsn_exits_2(cli):
+    result = cli("check", "skip-locked", *SMALL, "--dsn", "postgresql://nobody@127.0.0.1:1/none")
+    assert result.code == 2
+    text = one_paragraph(result.stderr)
+    assert "cannot connect to PostgreSQL" in text and "127.0.0.1" in text
+    cli.assert_nothing_left()
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--workers", "0"], "--workers must be between 1 and 64, got 0"),
+    (["--batch", "0"], "--batch must be at least 1"),
+    (["--work-ms", "soon"], "--work-ms 'soon'"),
+    (["--pg", "oracle"], "--pg 'oracle'"),
+])
+def test_bad_options_exit_2_before_anything_starts(cli, args, message):
+    result = cli("check", "skip-locked", *args)
+    assert result.code == 2
+    assert message in one_paragraph(result.stderr)
+    cli.assert_nothing_left()
+
+
+def test_docker_without_an_engine_is_a_clear_error(cli):
+    result = cli("check", "skip-locked", *SMALL, "--pg", "docker:17", dsn=False)
+    if result.code == 0:
+        pytest.skip("a Docker engine answers here")
+    assert result.code == 2
+    assert "docker" in one_paragraph(result.stderr).lower()
+    cli.assert_nothing_left()
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+def test_interrupt_stops_workers_server_and_schema(cli, how):
+    proc = cli.start("check", "skip-locked", "--workers", "4", "--jobs", "100000", "--work-ms", "5",
+                     "--pg", "embedded", dsn=False)
+    # Interrupt mid-run: once the server and the four workers are up, and a moment later.
+    deadline = time.monotonic() + 60
+    while len(_descendants(proc.pid)) < 5 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1)
+    if how == "ctrl-c":  # a terminal sends SIGINT to the whole foreground process group
+        os.killpg(proc.pid, signal.SIGINT)
+    else:
+        proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2, err
+    assert "interrupted" in one_paragraph(err)
+    cli.assert_nothing_left()
+
+
+def _descendants(pid: int) -> list:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def test_bench_runs_a_subset_and_writes_the_report(cli):
+    result = cli("bench", "--strategies", "naive-subquery,skip-locked", "--workers", "4", "--jobs", "500",
+                 "--mode", "lease", "--work-ms", "0")
+    assert result.code == 0, result.stderr
+    assert "naive-subquery" in result.stdout and "skip-locked" in result.stdout
+    reports = list((cli.scratch / "reports").glob("bench-*.json"))
+    assert len(reports) == 1
+    runs = json.loads(reports[0].read_text())["runs"]
+    assert [r["strategy"] for r in runs] == ["naive-subquery", "skip-locked"]
+    cli.assert_nothing_left()

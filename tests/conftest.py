@@ -1,0 +1,51 @@
+"""How the suite finds its server: `--test-dsn`, defaulting to $CLAIMCHECK_DSN, else an embedded
+PostgreSQL started once per pytest(-xdist) process. A server that cannot be reached ends the
+session with one line. Layers: unit (no server), integration (real server), acceptance (the CLI
+in a subprocess).
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from harness.errors import ClaimcheckError
+from harness.provision import DSN_ENV, provide_server
+
+MARKERS = {
+    "unit": "pure logic, no server",
+    "integration": "runs against a real PostgreSQL server",
+    "acceptance": "runs the claimcheck CLI in a subprocess",
+}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--test-dsn", default=os.environ.get(DSN_ENV),
+                     help=f"server to test against (default ${DSN_ENV}; else an embedded server)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, text in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {text}")
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    dsn = config.getoption("--test-dsn")
+    return f"claimcheck server: {'--test-dsn / ' + DSN_ENV if dsn else 'embedded PostgreSQL per xdist worker'}"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        for layer in MARKERS:
+            if f"/{layer}/" in str(item.fspath):
+                item.add_marker(layer)
+
+
+@pytest.fixture(scope="session")
+def server(request: pytest.FixtureRequest):
+    try:
+        with provide_server(dsn=request.config.getoption("--test-dsn")) as found:
+            print(f"\nPostgreSQL {found.version} ({found.source})")
+            yield found
+    except ClaimcheckError as exc:
+        pytest.exit(f"claimcheck tests need a PostgreSQL server: {exc}", returncode=2)

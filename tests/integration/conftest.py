@@ -1,0 +1,17 @@
+import pytest
+
+from harness.driver import RunResult, run_strategy
+from harness.session import run_schema
+from harness.settings import RunSettings
+from harness.strategy import load_strategy
+
+
+@pytest.fixture
+def run(server):
+    """Run one strategy x setting on the test server, in a schema of its own that is dropped after."""
+
+    def run_one(strategy: str, **settings) -> RunResult:
+        with run_schema(server) as (conn, schema, run_id):
+            return run_strategy(conn, server.dsn, schema, run_id, load_strategy(strategy), RunSettings(**settings))
+
+    return run_one

@@ -1,0 +1,84 @@
+import math
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from harness.ledger import CLAIM_IS_COMPLETION, DONE, LIVE, STALE, WorkerLog, judge
+
+
+def log(worker, *claims):
+    """claims: (job, attempt, claimed_at, ended_at or None, outcome)."""
+    out = WorkerLog(worker=worker)
+    for job, attempt, claimed, ended, outcome in claims:
+        out.record(job, attempt, claimed, math.nan if ended is None else ended, outcome)
+    return out
+
+
+def test_clean_drain_is_exactly_once():
+    v = judge([log(0, (1, 1, 0.1, 0.2, DONE), (2, 1, 0.1, 0.3, DONE)), log(1, (3, 1, 0.15, 0.25, DONE))],
+              1, 3, drained=True)
+    assert (v.claims, v.unique_jobs_claimed, v.double_claimed_jobs, v.extra_claims, v.unclaimed_jobs) == (3, 3, 0, 0, 0)
+    assert v.exactly_once
+
+
+def test_second_claim_while_the_first_is_live_is_a_concurrent_violation():
+    # Seed 000: A claims job 1 and holds it; B's claim commits before A completes.
+    v = judge([log(0, (1, 1, 0.10, 0.50, STALE)), log(1, (1, 2, 0.20, 0.60, DONE))], 1, 1, drained=True)
+    assert not v.exactly_once
+    assert v.double_claimed_jobs == 1 and v.extra_claims == 1 and v.stale_completions == 1
+    (violation,) = v.violations
+    assert violation.kind == "concurrent"
+    assert [(c.worker, c.attempt) for c in violation.claims] == [(0, 1), (1, 2)]
+
+
+def test_claim_after_completion_is_a_violation_too():
+    # Seed 003's pgbench run: the claim completes the job, another worker claims it again.
+    v = judge([log(0, (7, 1, 0.1, 0.1, CLAIM_IS_COMPLETION)), log(3, (7, 2, 0.3, 0.3, CLAIM_IS_COMPLETION))],
+              7, 7, drained=True)
+    assert v.double_claimed_jobs == 1
+    assert v.violations[0].kind == "after-done"
+
+
+def test_live_claim_at_the_end_is_concurrent_with_a_later_one():
+    v = judge([log(0, (1, 1, 0.1, None, LIVE)), log(1, (1, 2, 0.2, 0.3, DONE))], 1, 1, drained=True)
+    assert v.violations[0].kind == "concurrent"
+    assert v.violations[0].claims[0].ended_at_s is None
+
+
+def test_unclaimed_fails_a_drain_but_not_a_bounded_run():
+    logs = [log(0, (1, 1, 0.1, 0.2, DONE))]
+    assert judge(logs, 1, 3, drained=True).unclaimed_jobs == 2
+    assert not judge(logs, 1, 3, drained=True).exactly_once
+    assert judge(logs, 1, 3, drained=False).exactly_once
+
+
+def test_unexpected_ids_fail_the_run():
+    v = judge([log(0, (1, 1, 0.1, 0.2, DONE), (99, 1, 0.1, 0.2, DONE))], 1, 1, drained=True)
+    assert v.unexpected_jobs == 1 and not v.exactly_once
+    assert v.unique_jobs_claimed == 2 and v.extra_claims == 0
+
+
+def test_evidence_times_are_relative_to_the_origin():
+    v = judge([log(0, (1, 1, 10.5, 11.0, DONE)), log(1, (1, 2, 10.75, 11.5, DONE))], 1, 1, drained=True, origin=10.0)
+    assert [c.claimed_at_s for c in v.violations[0].claims] == [0.5, 0.75]
+
+
+histories = st.lists(st.tuples(st.integers(0, 3), st.integers(1, 12), st.floats(0, 10)), max_size=60)
+
+
+@given(histories)
+def test_counts_agree_with_a_brute_force_count(claims):
+    """Property: the ledger's counts equal a direct count over the same history."""
+    logs = {}
+    for worker, job, at in claims:
+        logs.setdefault(worker, log(worker)).record(job, 1, at, at + 1, DONE)
+    v = judge(list(logs.values()), 1, 10, drained=True)
+    jobs = [job for _, job, _ in claims]
+    seen = set(jobs)
+    assert v.claims == len(jobs)
+    assert v.unique_jobs_claimed == len(seen)
+    assert v.extra_claims == len(jobs) - len(seen)
+    assert v.double_claimed_jobs == sum(1 for j in seen if jobs.count(j) > 1 and j <= 10)
+    assert v.unexpected_jobs == sum(1 for j in seen if j > 10)
+    assert v.unclaimed_jobs == 10 - len(seen & set(range(1, 11)))
+    assert v.exactly_once == (len(jobs) == len(seen) and seen == set(range(1, 11)))

@@ -1,0 +1,91 @@
+from pathlib import Path
+
+import pytest
+
+from harness.errors import SqlFileError, UsageError
+from harness.sqlfile import parse_sql_text
+from harness.strategy import HEADER_KEYS, load_strategy, strategy_from_file
+from scenarios import CATALOG, builtin_names
+
+
+def strategy(text: str):
+    return strategy_from_file(parse_sql_text(text, Path("q.sql"), HEADER_KEYS), name="q")
+
+
+def test_sections_headers_and_trailing_semicolons():
+    s = strategy("""
+-- isolation: Repeatable  Read
+-- a comment that is prose, not a header
+-- name: claim
+UPDATE jobs SET status = 'running' WHERE id = 1 RETURNING id;
+-- name: complete
+UPDATE jobs SET status = 'done' WHERE id = %(id)s AND attempts = %(attempts)s;
+-- trailing comment
+""")
+    assert s.isolation == "repeatable read"
+    assert s.statements["claim"] == "UPDATE jobs SET status = 'running' WHERE id = 1 RETURNING id"
+    assert s.statements["complete"].endswith("attempts = %(attempts)s")
+    assert s.expected is None
+
+
+def test_missing_claim_is_rejected_with_the_file():
+    with pytest.raises(SqlFileError, match=r"q.sql: no '-- name: claim' section"):
+        strategy("-- name: complete\nUPDATE jobs SET status = 'done'")
+
+
+def test_unknown_section_names_its_line():
+    with pytest.raises(SqlFileError, match=r"q.sql:3: unknown section 'finish'"):
+        strategy("-- name: claim\nSELECT 1\n-- name: finish\nSELECT 2")
+
+
+def test_unknown_parameter_is_named_with_the_allowed_ones():
+    with pytest.raises(SqlFileError, match=r"q.sql:1: section 'claim' uses unknown parameter\(s\) %\(limit\)s"):
+        strategy("-- name: claim\nUPDATE jobs SET status='running' WHERE id IN (SELECT id FROM jobs LIMIT %(limit)s) RETURNING id")
+
+
+def test_ids_parameter_needs_a_pick_section():
+    with pytest.raises(SqlFileError, match="unknown parameter"):
+        strategy("-- name: claim\nUPDATE jobs SET status='running' WHERE id = ANY(%(ids)s) RETURNING id")
+
+
+def test_positional_placeholder_is_rejected():
+    with pytest.raises(SqlFileError, match="positional placeholder"):
+        strategy("-- name: claim\nUPDATE jobs SET status='running' WHERE id = %s RETURNING id")
+
+
+def test_literal_percent_written_twice_is_fine():
+    s = strategy("-- name: claim\nUPDATE jobs SET last_error = '100%%' WHERE id = 1 RETURNING id")
+    assert "%%" in s.statements["claim"]
+
+
+def test_duplicate_and_empty_sections():
+    with pytest.raises(SqlFileError, match="appears twice"):
+        strategy("-- name: claim\nSELECT 1\n-- name: claim\nSELECT 2")
+    with pytest.raises(SqlFileError, match="section 'claim' has no SQL"):
+        strategy("-- name: claim\n\n-- name: complete\nSELECT 1")
+
+
+def test_unknown_isolation_level():
+    with pytest.raises(SqlFileError, match="isolation 'snapshot'"):
+        strategy("-- isolation: snapshot\n-- name: claim\nSELECT 1")
+
+
+def test_every_catalog_strategy_loads_with_its_metadata():
+    assert set(CATALOG) <= set(builtin_names())
+    for name in builtin_names():
+        s = load_strategy(name)
+        assert s.name == name
+        assert s.expected in ("safe", "unsafe"), name
+        assert s.seed, name
+    assert load_strategy("serializable").isolation == "serializable"
+    assert load_strategy("select-then-update").has_pick
+
+
+def test_unknown_builtin_lists_the_known_ones():
+    with pytest.raises(UsageError, match="skip-locked"):
+        load_strategy("skip-lokced")
+
+
+def test_missing_file():
+    with pytest.raises(SqlFileError, match="no such file"):
+        load_strategy("/nonexistent/claim.sql")
