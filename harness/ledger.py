@@ -167,7 +167,9 @@ def _violations(logs: list[WorkerLog], repeated: set[int], origin: float) -> lis
                     outcome=OUTCOME_NAMES[log.outcome[i]]))
     result = []
     for job in sorted(by_job):
-        ordered = tuple(sorted(by_job[job], key=lambda c: c.claimed_at_s))
+        # Commit order: the attempt number is the server's own count of claims of the row; the
+        # client-side time breaks ties (and orders claims of strategies that return no attempt).
+        ordered = tuple(sorted(by_job[job], key=lambda c: (c.attempt, c.claimed_at_s)))
         result.append(Violation(job=job, kind=_kind(ordered), claims=ordered))
     return result
 

@@ -25,6 +25,8 @@ from harness.strategy import Strategy, sample_params
 
 BARRIER_TIMEOUT_S = 60.0
 MAX_COMPLETION_RETRIES = 100
+RETRY_BACKOFF_BASE_S = 0.0005
+RETRY_BACKOFF_CAP_S = 0.05
 _RETRYABLE = (errors.SerializationFailure, errors.DeadlockDetected)
 _PR_SET_PDEATHSIG = 1
 
@@ -105,6 +107,7 @@ class Loop:
         # transaction. A pick, or lock mode, needs an explicit transaction around several statements.
         self.explicit_transaction = plan.strategy.has_pick or self.settings.mode == "lock"
         self.claimed = 0
+        self.consecutive_failures = 0
 
     def run(self) -> None:
         limit = self.settings.claims_per_worker
@@ -113,6 +116,7 @@ class Loop:
                 return
             try:
                 if self.claim_cycle():
+                    self.consecutive_failures = 0
                     continue
                 self.log.empty_claims += 1
                 # The drain check runs at the strategy's isolation level too, so it can fail like a claim.
@@ -120,7 +124,9 @@ class Loop:
                     return
             except _RETRYABLE as exc:
                 self._count_retry(exc)
+                self._back_off()
                 continue
+            self.consecutive_failures = 0
             if self.settings.poll_ms:
                 time.sleep(self.settings.poll_ms / 1000)
 
@@ -187,10 +193,19 @@ class Loop:
         for _ in range(MAX_COMPLETION_RETRIES):
             try:
                 changed = self.conn.execute(self.statements["complete"], params).rowcount
+                self.consecutive_failures = 0
                 return DONE if changed > 0 else STALE
             except _RETRYABLE as exc:
                 self._count_retry(exc)
+                self._back_off()
         raise RuntimeError(f"completion of job {job} failed {MAX_COMPLETION_RETRIES} times in a row")
+
+    def _back_off(self) -> None:
+        """Sleep a random, growing pause before a retry: retrying at once under SERIALIZABLE
+        meets the same concurrent claims again and can fail indefinitely."""
+        self.consecutive_failures += 1
+        ceiling = min(RETRY_BACKOFF_CAP_S, RETRY_BACKOFF_BASE_S * 2 ** self.consecutive_failures)
+        time.sleep(self.rng.uniform(0, ceiling))
 
     def _count_retry(self, exc: Exception) -> None:
         if isinstance(exc, errors.SerializationFailure):

@@ -82,3 +82,10 @@ def test_counts_agree_with_a_brute_force_count(claims):
     assert v.unexpected_jobs == sum(1 for j in seen if j > 10)
     assert v.unclaimed_jobs == 10 - len(seen & set(range(1, 11)))
     assert v.exactly_once == (len(jobs) == len(seen) and seen == set(range(1, 11)))
+
+
+def test_evidence_is_in_attempt_order_when_client_clocks_disagree():
+    # Worker 1's claim (attempt 3) was acknowledged before worker 2's (attempt 2) reached its client.
+    v = judge([log(0, (1, 1, 0.1, None, LIVE)), log(1, (1, 3, 0.2, None, LIVE)), log(2, (1, 2, 0.25, None, LIVE))],
+              1, 1, drained=True)
+    assert [c.attempt for c in v.violations[0].claims] == [1, 2, 3]
