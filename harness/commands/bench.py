@@ -1,0 +1,39 @@
+"""`claimcheck bench`: claim strategies side by side on one server."""
+from __future__ import annotations
+
+import argparse
+
+from rich.console import Console
+
+from harness.commands._options import add_run_options, add_server_options, report_runs, settings_grid, str_list
+from harness.provision import provide_server
+from harness.report import print_server
+from harness.session import run_all
+from harness.strategy import load_strategy
+from scenarios import CATALOG
+
+EVIDENCE_JOBS = 1  # per violating run: the table is the point, one story each is enough
+
+
+def register(verbs: argparse._SubParsersAction) -> None:
+    p = verbs.add_parser("bench", help="claim strategies side by side on one server")
+    p.add_argument("--strategies", type=str_list, default=list(CATALOG),
+                   help="built-in names or .sql files, comma-separated (default: the whole catalog)")
+    add_run_options(p, workers="8", jobs=5_000, modes="lease,lock", work_ms="1")
+    add_server_options(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace, console: Console, err: Console) -> int:
+    strategies = [load_strategy(name) for name in args.strategies]
+    grid = settings_grid(args)
+    with provide_server(args.dsn, args.pg) as server:
+        print_server(err, server)
+        results = run_all(server, strategies, grid, err)
+        report_runs(server, results, args, console, "bench",
+                    f"claimcheck bench: PostgreSQL {server.version} ({server.source})",
+                    always_write=True, evidence=EVIDENCE_JOBS)
+    # A strategy believed unsafe showing its violation is the point of the table; a safe one
+    # (or a user's file, which makes no claim) that violates is a finding.
+    failed = [r for r in results if not r.verdict.exactly_once and r.strategy.expected != "unsafe"]
+    return 1 if failed else 0
