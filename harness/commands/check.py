@@ -2,28 +2,45 @@
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
 
 from rich.console import Console
 
 from harness.commands._options import add_run_options, add_server_options, report_runs, settings_grid
+from harness.errors import UsageError
+from harness.interleave.search import DEFAULT_EXAMPLES, search
+from harness.interleave.trace import render
 from harness.provision import provide_server
 from harness.report import print_server
 from harness.session import run_all
 from harness.strategy import load_strategy
 
 EVIDENCE_JOBS = 5
+DEFAULT_DATABASE = Path(".hypothesis") / "claimcheck"
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
     p = verbs.add_parser("check", help="the exactly-once verdict for one claim strategy")
     p.add_argument("strategy", help="a .sql file in the strategy contract, or a built-in name")
     add_run_options(p, workers="16", jobs=20_000, modes="lease", work_ms="0")
+    g = p.add_argument_group("search (instead of the load run)")
+    g.add_argument("--search", action="store_true",
+                   help="let hypothesis search 2-3 session schedules for a double claim and shrink it")
+    g.add_argument("--max-examples", type=int, default=DEFAULT_EXAMPLES,
+                   help=f"schedules to try (default {DEFAULT_EXAMPLES})")
+    g.add_argument("--seed", type=int, help="hypothesis seed, for a reproducible search")
+    g.add_argument("--hypothesis-db", type=Path, default=DEFAULT_DATABASE,
+                   help=f"where found counterexamples are kept and replayed first (default {DEFAULT_DATABASE})")
+    g.add_argument("--save-spec", type=Path, help="write a found counterexample here as a spec file")
     add_server_options(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     strategy = load_strategy(args.strategy)
+    if args.search:
+        return run_search(args, strategy, console, err)
     grid = settings_grid(args)
     with provide_server(args.dsn, args.pg) as server:
         print_server(err, server)
@@ -34,3 +51,33 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     held = all(r.verdict.exactly_once for r in results)
     console.print("[bold green]exactly-once held[/]" if held else "[bold red]exactly-once violated[/]")
     return 0 if held else 1
+
+
+def run_search(args: argparse.Namespace, strategy, console: Console, err: Console) -> int:
+    if args.max_examples < 1:
+        raise UsageError(f"--max-examples must be at least 1, got {args.max_examples}")
+    with provide_server(args.dsn, args.pg) as server:
+        print_server(err, server)
+        err.print(f"searching schedules of {strategy.name} (budget {args.max_examples})")
+        result = search(server, strategy, max_examples=args.max_examples, seed=args.seed, database=args.hypothesis_db)
+    figures = f"{result.examples_run} schedules in {result.seconds:.2f}s ({result.schedules_per_s:.0f}/s)"
+    if result.counterexample is None:
+        console.print(f"[bold green]no double claim found[/] in {figures}")
+        outcome = 0
+    else:
+        console.print(f"[bold red]double claim found[/] and shrunk, {figures}. The minimal schedule:\n")
+        for line in render(result.counterexample):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+        console.print("As a spec file you can save and replay with `claimcheck interleave FILE.spec`:\n")
+        console.print(result.spec_text, markup=False, highlight=False, soft_wrap=True)
+        if args.save_spec:
+            args.save_spec.write_text(result.spec_text)
+            console.print(f"saved to {args.save_spec}")
+        outcome = 1
+    if args.json:
+        args.json.write_text(json.dumps({
+            "postgres": {"version": server.version, "source": server.source}, "strategy": strategy.name,
+            "schedules": result.examples_run, "seconds": round(result.seconds, 3),
+            "counterexample": render(result.counterexample) if result.counterexample else None,
+            "spec": result.spec_text}, indent=2) + "\n")
+    return outcome

@@ -140,3 +140,38 @@ def test_bench_runs_a_subset_and_writes_the_report(cli):
     runs = json.loads(reports[0].read_text())["runs"]
     assert [r["strategy"] for r in runs] == ["naive-subquery", "skip-locked"]
     cli.assert_nothing_left()
+
+
+def test_interleave_prints_the_seed_000_trace_and_exits_1(cli):
+    result = cli("interleave", "seed000_naive_subquery")
+    assert result.code == 1, result.stderr
+    assert "step b_claim: UPDATE jobs" in result.stdout and "<waiting ...>" in result.stdout
+    assert "step b_claim: <... completed>" in result.stdout
+    assert "claims: A owns 1, 2, 3; B owns 1, 2, 3" in result.stdout
+    cli.assert_nothing_left()
+
+
+@pytest.mark.parametrize("text,message", [
+    ("session A\nstep a1 { BEGIN }\nstep a2 { COMMIT \n", "bad.spec:3: '{' is never closed"),
+    ("session A\nstep a1 { BEGIN }\npermutation a1 b9\n", "bad.spec:3: permutation names unknown step 'b9'"),
+    ("session A\nstep a1 { BEGIN }\nstep a2 { UPDATE nosuchtable SET x = 1 }\n",
+     'bad.spec:3: step a2 fails on the server: relation "nosuchtable" does not exist'),
+])
+def test_bad_spec_exits_2_naming_the_line(cli, text, message):
+    path = cli.scratch / "bad.spec"
+    path.write_text(text)
+    result = cli("interleave", str(path))
+    assert result.code == 2
+    assert message in one_paragraph(result.stderr)
+    cli.assert_nothing_left()
+
+
+def test_search_prints_a_replayable_counterexample(cli):
+    saved = cli.scratch / "cx.spec"
+    result = cli("check", "naive-subquery", "--search", "--seed", "1", "--save-spec", str(saved),
+                 "--hypothesis-db", str(cli.scratch / "hdb"))
+    assert result.code == 1, result.stderr
+    assert "double claim found and shrunk" in result.stdout and "<waiting ...>" in result.stdout
+    replay = cli("interleave", str(saved))
+    assert replay.code == 1 and "DOUBLE CLAIM: job 1" in replay.stdout
+    cli.assert_nothing_left()

@@ -1,0 +1,43 @@
+"""`claimcheck interleave SPEC`: run an interleaving spec and print its trace."""
+from __future__ import annotations
+
+import argparse
+import json
+
+from rich.console import Console
+
+from harness.commands._options import add_json_option, add_server_options
+from harness.interleave.session import load_spec, run_spec
+from harness.interleave.trace import render
+from harness.provision import provide_server
+from harness.report import print_server
+
+
+def register(verbs: argparse._SubParsersAction) -> None:
+    p = verbs.add_parser("interleave", help="run a spec's sessions step by step and print the trace")
+    p.add_argument("spec", help="a .spec file, or a built-in (e.g. seed000_naive_subquery)")
+    add_json_option(p)
+    add_server_options(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace, console: Console, err: Console) -> int:
+    spec = load_spec(args.spec)
+    err.print(f"Parsed spec with {len(spec.sessions)} sessions, {len(spec.all_permutations())} permutation(s)")
+    with provide_server(args.dsn, args.pg) as server:
+        print_server(err, server)
+        results = run_spec(server, spec)
+    for result in results:
+        for line in render(result):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+    doubled = [r for r in results if r.double_claims]
+    if args.json:
+        args.json.write_text(json.dumps({
+            "postgres": {"version": server.version, "source": server.source},
+            "spec": spec.path,
+            "permutations": [{"steps": list(r.permutation), "trace": render(r),
+                              "double_claimed_jobs": sorted(r.double_claims), "invalid": r.invalid,
+                              "blocked_steps": r.blocked_steps} for r in results],
+        }, indent=2) + "\n")
+    console.print(f"{len(doubled)} of {len(results)} permutation(s) hand a job to two sessions", highlight=False)
+    return 1 if doubled else 0

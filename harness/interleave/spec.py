@@ -1,0 +1,235 @@
+"""The interleaving spec format: sessions of named one-statement steps, and permutations.
+
+It follows PostgreSQL's isolation tester (`src/test/isolation/specs/*.spec`), plus two step
+kinds that know about job queues::
+
+    # seed 000: two sessions run the naive claim
+    jobs 20                              # seed the run's jobs table with 20 queued jobs
+    setup { UPDATE jobs SET status = 'done' WHERE id > 10 }   # optional, after seeding
+
+    session A
+    step  a_begin  { BEGIN }
+    claim a_claim  { UPDATE jobs SET status = 'running' WHERE ... RETURNING id, attempts }
+    step  a_commit { COMMIT }
+
+    session B
+    ...
+    permutation a_begin a_claim b_begin b_claim a_commit b_commit
+
+A `claim` step's rows (job id first, attempt second) become the session's claims when its
+transaction commits. A `pick` step's first column is kept as the session's `%(ids)s`, which
+later steps may use (the select-then-update pattern). With no `permutation` line, every
+interleaving that keeps each session's order is run.
+"""
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.errors import ClaimcheckError
+
+DEFAULT_JOBS = 20
+STEP_KINDS = ("step", "claim", "pick")
+_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class SpecError(ClaimcheckError):
+    """An interleaving spec that cannot be read or run."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One statement of one session."""
+
+    name: str
+    session: str
+    kind: str
+    """`step`, `claim` (its rows are claims) or `pick` (its ids feed later steps)."""
+    sql: str
+    line: int
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A parsed spec: the jobs to seed, extra setup, sessions' steps in order, permutations."""
+
+    path: str
+    jobs: int
+    setup: tuple[str, ...]
+    sessions: dict[str, tuple[Step, ...]]
+    permutations: tuple[tuple[str, ...], ...]
+    """Given ones, or empty for every order-keeping interleaving (see :meth:`all_permutations`)."""
+    steps: dict[str, Step] = field(default_factory=dict)
+
+    def all_permutations(self) -> list[tuple[str, ...]]:
+        if self.permutations:
+            return list(self.permutations)
+        return list(interleavings([[s.name for s in steps] for steps in self.sessions.values()]))
+
+
+def interleavings(sequences: list[list[str]]) -> "itertools.chain[tuple[str, ...]]":
+    """Every merge of the sequences that keeps each one's order, in a stable order."""
+    if not any(sequences):
+        return iter([()])  # type: ignore[return-value]
+
+    def merge(rest: list[list[str]]):
+        if not any(rest):
+            yield ()
+            return
+        for i, seq in enumerate(rest):
+            if seq:
+                for tail in merge(rest[:i] + [seq[1:]] + rest[i + 1:]):
+                    yield (seq[0], *tail)
+
+    return merge(sequences)
+
+
+class _Tokens:
+    """Words, `{ blocks }` and `#` comments, each with its line number."""
+
+    def __init__(self, text: str, path: str) -> None:
+        self.path = path
+        self.items: list[tuple[str, str, int]] = []  # (kind, value, line): kind word|block
+        i, line, n = 0, 1, len(text)
+        while i < n:
+            c = text[i]
+            if c == "\n":
+                line += 1
+                i += 1
+            elif c.isspace():
+                i += 1
+            elif c == "#":
+                while i < n and text[i] != "\n":
+                    i += 1
+            elif c == "{":
+                start_line, depth, j = line, 1, i + 1
+                while j < n and depth:
+                    depth += {"{": 1, "}": -1}.get(text[j], 0)
+                    line += text[j] == "\n"
+                    j += 1
+                if depth:
+                    raise SpecError(f"{path}:{start_line}: '{{' is never closed")
+                self.items.append(("block", text[i + 1:j - 1], start_line))
+                i = j
+            elif c == "}":
+                raise SpecError(f"{path}:{line}: '}}' without a matching '{{'")
+            else:
+                j = i
+                while j < n and not text[j].isspace() and text[j] not in "{}#":
+                    j += 1
+                self.items.append(("word", text[i:j], line))
+                i = j
+        self.pos = 0
+
+    def peek(self) -> tuple[str, str, int] | None:
+        return self.items[self.pos] if self.pos < len(self.items) else None
+
+    def take(self, expected: str, what: str) -> tuple[str, int]:
+        item = self.peek()
+        if item is None:
+            last = self.items[-1][2] if self.items else 1
+            raise SpecError(f"{self.path}:{last}: expected {what} at the end of the file")
+        kind, value, line = item
+        if kind != expected:
+            shown = "a { block }" if kind == "block" else repr(value)
+            raise SpecError(f"{self.path}:{line}: expected {what}, found {shown}")
+        self.pos += 1
+        return value, line
+
+
+def _statement(sql: str) -> str:
+    text = sql.strip()
+    return text[:-1].rstrip() if text.endswith(";") else text
+
+
+def parse_spec(text: str, path: str = "<spec>") -> Spec:
+    tokens = _Tokens(text, path)
+    jobs, setup = DEFAULT_JOBS, []
+    sessions: dict[str, list[Step]] = {}
+    steps: dict[str, Step] = {}
+    permutations: list[tuple[tuple[str, int], ...]] = []
+    current: str | None = None
+    while (item := tokens.peek()) is not None:
+        word, line = tokens.take("word", "a keyword (jobs, setup, session, step, claim, pick, permutation)")
+        if word == "jobs":
+            value, vline = tokens.take("word", "a number of jobs")
+            if not value.isdigit() or not 1 <= int(value) <= 1_000_000:
+                raise SpecError(f"{path}:{vline}: jobs must be a number from 1 to 1000000, got {value!r}")
+            jobs = int(value)
+        elif word == "setup":
+            block, _ = tokens.take("block", "a { SQL } block after setup")
+            setup.append(_statement(block))
+        elif word == "session":
+            name, nline = tokens.take("word", "a session name")
+            if not _NAME_RE.match(name) or name in sessions:
+                raise SpecError(f"{path}:{nline}: session name {name!r} is invalid or used twice")
+            sessions[name], current = [], name
+        elif word in STEP_KINDS:
+            if current is None:
+                raise SpecError(f"{path}:{line}: '{word}' before any 'session'")
+            name, nline = tokens.take("word", f"a name after '{word}'")
+            if not _NAME_RE.match(name) or name in steps:
+                raise SpecError(f"{path}:{nline}: step name {name!r} is invalid or used twice")
+            block, bline = tokens.take("block", f"a {{ SQL }} block for step {name}")
+            sql = _statement(block)
+            if not sql:
+                raise SpecError(f"{path}:{bline}: step {name} has no SQL")
+            step = Step(name=name, session=current, kind=word, sql=sql, line=nline)
+            steps[name] = step
+            sessions[current].append(step)
+        elif word == "permutation":
+            names = []
+            while (nxt := tokens.peek()) is not None and nxt[0] == "word" and nxt[1] not in _KEYWORDS:
+                names.append(tokens.take("word", "a step name")[::1])
+            if not names:
+                raise SpecError(f"{path}:{line}: permutation lists no steps")
+            permutations.append(tuple(names))
+        else:
+            raise SpecError(f"{path}:{line}: unknown keyword {word!r}; expected jobs, setup, session, "
+                            f"{', '.join(STEP_KINDS)} or permutation")
+    if len(sessions) < 1 or not steps:
+        raise SpecError(f"{path}:1: a spec needs at least one session with steps")
+    checked = tuple(_check_permutation(p, steps, sessions, path) for p in permutations)
+    return Spec(path=path, jobs=jobs, setup=tuple(setup),
+                sessions={k: tuple(v) for k, v in sessions.items()}, permutations=checked, steps=steps)
+
+
+_KEYWORDS = {"jobs", "setup", "session", "permutation", *STEP_KINDS}
+
+
+def _check_permutation(names: list[tuple[str, int]], steps: dict[str, Step], sessions: dict, path: str
+                       ) -> tuple[str, ...]:
+    for name, line in names:
+        if name not in steps:
+            known = ", ".join(steps)
+            raise SpecError(f"{path}:{line}: permutation names unknown step {name!r} (steps: {known})")
+    return tuple(name for name, _ in names)
+
+
+def read_spec(path: Path) -> Spec:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError(f"{path}: no such spec file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"{path}: cannot read it: {exc}") from None
+    return parse_spec(text, str(path))
+
+
+def render_spec(spec: Spec, header: str = "") -> str:
+    """A spec as text that parses back to the same spec (used for counterexamples to save)."""
+    out = [f"# {line}" for line in header.splitlines()]
+    out.append(f"jobs {spec.jobs}")
+    out += [f"setup {{ {sql} }}" for sql in spec.setup]
+    for session, steps in spec.sessions.items():
+        out.append("")
+        out.append(f"session {session}")
+        width = max(len(s.name) for s in steps)
+        for step in steps:
+            out.append(f"{step.kind:<5} {step.name:<{width}} {{ {' '.join(step.sql.split())} }}")
+    for permutation in spec.permutations:
+        out.append("")
+        out.append("permutation " + " ".join(permutation))
+    return "\n".join(out) + "\n"
