@@ -1,8 +1,9 @@
 """The driver: N worker processes against a freshly seeded table, started together, until drained.
 
 One call of :func:`run_strategy` is one strategy x setting: build the table, check the strategy on
-the server, fork the workers, release them through a barrier, watch progress (and stalls,
-and the time limit), collect each worker's log, and hand the logs to the ledger.
+the server, fork the workers, release them through a barrier, watch progress (and stalls, the time
+limit, the reaper and injected faults), merge the records each worker streams back, and hand the
+combined logs to the ledger.
 """
 from __future__ import annotations
 
@@ -10,28 +11,29 @@ import multiprocessing
 import multiprocessing.connection
 import threading
 import time
-from dataclasses import dataclass
-from typing import Callable
+from dataclasses import dataclass, field
 
 import psycopg
 
-from harness.errors import ClaimcheckError, Interrupted, ServerError
+from harness.errors import ClaimcheckError, Interrupted, ServerError, UsageError
+from harness.faults import FaultEvent, FaultInjector, affected_jobs, fates
 from harness.ledger import Verdict, WorkerLog, judge
+from harness.provision import Server
 from harness.queries import QUERIES
+from harness.reaper import Reaper
 from harness.sampler import LockWaitSampler, WaitSamples
-from harness.schema import SeededJobs, build_jobs_table
+from harness.schema import SeededJobs, build_jobs_table, use_schema
 from harness.settings import RunSettings
 from harness.stats import latency_summary
 from harness.strategy import Strategy, validate_on_server
-from harness.worker import BARRIER_TIMEOUT_S, WorkerPlan, worker_main
+from harness.worker import BARRIER_TIMEOUT_S, Shared, WorkerPlan, merge_delta, worker_main
 
 MONITOR_INTERVAL_S = 0.1
 STALL_TIMEOUT_S = 30.0
 """No claim by any worker for this long (plus the time a batch of work may take) ends a run."""
 JOIN_TIMEOUT_S = 10.0
+MAX_REPLACEMENTS = 32
 
-ProgressCallback = Callable[[int, float], None]
-"""Called with (claims so far, seconds since start) while a run goes."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,8 @@ class TableOutcome:
     running: int
     failed: int
     max_attempts: int
+    over_max_attempts: int = 0
+    attempts_total: int = 0
 
 
 @dataclass(frozen=True)
@@ -62,166 +66,271 @@ class RunResult:
     serialization_failures: int
     deadlocks: int
     claim_statements: int
+    reconnects: int = 0
+    reaped: int = 0
+    faults: list[FaultEvent] = field(default_factory=list)
 
     @property
     def throughput_jobs_per_s(self) -> float:
         return self.table.done / self.elapsed_s if self.elapsed_s > 0 else 0.0
 
+    @property
+    def unfinished_jobs(self) -> int:
+        return self.table.queued + self.table.running
+
+    @property
+    def lifecycle_ok(self) -> bool:
+        """After a drain with jobs coming back: every job done or failed, attempts within max."""
+        if not (self.settings.lifecycle and self.settings.drains):
+            return True
+        return self.unfinished_jobs == 0 and self.table.over_max_attempts == 0
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.verdict.exactly_once and self.lifecycle_ok
+
     def as_dict(self) -> dict:
         """One run object of the JSON contract in DESIGN.md."""
         v, s = self.verdict, self.settings
-        return {
-            "strategy": self.strategy.name,
-            "source": self.strategy.source,
-            "isolation": self.strategy.isolation,
-            "expected": self.strategy.expected,
-            "workers": s.workers,
-            "jobs": s.jobs,
-            "batch": s.batch,
-            "mode": s.mode,
-            "work_ms": str(s.work),
-            "claims": v.claims,
-            "unique_jobs_claimed": v.unique_jobs_claimed,
-            "double_claimed_jobs": v.double_claimed_jobs,
-            "extra_claims": v.extra_claims,
-            "unclaimed_jobs": v.unclaimed_jobs,
-            "unexpected_jobs": v.unexpected_jobs,
-            "stale_completions": v.stale_completions,
-            "jobs_done": self.table.done,
-            "max_attempts": self.table.max_attempts,
-            "serialization_failures": self.serialization_failures,
-            "deadlocks": self.deadlocks,
-            "claim_statements": self.claim_statements,
-            "elapsed_s": round(self.elapsed_s, 4),
-            "throughput_jobs_per_s": round(self.throughput_jobs_per_s, 1),
-            "claim_latency_ms": self.claim_latency_ms,
-            "wait_events": dict(self.waits.events.most_common()),
-            "wait_samples": self.waits.samples,
-            "max_waiting_workers": self.waits.max_waiting_workers,
-            "stopped_by": self.stopped_by,
-            "seed_seconds": round(self.seeded.seconds, 3),
-            "exactly_once": v.exactly_once,
+        data = {
+            "strategy": self.strategy.name, "source": self.strategy.source, "isolation": self.strategy.isolation,
+            "expected": self.strategy.expected, "workers": s.workers, "jobs": s.jobs, "batch": s.batch,
+            "mode": s.mode, "work_ms": str(s.work), "claims": v.claims, "unique_jobs_claimed": v.unique_jobs_claimed,
+            "double_claimed_jobs": v.double_claimed_jobs, "extra_claims": v.extra_claims,
+            "unclaimed_jobs": v.unclaimed_jobs, "unexpected_jobs": v.unexpected_jobs,
+            "stale_completions": v.stale_completions, "jobs_done": self.table.done,
+            "jobs_failed": self.table.failed, "max_attempts": self.table.max_attempts,
+            "serialization_failures": self.serialization_failures, "deadlocks": self.deadlocks,
+            "claim_statements": self.claim_statements, "elapsed_s": round(self.elapsed_s, 4),
+            "throughput_jobs_per_s": round(self.throughput_jobs_per_s, 1), "claim_latency_ms": self.claim_latency_ms,
+            "wait_events": dict(self.waits.events.most_common()), "wait_samples": self.waits.samples,
+            "max_waiting_workers": self.waits.max_waiting_workers, "stopped_by": self.stopped_by,
+            "seed_seconds": round(self.seeded.seconds, 3), "exactly_once": self.exactly_once,
             "violations": [x.as_dict() for x in v.violations],
         }
+        if s.lifecycle:
+            data.update({
+                "redeliveries": v.redeliveries, "stale_completion_violations": v.stale_completion_violations,
+                "unfinished_jobs": self.unfinished_jobs, "over_max_attempts": self.table.over_max_attempts,
+                "reaped": self.reaped, "reconnects": self.reconnects, "fail_rate": s.fail_rate,
+                "lease_seconds": s.lease_seconds, "faults": [f.as_dict() for f in self.faults],
+            })
+        return data
 
 
-def run_strategy(conn: psycopg.Connection, dsn: str, schema: str, run_id: str, strategy: Strategy,
-                 settings: RunSettings, on_progress: ProgressCallback | None = None) -> RunResult:
+def run_strategy(conn: psycopg.Connection, server: Server | str, schema: str, run_id: str, strategy: Strategy,
+                 settings: RunSettings, on_progress=None) -> RunResult:
     """Seed, check, run and judge one strategy x setting. `conn` is the coordinator's, in `schema`."""
+    dsn = server if isinstance(server, str) else server.dsn
+    restart = None if isinstance(server, str) else server.restart
+    if settings.fail_rate and not strategy.has("fail"):
+        raise UsageError(f"--fail-rate needs a 'fail' section in {strategy.source}")
     seeded = build_jobs_table(conn, schema, settings.jobs)
     validate_on_server(conn, strategy)
     _check_headroom(conn, settings.workers)
     plan = WorkerPlan(dsn=dsn, schema=schema, app_prefix=f"claimcheck/{run_id}/", strategy=strategy,
                       settings=settings)
-    logs, stopped_by, waits = _run_workers(plan, on_progress)
-    outcome = TableOutcome(*conn.execute(QUERIES["table_outcome"]).fetchone())
+    run = _Run(plan, restart, on_progress)
+    run.go()
+    if any(f.kind == "restart" for f in run.faults):
+        with reconnect(dsn, schema, run_id) as fresh:  # the restart closed the coordinator's connection too
+            return _judge(fresh, run, strategy, settings, seeded)
+    return _judge(conn, run, strategy, settings, seeded)
+
+
+def _judge(conn: psycopg.Connection, run: "_Run", strategy: Strategy, settings: RunSettings,
+           seeded: SeededJobs) -> RunResult:
+    outcome = TableOutcome(*conn.execute(QUERIES["table_outcome"]).fetchone(),
+                           *conn.execute(QUERIES["lifecycle_outcome"]).fetchone()[1:])
+    logs = run.logs
     # The run is the span of the workers' own clocks: from the first release from the barrier
     # to the last worker's end (the coordinator wakes from the barrier a little later than they do).
-    started = min(log.started_at for log in logs)
+    started = min(log.started_at for log in logs if log.started_at)
     finished = max(log.finished_at for log in logs)
-    verdict = judge(logs, seeded.first_id, seeded.last_id, drained=settings.drains, origin=started)
-    latencies = [x for log in logs for x in log.claim_latency_ms]
+    verdict = judge(logs, seeded.first_id, seeded.last_id, drained=settings.drains, origin=started,
+                    reaps=run.reaps)
+    if run.faults:
+        stalled = {e.worker: run.shared.stalled_job[e.worker] for e in run.faults
+                   if e.kind == "stall" and run.shared.stall[e.worker] == 2}
+        ids = sorted(affected_jobs(run.faults, logs, stalled))
+        final = {r[0]: (r[1], r[2]) for r in conn.execute(QUERIES["jobs_state"], {"ids": ids}).fetchall()}
+        fates(run.faults, logs, stalled, started, final)
     return RunResult(
-        strategy=strategy, settings=settings, seeded=seeded, verdict=verdict, waits=waits, table=outcome,
-        elapsed_s=finished - started, stopped_by=stopped_by,
-        claim_latency_ms=latency_summary(latencies),
+        strategy=strategy, settings=settings, seeded=seeded, verdict=verdict, waits=run.waits, table=outcome,
+        elapsed_s=finished - started, stopped_by=run.stopped_by,
+        claim_latency_ms=latency_summary(x for log in logs for x in log.claim_latency_ms),
         serialization_failures=sum(log.serialization_failures for log in logs),
         deadlocks=sum(log.deadlocks for log in logs),
         claim_statements=sum(log.claim_statements for log in logs),
+        reconnects=sum(log.reconnects for log in logs), reaped=len(run.reaps), faults=run.faults,
     )
+
+
+def reconnect(dsn: str, schema: str, run_id: str) -> psycopg.Connection:
+    conn = psycopg.connect(dsn, autocommit=True, application_name=f"claimcheck/{run_id}/coordinator")
+    use_schema(conn, schema)
+    return conn
 
 
 def _check_headroom(conn: psycopg.Connection, workers: int) -> None:
     free = conn.execute(QUERIES["connection_headroom"]).fetchone()[0]
-    if free < workers + 1:
-        raise ServerError(f"the server has room for {free} more connections but the run needs {workers + 1} "
-                          "(workers and the sampler); lower --workers or raise max_connections")
+    if free < workers + 2:
+        raise ServerError(f"the server has room for {free} more connections but the run needs {workers + 2} "
+                          "(workers, the sampler and the reaper); lower --workers or raise max_connections")
 
 
-def _run_workers(plan: WorkerPlan, on_progress: ProgressCallback | None
-                 ) -> tuple[list[WorkerLog], str, WaitSamples]:
-    settings = plan.settings
-    # fork: workers start in milliseconds. No thread of ours is running at this point
-    # (the sampler of a previous run has been joined), which is what makes fork safe.
-    ctx = multiprocessing.get_context("fork")
-    barrier = ctx.Barrier(settings.workers + 1)
-    stop = ctx.Value("b", 0, lock=False)
-    progress = ctx.Array("q", settings.workers, lock=False)
-    receivers, processes = [], []
-    sampler: LockWaitSampler | None = None
-    finished = False
-    try:
-        for index in range(settings.workers):
-            receiver, sender = ctx.Pipe(duplex=False)
-            process = ctx.Process(target=worker_main, args=(plan, index, barrier, stop, progress, sender),
-                                  name=f"claimcheck-w{index:02d}", daemon=True)
-            process.start()
-            sender.close()
-            receivers.append(receiver)
-            processes.append(process)
-        sampler = LockWaitSampler(plan.dsn, plan.app_prefix)
-        sampler.start()
+class _Run:
+    """The processes, shared memory and background threads of one run."""
+
+    def __init__(self, plan: WorkerPlan, restart, on_progress) -> None:
+        self.plan, self.settings, self.restart, self.on_progress = plan, plan.settings, restart, on_progress
+        # fork: workers start in milliseconds. No thread of ours runs when the first ones are forked
+        # (the previous run's sampler has been joined); replacements may be forked while the
+        # sampler and reaper threads run, which is safe because the child only opens a new connection.
+        self.ctx = multiprocessing.get_context("fork")
+        slots = self.settings.workers + MAX_REPLACEMENTS
+        self.shared = Shared(stop=self.ctx.Value("b", 0, lock=False),
+                             progress=self.ctx.Array("q", slots, lock=False),
+                             stall=self.ctx.Array("b", slots, lock=False),
+                             stalled_job=self.ctx.Array("q", slots, lock=False))
+        self.processes: dict[int, multiprocessing.Process] = {}
+        self.receivers: dict[int, multiprocessing.connection.Connection] = {}
+        self.partial: dict[int, WorkerLog] = {}
+        self.finished: dict[int, WorkerLog] = {}
+        self.killed: set[int] = set()
+        self.reaps: list = []
+        self.faults: list[FaultEvent] = []
+        self.waits = WaitSamples()
+        self.stopped_by = "drained" if self.settings.drains else (
+            "duration" if self.settings.duration_s is not None else "claims-per-worker")
+
+    @property
+    def logs(self) -> list[WorkerLog]:
+        return [self.finished[i] for i in sorted(self.finished)]
+
+    def _spawn(self, index: int, barrier) -> None:
+        receiver, sender = self.ctx.Pipe(duplex=False)
+        process = self.ctx.Process(target=worker_main, args=(self.plan, index, barrier, self.shared, sender),
+                                   name=f"claimcheck-w{index:02d}", daemon=True)
+        process.start()
+        sender.close()
+        self.processes[index], self.receivers[index] = process, receiver
+        self.partial[index] = WorkerLog(worker=index)
+
+    def _spawn_replacement(self) -> int:
+        index = len(self.processes)
+        if index >= self.settings.workers + MAX_REPLACEMENTS:
+            raise ClaimcheckError("too many replacement workers")
+        self._spawn(index, None)
+        return index
+
+    def go(self) -> None:
+        settings = self.settings
+        barrier = self.ctx.Barrier(settings.workers + 1)
+        sampler = reaper = None
+        done = False
         try:
-            barrier.wait(BARRIER_TIMEOUT_S)
-        except threading.BrokenBarrierError:
-            logs = _collect(receivers, processes, deadline=time.monotonic() + JOIN_TIMEOUT_S)
-            errors = [log.error for log in logs if log.error] or ["workers did not reach the start barrier"]
-            raise ServerError(f"workers could not start: {errors[0]}") from None
-        started = time.monotonic()
-        logs, stopped_by = _monitor(receivers, progress, stop, settings, started, on_progress)
-        waits = sampler.stop()
-        sampler = None
-        errors = [log.error for log in logs if log.error]
-        if errors:
-            raise ClaimcheckError(f"a worker failed mid-run, so the run is not judged: {errors[0]}")
-        finished = True
-        return logs, stopped_by, waits
-    except KeyboardInterrupt:
-        raise Interrupted("interrupted: workers stopped before the run finished") from None
-    finally:
-        if sampler is not None:
-            sampler.stop()
-        _reap(processes, graceful=finished)
-
-
-def _monitor(receivers: list, progress, stop, settings: RunSettings, started: float,
-             on_progress: ProgressCallback | None) -> tuple[list[WorkerLog], str]:
-    logs: dict[int, WorkerLog] = {}
-    stopped_by = "drained" if settings.drains else (
-        "duration" if settings.duration_s is not None else "claims-per-worker")
-    stall_limit = STALL_TIMEOUT_S + 2 * settings.batch * max(settings.work.a_ms, settings.work.b_ms) / 1000
-    last_claims, last_change = -1, started
-    pending = dict(enumerate(receivers))
-    while pending:
-        for receiver in multiprocessing.connection.wait(list(pending.values()), MONITOR_INTERVAL_S):
-            index = next(i for i, r in pending.items() if r is receiver)
+            for index in range(settings.workers):
+                self._spawn(index, barrier)
+            sampler = LockWaitSampler(self.plan.dsn, self.plan.app_prefix)
+            sampler.start()
             try:
-                logs[index] = receiver.recv()
-            except EOFError:  # the process died without sending its log
-                logs[index] = WorkerLog(worker=index, error=f"worker {index} died without a word")
-            del pending[index]
-        now = time.monotonic()
-        claims = sum(progress)
-        if claims != last_claims:
-            last_claims, last_change = claims, now
-        if on_progress:
-            on_progress(claims, now - started)
-        if settings.duration_s is not None and now - started >= settings.duration_s:
-            stop.value = 1
-        elif now - last_change > stall_limit and not stop.value:
-            stop.value, stopped_by = 1, "stalled"
-    return [logs[i] for i in sorted(logs)], stopped_by
+                barrier.wait(BARRIER_TIMEOUT_S)
+            except threading.BrokenBarrierError:
+                self._drain_messages(deadline=time.monotonic() + JOIN_TIMEOUT_S)
+                errors = [log.error for log in self.finished.values() if log.error]
+                raise ServerError("workers could not start: " + (errors[0] if errors else
+                                  "they did not reach the start barrier")) from None
+            started = time.monotonic()
+            if settings.reap_every_s is not None:
+                reaper = Reaper(self.plan.dsn, self.plan.schema, self.plan.app_prefix, self.plan.strategy,
+                                settings.reap_every_s)
+                reaper.start()
+            injector = FaultInjector(settings.faults, settings.jobs, self.plan.dsn, self.plan.app_prefix, started,
+                                     self.restart) if settings.faults else None
+            self._monitor(started, injector)
+            self.waits = sampler.stop()
+            sampler = None
+            if reaper is not None:
+                self.reaps = reaper.stop()
+                reaper = None
+            if injector is not None:
+                self.faults = injector.events
+            errors = [log.error for log in self.finished.values() if log.error]
+            if errors:
+                raise ClaimcheckError(f"a worker failed mid-run, so the run is not judged: {errors[0]}")
+            done = True
+        except KeyboardInterrupt:
+            raise Interrupted("interrupted: workers stopped before the run finished") from None
+        finally:
+            for thread in (sampler, reaper):
+                if thread is not None:
+                    thread.stop()
+            _reap(list(self.processes.values()), graceful=done)
 
+    def _monitor(self, started: float, injector: FaultInjector | None) -> None:
+        settings = self.settings
+        stall_limit = STALL_TIMEOUT_S + 2 * settings.batch * max(settings.work.a_ms, settings.work.b_ms) / 1000
+        if settings.faults:
+            stall_limit += settings.lease_seconds * (settings.faults.stall_factor + 2)
+        last_claims, last_change = -1, started
+        while len(self.finished) < len(self.processes):
+            self._drain_messages(timeout=MONITOR_INTERVAL_S)
+            now = time.monotonic()
+            claims = sum(self.shared.progress)
+            if claims != last_claims:
+                last_claims, last_change = claims, now
+            if self.on_progress:
+                self.on_progress(claims, now - started)
+            if injector is not None and injector.due(claims) and not self.shared.stop.value:
+                alive = {i: p.pid for i, p in self.processes.items() if i not in self.finished and p.is_alive()}
+                injector.inject(alive, self.shared, self._spawn_replacement)
+                self.killed |= injector.killed
+                last_change = time.monotonic()
+            if settings.duration_s is not None and now - started >= settings.duration_s:
+                self.shared.stop.value = 1
+            elif now - last_change > stall_limit and not self.shared.stop.value:
+                self.shared.stop.value, self.stopped_by = 1, "stalled"
 
-def _collect(receivers: list, processes: list, deadline: float) -> list[WorkerLog]:
-    logs = []
-    for receiver in receivers:
-        if receiver.poll(max(0.0, deadline - time.monotonic())):
-            try:
-                logs.append(receiver.recv())
-            except EOFError:
-                pass
-    return logs
+    def _drain_messages(self, timeout: float = 0.0, deadline: float | None = None) -> None:
+        """Receive what workers sent; a worker's log is finished by its `end` message or its death."""
+        while True:
+            pending = {r: i for i, r in self.receivers.items() if i not in self.finished}
+            if not pending:
+                return
+            wait = timeout if deadline is None else max(0.0, deadline - time.monotonic())
+            ready = multiprocessing.connection.wait(list(pending), wait)
+            if not ready:
+                return
+            for receiver in ready:
+                index = pending[receiver]
+                try:
+                    kind, payload = receiver.recv()
+                except (EOFError, OSError):
+                    self._died(index)
+                    continue
+                if kind == "log":
+                    merge_delta(self.partial[index], payload)
+                else:
+                    self._ended(index, payload)
+            timeout = 0.0
+            if deadline is not None and time.monotonic() >= deadline:
+                return
+
+    def _ended(self, index: int, summary: WorkerLog) -> None:
+        log = self.partial[index]
+        for name in ("claim_latency_ms", "claim_statements", "empty_claims", "serialization_failures", "deadlocks",
+                     "reconnects", "started_at", "finished_at", "error"):
+            setattr(log, name, getattr(summary, name))
+        self.finished[index] = log
+
+    def _died(self, index: int) -> None:
+        """A worker gone without its `end` message: killed by a fault (expected), or crashed."""
+        log = self.partial[index]
+        log.finished_at = time.monotonic()
+        if index not in self.killed:
+            log.error = f"worker {index} died without a word (exit code {self.processes[index].exitcode})"
+        self.finished[index] = log
 
 
 def _reap(processes: list, graceful: bool) -> None:

@@ -1,17 +1,23 @@
 """Where double claims are counted: the exactly-once ledger, as pure functions of plain data.
 
 Each worker records its committed claims locally (job id, attempt, when the claim committed,
-when and how its ownership ended) and hands the log back at the end of the run; this module
-judges the combined history by the rules in DESIGN.md:
+when and how its ownership ended) and streams them to the coordinator in batches; the reaper
+records which claims it returned to the queue. This module judges the combined history by the
+rules in DESIGN.md:
 
 - a claim counts only once its transaction committed (workers record nothing else);
-- a second committed claim of a job whose earlier claim is still live, or which was already
-  completed, is a violation: the job was handed to two workers;
+- a re-claim of a job is a **redelivery** (at-least-once behaviour, not a violation) when every
+  earlier claim of it had been released: failed and requeued by its worker, returned by the
+  reaper, or left to expire past its lease;
+- otherwise it is a **double claim**: the job was handed to a second worker while an earlier
+  claim was live, or after it had been completed;
+- a completion (or failure) that changed the row after its claim had been reaped is a **stale
+  completion** violation; one that changed no row was fenced off and is only counted;
 - a seeded job never claimed by the end of a drain is `unclaimed`; a claimed id that was never
   seeded is `unexpected`. Both fail the run, like Jepsen's lost / unexpected.
 
 Times are `time.monotonic()` readings, which Linux keeps system-wide, so the logs of different
-worker processes share one clock.
+processes share one clock.
 """
 from __future__ import annotations
 
@@ -21,21 +27,27 @@ from dataclasses import dataclass, field
 
 # How a claim's ownership ended.
 LIVE = 0
-"""Never ended: the run stopped while the worker held it."""
+"""Never ended: the run stopped, or the worker died, while it held the job."""
 DONE = 1
 """The worker's completion changed the row."""
 STALE = 2
-"""The worker's completion changed no row: someone else owned the job by then."""
+"""The worker's completion (or failure) changed no row: it no longer owned the job."""
 CLAIM_IS_COMPLETION = 3
 """The strategy has no `complete`: the claim statement itself finishes the job."""
-OUTCOME_NAMES = {LIVE: "live", DONE: "done", STALE: "stale completion", CLAIM_IS_COMPLETION: "claim completes"}
+FAILED = 4
+"""The worker's `fail` changed the row: the job was requeued with backoff, or failed for good."""
+ABANDONED = 5
+"""The worker's lease extension changed no row, so it stopped working on the job."""
+OUTCOME_NAMES = {LIVE: "live", DONE: "done", STALE: "stale completion", CLAIM_IS_COMPLETION: "claim completes",
+                 FAILED: "failed", ABANDONED: "abandoned"}
+_CHANGED_ROW = (DONE, FAILED)
 
 MAX_EVIDENCE = 20  # violations kept with full evidence; the counts are always complete
 
 
 @dataclass
 class WorkerLog:
-    """Everything one worker did, recorded locally and sent back once at the end."""
+    """Everything one worker did, recorded locally."""
 
     worker: int
     job: array = field(default_factory=lambda: array("q"))
@@ -49,6 +61,7 @@ class WorkerLog:
     empty_claims: int = 0
     serialization_failures: int = 0
     deadlocks: int = 0
+    reconnects: int = 0
     started_at: float = 0.0
     finished_at: float = 0.0
     error: str | None = None
@@ -71,6 +84,15 @@ class WorkerLog:
 
 
 @dataclass(frozen=True)
+class Reap:
+    """The reaper returned claim `attempt` of `job` to the queue (or failed it) at `at`."""
+
+    job: int
+    attempt: int
+    at: float
+
+
+@dataclass(frozen=True)
 class Claim:
     """One committed claim, as shown in evidence."""
 
@@ -79,16 +101,17 @@ class Claim:
     claimed_at_s: float
     ended_at_s: float | None
     outcome: str
+    reaped_at_s: float | None = None
 
 
 @dataclass(frozen=True)
 class Violation:
-    """A job handed to more than one worker, with every claim of it in commit order."""
+    """A job handed to more than one worker, or changed by a worker that no longer owned it."""
 
     job: int
     kind: str
-    """`concurrent`: claimed again while an earlier claim was live; `after-done`: claimed
-    again after an earlier claim had completed it."""
+    """`concurrent`: claimed again while an earlier claim was live; `after-done`: claimed again
+    after an earlier claim completed it; `stale-completion`: a reaped claim's worker changed the row."""
     claims: tuple[Claim, ...]
 
     def as_dict(self) -> dict:
@@ -103,26 +126,46 @@ class Verdict:
     unique_jobs_claimed: int
     double_claimed_jobs: int
     extra_claims: int
+    """Claims beyond one per job, redeliveries included."""
     unclaimed_jobs: int
     unexpected_jobs: int
     stale_completions: int
+    """Completions or failures fenced off (they changed no row): harmless, counted."""
     violations: tuple[Violation, ...]
     """At most MAX_EVIDENCE of them, lowest job ids first."""
     drained: bool
+    redeliveries: int = 0
+    """Re-claims after a release (failure, reaper, lease expiry): at-least-once, not a violation."""
+    stale_completion_violations: int = 0
+    """Completions or failures that changed a row after the claim had been reaped."""
 
     @property
     def exactly_once(self) -> bool:
         lost = self.unclaimed_jobs if self.drained else 0
-        return self.double_claimed_jobs == 0 and self.unexpected_jobs == 0 and lost == 0
+        return (self.double_claimed_jobs == 0 and self.stale_completion_violations == 0
+                and self.unexpected_jobs == 0 and lost == 0)
 
 
-def judge(logs: list[WorkerLog], first_id: int, last_id: int, *, drained: bool, origin: float = 0.0) -> Verdict:
+@dataclass
+class _Seen:
+    worker: int
+    attempt: int
+    claimed_at: float
+    ended_at: float
+    outcome: int
+
+
+def judge(logs: list[WorkerLog], first_id: int, last_id: int, *, drained: bool, origin: float = 0.0,
+          reaps: list[Reap] | None = None, lease_seconds: float | None = None) -> Verdict:
     """Judge the combined logs of a run over seeded ids `first_id..last_id`.
 
     `drained` says the run went until no job was left, so unclaimed jobs are lost jobs.
-    `origin` is the run's start, subtracted from times shown in evidence.
-    Memory stays linear in the number of jobs (one counter per id), not per claim.
+    `reaps` are the reaper's returns; `lease_seconds`, when given, lets a claim older than its
+    lease count as released (for strategies whose claim takes expired jobs back itself).
+    `origin` is subtracted from times shown in evidence. Memory stays linear in the number of
+    jobs (one counter per id) plus the claims of jobs claimed more than once.
     """
+    reaped = {(r.job, r.attempt): r.at for r in reaps or []}
     span = max(last_id - first_id + 1, 0)
     counts = array("i", bytes(4 * span))
     unexpected: set[int] = set()
@@ -137,48 +180,82 @@ def judge(logs: list[WorkerLog], first_id: int, last_id: int, *, drained: bool, 
             else:
                 unexpected.add(job)
     repeated = {first_id + slot for slot, n in enumerate(counts) if n > 1}
+    reaped_jobs = {job for job, _ in reaped}
+    history = _history(logs, repeated | reaped_jobs)
+    violations: list[Violation] = []
+    doubled = redelivered = stale_violations = 0
+    for job in sorted(history):
+        seen = sorted(history[job], key=lambda c: (c.attempt, c.claimed_at))
+        kind, legit = _reclaims(job, seen, reaped, lease_seconds)
+        redelivered += legit
+        if kind:
+            doubled += 1
+        late = _stale_change(job, seen, reaped)
+        stale_violations += late
+        if (kind or late) and len(violations) < MAX_EVIDENCE:
+            violations.append(_evidence(job, kind or "stale-completion", seen, reaped, origin))
     never = counts.count(0)
     unique = span - never + len(unexpected)
-    violations = _violations(logs, repeated, origin)
     return Verdict(
-        claims=claims,
-        unique_jobs_claimed=unique,
-        double_claimed_jobs=len(repeated),
-        extra_claims=claims - unique,
-        unclaimed_jobs=never,
-        unexpected_jobs=len(unexpected),
-        stale_completions=stale,
-        violations=tuple(violations[:MAX_EVIDENCE]),
-        drained=drained,
+        claims=claims, unique_jobs_claimed=unique, double_claimed_jobs=doubled, extra_claims=claims - unique,
+        unclaimed_jobs=never, unexpected_jobs=len(unexpected), stale_completions=stale,
+        violations=tuple(violations), drained=drained, redeliveries=redelivered,
+        stale_completion_violations=stale_violations,
     )
 
 
-def _violations(logs: list[WorkerLog], repeated: set[int], origin: float) -> list[Violation]:
-    """Evidence for the repeated jobs: every claim of each, in commit order."""
-    by_job: dict[int, list[Claim]] = {}
-    wanted = set(sorted(repeated)[:MAX_EVIDENCE])
+def _history(logs: list[WorkerLog], jobs: set[int]) -> dict[int, list[_Seen]]:
+    found: dict[int, list[_Seen]] = {}
+    if not jobs:
+        return found
     for log in logs:
         for i, job in enumerate(log.job):
-            if job in wanted:
-                ended = log.ended_at[i]
-                by_job.setdefault(job, []).append(Claim(
-                    worker=log.worker, attempt=log.attempt[i], claimed_at_s=round(log.claimed_at[i] - origin, 6),
-                    ended_at_s=None if math.isnan(ended) else round(ended - origin, 6),
-                    outcome=OUTCOME_NAMES[log.outcome[i]]))
-    result = []
-    for job in sorted(by_job):
-        # Commit order: the attempt number is the server's own count of claims of the row; the
-        # client-side time breaks ties (and orders claims of strategies that return no attempt).
-        ordered = tuple(sorted(by_job[job], key=lambda c: (c.attempt, c.claimed_at_s)))
-        result.append(Violation(job=job, kind=_kind(ordered), claims=ordered))
-    return result
+            if job in jobs:
+                found.setdefault(job, []).append(_Seen(log.worker, log.attempt[i], log.claimed_at[i],
+                                                       log.ended_at[i], log.outcome[i]))
+    return found
 
 
-def _kind(claims: tuple[Claim, ...]) -> str:
-    """`concurrent` if some claim committed before an earlier one had ended, else `after-done`."""
-    held_until = -math.inf
-    for claim in claims:
-        if claim.claimed_at_s < held_until:
-            return "concurrent"
-        held_until = max(held_until, math.inf if claim.ended_at_s is None else claim.ended_at_s)
-    return "after-done"
+def _released(job: int, earlier: _Seen, later: _Seen, reaped: dict, lease_seconds: float | None) -> bool:
+    if (job, earlier.attempt) in reaped:
+        return True
+    if earlier.outcome == FAILED and earlier.ended_at <= later.claimed_at:
+        return True
+    if lease_seconds is not None and earlier.outcome not in (DONE, CLAIM_IS_COMPLETION, FAILED):
+        return later.claimed_at - earlier.claimed_at > lease_seconds
+    return False
+
+
+def _reclaims(job: int, seen: list[_Seen], reaped: dict, lease_seconds: float | None) -> tuple[str | None, int]:
+    """The kind of the first illegitimate re-claim (or None), and how many re-claims were legit."""
+    kind, legit = None, 0
+    for i, later in enumerate(seen[1:], start=1):
+        holders = [e for e in seen[:i] if not _released(job, e, later, reaped, lease_seconds)]
+        if not holders:
+            legit += 1
+            continue
+        if kind is None:
+            live = any(math.isnan(e.ended_at) or e.ended_at > later.claimed_at or e.outcome != DONE
+                       and e.outcome != CLAIM_IS_COMPLETION for e in holders)
+            kind = "concurrent" if live else "after-done"
+    return kind, legit
+
+
+def _stale_change(job: int, seen: list[_Seen], reaped: dict) -> int:
+    """1 if a reaped claim's worker later changed the row (completed or failed it), else 0."""
+    for claim in seen:
+        at = reaped.get((job, claim.attempt))
+        if at is not None and claim.outcome in _CHANGED_ROW and claim.ended_at > at:
+            return 1
+    return 0
+
+
+def _evidence(job: int, kind: str, seen: list[_Seen], reaped: dict, origin: float) -> Violation:
+    def shown(t: float) -> float | None:
+        return None if math.isnan(t) else round(t - origin, 6)
+
+    return Violation(job=job, kind=kind, claims=tuple(
+        Claim(worker=c.worker, attempt=c.attempt, claimed_at_s=round(c.claimed_at - origin, 6),
+              ended_at_s=shown(c.ended_at), outcome=OUTCOME_NAMES[c.outcome],
+              reaped_at_s=shown(reaped[(job, c.attempt)]) if (job, c.attempt) in reaped else None)
+        for c in seen))

@@ -112,17 +112,26 @@ class LocalPostmaster:
         if initdb.returncode != 0:
             self.stop()
             raise ServerError(f"{self.label}: initdb failed: {initdb.stderr.strip() or initdb.stdout.strip()}")
-        log = open(self.log_path, "wb")
+        self._launch()
+
+    def _launch(self) -> None:
+        assert self.root is not None
+        log = open(self.log_path, "ab")
         if self.account:
             os.chown(self.log_path, pwd.getpwnam(self.account).pw_uid, -1)
         self.process = subprocess.Popen(
-            [str(self.bin_dir / "postgres"), "-D", str(data), "-k", str(self.root), "-p", str(SOCKET_PORT),
-             "-c", "listen_addresses=", "-c", f"max_connections={self.max_connections}"],
+            [str(self.bin_dir / "postgres"), "-D", str(self.root / "data"), "-k", str(self.root),
+             "-p", str(SOCKET_PORT), "-c", "listen_addresses=", "-c", f"max_connections={self.max_connections}"],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True, preexec_fn=_die_with_parent, **self._run_as_account(),
         )
         log.close()
         self._wait_until_ready()
+
+    def restart(self) -> None:
+        """Fast shutdown and start again on the same data: every client loses its connection."""
+        self._shutdown()
+        self._launch()
 
     def _wait_until_ready(self) -> None:
         assert self.process is not None
@@ -140,8 +149,7 @@ class LocalPostmaster:
         self.stop()
         raise ServerError(f"{self.label}: the server did not accept connections within {READY_TIMEOUT_S:.0f} s")
 
-    def stop(self) -> None:
-        """Fast shutdown (clients disconnected, no recovery needed), then delete the cluster."""
+    def _shutdown(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGINT)
             try:
@@ -150,6 +158,10 @@ class LocalPostmaster:
                 self.process.kill()
                 self.process.wait()
         self.process = None
+
+    def stop(self) -> None:
+        """Fast shutdown (clients disconnected, no recovery needed), then delete the cluster."""
+        self._shutdown()
         if self.root is not None:
             shutil.rmtree(self.root, ignore_errors=True)
             self.root = None

@@ -13,9 +13,9 @@ import shutil
 import subprocess
 import warnings
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import psycopg
 
@@ -43,6 +43,8 @@ class Server:
     """`server_version_num`, for version-dependent code."""
     bin_dir: Path | None = None
     """Directory with this server's client tools (pgbench, psql), when we know one."""
+    restart: Callable[[], None] | None = field(default=None, compare=False, repr=False)
+    """Restarts the server, for the restart fault; only for a server we started."""
 
 
 def server_version(dsn: str) -> tuple[str, int]:
@@ -135,7 +137,8 @@ def provide_server(dsn: str | None = None, pg: str | None = None) -> Iterator[Se
     try:
         postmaster.start()
         version, num = server_version(postmaster.dsn)
-        yield Server(dsn=postmaster.dsn, source=source, version=version, version_num=num, bin_dir=bin_dir)
+        yield Server(dsn=postmaster.dsn, source=source, version=version, version_num=num, bin_dir=bin_dir,
+                     restart=postmaster.restart)
     finally:
         postmaster.stop()
 

@@ -21,6 +21,7 @@ from harness.provision import Server
 
 REPORTS_DIR = Path("reports")
 EVIDENCE_SHOWN = 5
+FATES_SHOWN = 3
 
 
 def document(server: Server, runs: Iterable[RunResult], command: str, settings: dict) -> dict:
@@ -58,14 +59,14 @@ def _top_wait(run: RunResult) -> str:
 
 
 def verdict_text(run: RunResult) -> Text:
-    if run.verdict.exactly_once:
+    if run.exactly_once:
         text = Text("exactly-once", style="bold green")
     else:
         text = Text("VIOLATED", style="bold red")
     expected = run.strategy.expected
-    if expected == "unsafe" and run.verdict.exactly_once:
+    if expected == "unsafe" and run.exactly_once:
         text.append(" (unsafe, not caught this run)", style="yellow")
-    elif expected == "safe" and not run.verdict.exactly_once:
+    elif expected == "safe" and not run.exactly_once:
         text.append(" (expected safe!)", style="bold red")
     if run.stopped_by == "stalled":
         text.append(" stalled", style="red")
@@ -101,8 +102,9 @@ def evidence_lines(violations: Iterable[Violation], limit: int = EVIDENCE_SHOWN)
         lines.append(f"job {violation.job}: claimed {len(violation.claims)} times ({violation.kind})")
         for claim in violation.claims:
             ended = "never ended" if claim.ended_at_s is None else f"ended +{claim.ended_at_s:.4f}s"
+            reaped = "" if claim.reaped_at_s is None else f"  reaped +{claim.reaped_at_s:.4f}s"
             lines.append(f"    worker w{claim.worker:02d}  attempt {claim.attempt}  "
-                         f"claimed +{claim.claimed_at_s:.4f}s  {ended}  ({claim.outcome})")
+                         f"claimed +{claim.claimed_at_s:.4f}s  {ended}  ({claim.outcome}){reaped}")
     return lines
 
 
@@ -112,10 +114,50 @@ def print_server(console: Console, server: Server) -> None:
 
 def print_evidence(console: Console, run: RunResult, limit: int = EVIDENCE_SHOWN) -> None:
     v = run.verdict
-    if v.exactly_once:
+    if run.exactly_once:
         return
-    console.print(f"[bold red]{run.strategy.name}: {v.double_claimed_jobs:,} job(s) handed to more than one "
-                  f"worker[/], {v.extra_claims:,} extra claims, {v.unclaimed_jobs:,} unclaimed, "
-                  f"{v.unexpected_jobs:,} unexpected ids. Evidence (times from the start of the run):")
+    problems = [f"{v.double_claimed_jobs:,} job(s) handed to more than one worker"]
+    if v.stale_completion_violations:
+        problems.append(f"{v.stale_completion_violations:,} stale completion(s) that changed a row "
+                        "the worker no longer owned")
+    if v.unclaimed_jobs and v.drained:
+        problems.append(f"{v.unclaimed_jobs:,} unclaimed")
+    if v.unexpected_jobs:
+        problems.append(f"{v.unexpected_jobs:,} unexpected ids")
+    if not run.lifecycle_ok:
+        problems.append(f"{run.unfinished_jobs:,} job(s) neither done nor failed, "
+                        f"{run.table.over_max_attempts:,} over max_attempts")
+    console.print(f"[bold red]{run.strategy.name} ({run.settings.mode}): {'; '.join(problems)}[/]. "
+                  f"{v.extra_claims:,} extra claims, {v.redeliveries:,} redeliveries. "
+                  "Evidence (times from the start of the run):")
     for line in evidence_lines(v.violations, limit):
         console.print(line, highlight=False, markup=False)
+
+
+def faults_table(run: RunResult) -> Table:
+    """Each injected fault and what became of its jobs."""
+    table = Table(title=f"faults injected into {run.strategy.name} ({run.settings.mode} mode)",
+                  title_justify="left", header_style="bold")
+    for name in ("at s", "fault", "worker", "what happened", "its jobs"):
+        table.add_column(name, justify="right" if name == "at s" else "left", overflow="fold")
+    for event in run.faults:
+        table.add_row(f"{event.at_s:.2f}", event.kind, "-" if event.worker is None else f"w{event.worker:02d}",
+                      event.detail, _fates(event.jobs))
+    return table
+
+
+def _fates(jobs: list[dict]) -> str:
+    if not jobs:
+        return "-"
+    lines = []
+    for job in jobs[:FATES_SHOWN]:
+        story = " → ".join(f"w{c['worker']:02d} a{c['attempt']} +{c['claimed_at_s']:.2f}s {c['outcome']}"
+                           for c in job["claims"])
+        last = job["claims"][-1] if job["claims"] else None
+        unseen = (last is not None and last["outcome"] == "live" and job["final_status"] == "done"
+                  and job["final_attempts"] == last["attempt"])
+        note = " (its completion committed before the kill; the record died with the worker)" if unseen else ""
+        lines.append(f"job {job['job']}: {story} ⇒ {job['final_status']}{note}")
+    if len(jobs) > FATES_SHOWN:
+        lines.append(f"… and {len(jobs) - FATES_SHOWN} more")
+    return "\n".join(lines)

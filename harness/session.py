@@ -14,7 +14,7 @@ import psycopg
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from harness.driver import RunResult, run_strategy
+from harness.driver import RunResult, reconnect, run_strategy
 from harness.errors import UsageError
 from harness.provision import Server
 from harness.schema import create_schema, drop_schema, new_run_id, schema_name
@@ -60,6 +60,16 @@ def _drop_quietly(dsn: str, schema: str) -> None:
                                    f"drop it by hand with DROP SCHEMA {schema} CASCADE", markup=False)
 
 
+def _alive(conn: psycopg.Connection, server: Server, schema: str, run_id: str) -> psycopg.Connection:
+    """The coordinator's connection, or a new one if a restart fault closed it."""
+    try:
+        conn.execute("SELECT 1")
+        return conn
+    except psycopg.OperationalError:
+        conn.close()
+        return reconnect(server.dsn, schema, run_id)
+
+
 def run_all(server: Server, strategies: list[Strategy], grid: list[RunSettings], err: Console) -> list[RunResult]:
     results = []
     with run_schema(server) as (conn, schema, run_id):
@@ -77,9 +87,10 @@ def run_all(server: Server, strategies: list[Strategy], grid: list[RunSettings],
                                     status=f"{claims:,} claims · {rate:,.0f}/s")
                     progress.refresh()
 
-                result = run_strategy(conn, server.dsn, schema, run_id, strategy, settings, show)
+                conn = _alive(conn, server, schema, run_id)
+                result = run_strategy(conn, server, schema, run_id, strategy, settings, show)
                 progress.remove_task(task)
-                status = "[green]exactly-once[/]" if result.verdict.exactly_once else "[red]violated[/]"
+                status = "[green]exactly-once[/]" if result.exactly_once else "[red]violated[/]"
                 err.print(f"  {label}: {result.table.done:,} done in {result.elapsed_s:.2f}s "
                           f"({result.throughput_jobs_per_s:,.0f} jobs/s) {status}")
                 results.append(result)

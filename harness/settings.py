@@ -49,6 +49,26 @@ class WorkTime:
 
 
 @dataclass(frozen=True)
+class FaultPlan:
+    """How many faults of each kind to inject, spread over the run by progress."""
+
+    kills: int = 2
+    """SIGKILL of a worker process mid-job (a replacement worker starts)."""
+    terminates: int = 2
+    """pg_terminate_backend of a worker's backend mid-transaction (the worker reconnects)."""
+    stalls: int = 2
+    """A worker sleeps past its lease after a claim, then tries to complete."""
+    restarts: int = 1
+    """Server restart mid-run (only for a server we started; workers reconnect)."""
+    stall_factor: float = 2.5
+    """A stall lasts this many leases."""
+
+    @property
+    def total(self) -> int:
+        return self.kills + self.terminates + self.stalls + self.restarts
+
+
+@dataclass(frozen=True)
 class RunSettings:
     """One strategy x setting: how many workers, how many jobs, how they claim and work."""
 
@@ -66,6 +86,14 @@ class RunSettings:
     """Stop after this long even if the table is not drained."""
     claims_per_worker: int | None = None
     """Stop each worker after this many claim transactions (pgbench's -t)."""
+    fail_rate: float = 0.0
+    """Fraction of jobs a worker fails (the strategy's `fail` requeues them with backoff)."""
+    backoff_unit_s: float = 10.0
+    """The seed's backoff: unit * 2^attempts after a failure (20 s after the first), capped."""
+    backoff_cap_s: float = 3600.0
+    reap_every_s: float | None = None
+    """Run the reaper (expired leases back to the queue) this often; None: no reaper."""
+    faults: FaultPlan | None = None
 
     def __post_init__(self) -> None:
         if not 1 <= self.workers <= MAX_WORKERS:
@@ -84,6 +112,17 @@ class RunSettings:
             raise UsageError(f"--duration must be positive, got {self.duration_s}")
         if self.claims_per_worker is not None and self.claims_per_worker < 1:
             raise UsageError(f"--claims-per-worker must be at least 1, got {self.claims_per_worker}")
+        if not 0 <= self.fail_rate < 1:
+            raise UsageError(f"--fail-rate must be at least 0 and below 1, got {self.fail_rate}")
+        if self.backoff_unit_s < 0 or self.backoff_cap_s < 0:
+            raise UsageError("--backoff-unit and --backoff-cap cannot be negative")
+        if self.reap_every_s is not None and self.reap_every_s <= 0:
+            raise UsageError(f"--reap-every must be positive, got {self.reap_every_s}")
+
+    @property
+    def lifecycle(self) -> bool:
+        """Jobs can come back (failures, reaper, faults): a drain waits for every job to be done or failed."""
+        return self.fail_rate > 0 or self.reap_every_s is not None or self.faults is not None
 
     @property
     def drains(self) -> bool:
@@ -94,4 +133,5 @@ class RunSettings:
         data = asdict(self)
         data["work_ms"] = str(self.work)
         del data["work"]
+        data["faults"] = asdict(self.faults) if self.faults else None
         return data

@@ -24,6 +24,9 @@ SECTION_PARAMS: dict[str, set[str]] = {
     "pick": CLAIM_PARAMS,
     "claim": CLAIM_PARAMS | {"ids"},
     "complete": {"id", "attempts", "worker"},
+    "fail": {"id", "attempts", "worker", "error", "backoff_unit_s", "backoff_cap_s"},
+    "extend": {"id", "attempts", "worker", "lease_seconds"},
+    "reap": set(),
 }
 VALIDATION_TIMEOUT_MS = 10_000
 
@@ -53,6 +56,9 @@ class Strategy:
     @property
     def has_complete(self) -> bool:
         return "complete" in self.statements
+
+    def has(self, section: str) -> bool:
+        return section in self.statements
 
 
 def load_strategy(name_or_path: str) -> Strategy:
@@ -112,12 +118,13 @@ def validate_on_server(conn: psycopg.Connection, strategy: Strategy) -> None:
     statements in one section) and checks the claim's result shape, before any worker starts.
     """
     values: dict[str, object] = {"worker": "claimcheck-validate", "batch": 1, "lease_seconds": 30.0,
-                                 "ids": [], "id": 0, "attempts": 0}
+                                 "ids": [], "id": 0, "attempts": 0, "error": "validation",
+                                 "backoff_unit_s": 10.0, "backoff_cap_s": 3600.0}
     try:
         with conn.transaction(force_rollback=True):
             conn.execute(pgsql.SQL("SET LOCAL statement_timeout = {}").format(VALIDATION_TIMEOUT_MS))
             conn.execute(pgsql.SQL("SET TRANSACTION ISOLATION LEVEL {}").format(pgsql.SQL(strategy.isolation.upper())))
-            for section in ("pick", "claim", "complete"):
+            for section in SECTION_PARAMS:
                 if section not in strategy.statements:
                     continue
                 cur = _run_section(conn, strategy, section, values)

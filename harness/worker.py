@@ -1,9 +1,11 @@
 """The worker loop: one process, one connection, claiming until the table is drained.
 
-A worker records each committed claim locally (see :class:`harness.ledger.WorkerLog`) and sends
-the whole log to the coordinator once, at the end: nothing on the hot path talks to anyone
-but PostgreSQL. Serialization failures and deadlocks roll the transaction back, are counted,
-and the statement is tried again.
+A worker records each committed claim locally (see :class:`harness.ledger.WorkerLog`) and
+streams new records to the coordinator over a one-way pipe after each claim (and any endings
+every FLUSH_INTERVAL_S): nothing on the hot path waits for anyone but PostgreSQL, and a worker
+killed mid-run loses at most the endings since its last flush. Serialization failures and
+deadlocks roll the transaction back, are counted, and the statement is tried again after a
+random pause. A lost connection (terminated backend, server restart) is re-established.
 """
 from __future__ import annotations
 
@@ -12,13 +14,13 @@ import random
 import signal
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
 from psycopg import errors, sql
 
-from harness.ledger import CLAIM_IS_COMPLETION, DONE, STALE, WorkerLog
+from harness.ledger import ABANDONED, CLAIM_IS_COMPLETION, DONE, FAILED, STALE, WorkerLog
 from harness.queries import QUERIES
 from harness.settings import RunSettings
 from harness.strategy import Strategy, sample_params
@@ -27,6 +29,10 @@ BARRIER_TIMEOUT_S = 60.0
 MAX_COMPLETION_RETRIES = 100
 RETRY_BACKOFF_BASE_S = 0.0005
 RETRY_BACKOFF_CAP_S = 0.05
+RECONNECT_TIMEOUT_S = 60.0
+RECONNECT_PAUSE_S = 0.1
+FLUSH_INTERVAL_S = 0.05
+INJECTED_ERROR = "claimcheck: injected failure"
 _RETRYABLE = (errors.SerializationFailure, errors.DeadlockDetected)
 _PR_SET_PDEATHSIG = 1
 
@@ -43,6 +49,20 @@ class WorkerPlan:
     settings: RunSettings
 
 
+@dataclass
+class Shared:
+    """Shared memory between the coordinator and the workers (one slot per worker, one writer each)."""
+
+    stop: Any
+    progress: Any
+    """Jobs claimed so far, per worker: the coordinator's progress bar and stall detector."""
+    stall: Any = None
+    """The coordinator sets a worker's slot to 1 to make it stall after its next claim."""
+    stalled_job: Any = None
+    """The job a worker stalled on, for the fault report."""
+    extra: dict = field(default_factory=dict)
+
+
 def application_name(prefix: str, index: int) -> str:
     return f"{prefix}w{index:02d}"
 
@@ -56,8 +76,48 @@ def connect_worker(plan: WorkerPlan, index: int) -> psycopg.Connection:
     return conn
 
 
-def worker_main(plan: WorkerPlan, index: int, barrier: Any, stop: Any, progress: Any, pipe: Any) -> None:
-    """Entry point of a worker process. Never raises: errors travel back in the log."""
+class LogStream:
+    """Sends what the worker recorded since the last flush: new claims, and endings of older ones."""
+
+    def __init__(self, pipe: Any, log: WorkerLog) -> None:
+        self.pipe, self.log = pipe, log
+        self.sent = 0
+        self.ended: set[int] = set()
+        self.last_flush = time.monotonic()
+
+    def mark_ended(self, slot: int) -> None:
+        if slot < self.sent:
+            self.ended.add(slot)
+
+    def flush(self) -> None:
+        log, start = self.log, self.sent
+        endings = [(s, log.ended_at[s], log.outcome[s]) for s in self.ended]
+        if len(log) > start or endings:
+            self.pipe.send(("log", (start, log.job[start:], log.attempt[start:], log.claimed_at[start:],
+                                    log.ended_at[start:], log.outcome[start:], endings)))
+        self.sent, self.last_flush = len(log), time.monotonic()
+        self.ended.clear()
+
+    def flush_if_due(self) -> None:
+        if time.monotonic() - self.last_flush >= FLUSH_INTERVAL_S:
+            self.flush()
+
+
+def merge_delta(log: WorkerLog, payload: tuple) -> None:
+    """The coordinator's side of :class:`LogStream`: apply one flush to its copy of the log."""
+    start, job, attempt, claimed_at, ended_at, outcome, endings = payload
+    del log.job[start:], log.attempt[start:], log.claimed_at[start:], log.ended_at[start:], log.outcome[start:]
+    log.job.extend(job)
+    log.attempt.extend(attempt)
+    log.claimed_at.extend(claimed_at)
+    log.ended_at.extend(ended_at)
+    log.outcome.extend(outcome)
+    for slot, ended, how in endings:
+        log.ended_at[slot], log.outcome[slot] = ended, how
+
+
+def worker_main(plan: WorkerPlan, index: int, barrier: Any, shared: Shared, pipe: Any) -> None:
+    """Entry point of a worker process. Never raises: errors travel back in the final message."""
     # Ctrl-C reaches the whole process group; the coordinator decides, and terminates us.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # terminate() sends SIGTERM: die at once (the server rolls our transaction back). The CLI's
@@ -65,53 +125,63 @@ def worker_main(plan: WorkerPlan, index: int, barrier: Any, stop: Any, progress:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
     log = WorkerLog(worker=index)
-    conn = None
+    stream = LogStream(pipe, log)
+    loop = None
     try:
         conn = connect_worker(plan, index)
-        barrier.wait(BARRIER_TIMEOUT_S)
+        if barrier is not None:
+            barrier.wait(BARRIER_TIMEOUT_S)
         log.started_at = time.monotonic()
-        Loop(plan, index, conn, log, stop, progress).run()
+        loop = Loop(plan, index, conn, log, shared, stream)
+        loop.run()
     except Exception as exc:  # reported by the coordinator as an environment error
         log.error = f"worker {index}: {type(exc).__name__}: {str(exc).strip() or traceback.format_exc(limit=3)}"
-        try:
-            barrier.abort()
-        except Exception:
-            pass
+        if barrier is not None:
+            try:
+                barrier.abort()
+            except Exception:
+                pass
     finally:
         log.finished_at = time.monotonic()
         try:
-            pipe.send(log)
+            stream.flush()
+            summary = WorkerLog(worker=index, claim_latency_ms=log.claim_latency_ms,
+                                claim_statements=log.claim_statements, empty_claims=log.empty_claims,
+                                serialization_failures=log.serialization_failures, deadlocks=log.deadlocks,
+                                reconnects=log.reconnects, started_at=log.started_at,
+                                finished_at=log.finished_at, error=log.error)
+            pipe.send(("end", summary))
         finally:
-            if conn is not None:
-                conn.close()
+            if loop is not None and not loop.conn.closed:
+                loop.conn.close()
 
 
 class Loop:
     """The claim / work / complete cycle of one worker, in `lease` or `lock` mode."""
 
     def __init__(self, plan: WorkerPlan, index: int, conn: psycopg.Connection, log: WorkerLog,
-                 stop: Any, progress: Any) -> None:
-        self.conn, self.log, self.stop, self.progress, self.index = conn, log, stop, progress, index
-        self.settings = plan.settings
+                 shared: Shared, stream: LogStream) -> None:
+        self.plan, self.conn, self.log, self.shared, self.stream, self.index = plan, conn, log, shared, stream, index
+        self.settings = s = plan.settings
         self.strategy = plan.strategy
         self.statements = plan.strategy.statements
         self.rng = random.Random(index)
-        values = {"worker": f"w{index:02d}", "batch": self.settings.batch,
-                  "lease_seconds": self.settings.lease_seconds}
-        self.claim_params = sample_params(plan.strategy, "claim", ids=[], **values)
-        self.pick_params = sample_params(plan.strategy, "pick", **values) if plan.strategy.has_pick else {}
-        self.complete_uses = set(sample_params(plan.strategy, "complete", id=0, attempts=0, worker="")) \
-            if plan.strategy.has_complete else set()
-        self.worker_name = values["worker"]
+        self.worker_name = f"w{index:02d}"
+        values = {"worker": self.worker_name, "batch": s.batch, "lease_seconds": s.lease_seconds, "ids": [],
+                  "error": INJECTED_ERROR, "backoff_unit_s": s.backoff_unit_s, "backoff_cap_s": s.backoff_cap_s}
+        self.params = {section: sample_params(plan.strategy, section, **values, id=0, attempts=0)
+                       for section in plan.strategy.statements}
         # One round trip for a lone claim statement in lease mode: autocommit makes it its own
         # transaction. A pick, or lock mode, needs an explicit transaction around several statements.
-        self.explicit_transaction = plan.strategy.has_pick or self.settings.mode == "lock"
+        self.explicit_transaction = plan.strategy.has_pick or s.mode == "lock"
+        self.drain_query = QUERIES["unfinished_remaining" if s.lifecycle else "queued_remaining"]
         self.claimed = 0
         self.consecutive_failures = 0
+        self._current_attempt = 0
 
     def run(self) -> None:
         limit = self.settings.claims_per_worker
-        while not self.stop.value:
+        while not self.shared.stop.value:
             if limit is not None and self.log.claim_statements >= limit:
                 return
             try:
@@ -120,13 +190,17 @@ class Loop:
                     continue
                 self.log.empty_claims += 1
                 # The drain check runs at the strategy's isolation level too, so it can fail like a claim.
-                if self.settings.drains and not self.conn.execute(QUERIES["queued_remaining"]).fetchone()[0]:
+                if self.settings.drains and not self.conn.execute(self.drain_query).fetchone()[0]:
                     return
             except _RETRYABLE as exc:
                 self._count_retry(exc)
                 self._back_off()
                 continue
+            except psycopg.OperationalError:
+                self._reconnect()
+                continue
             self.consecutive_failures = 0
+            self.stream.flush_if_due()
             if self.settings.poll_ms:
                 time.sleep(self.settings.poll_ms / 1000)
 
@@ -136,69 +210,136 @@ class Loop:
         started = time.monotonic()
         if not self.explicit_transaction:
             rows = self._claim()
-            committed = time.monotonic()
-            self._after_lease_claim(rows, started, committed)
+            self._after_lease_claim(rows, started, time.monotonic())
             return len(rows)
         with self.conn.transaction():
             rows = self._claim()
             claim_returned = time.monotonic()
-            outcomes = [self._work_and_complete(job, attempt) for job, attempt in rows] \
-                if self.settings.mode == "lock" else []
+            outcomes = [self._finish(job, attempt) for job, attempt in rows] if self.settings.mode == "lock" else []
         committed = time.monotonic()
         if self.settings.mode == "lock":
-            self._record_rows(rows, started, claim_returned)
+            self._count_claimed(rows, started, claim_returned)
             for (job, attempt), outcome in zip(rows, outcomes):
                 self.log.record(job, attempt, committed, committed, outcome)
+            if rows:
+                self.stream.flush()
         else:
             self._after_lease_claim(rows, started, committed)
         return len(rows)
 
     def _claim(self) -> list[tuple[int, int]]:
-        params = self.claim_params
+        params = self.params["claim"]
         if self.strategy.has_pick:
-            ids = [r[0] for r in self.conn.execute(self.statements["pick"], self.pick_params).fetchall()]
+            ids = [r[0] for r in self.conn.execute(self.statements["pick"], self.params["pick"]).fetchall()]
             if not ids:
                 return []
             params = {**params, "ids": ids} if "ids" in params else params
         cur = self.conn.execute(self.statements["claim"], params)
         return [(r[0], r[1] if len(r) > 1 and r[1] is not None else 0) for r in cur.fetchall()]
 
-    def _record_rows(self, rows: list, started: float, returned: float) -> None:
+    def _count_claimed(self, rows: list, started: float, returned: float) -> None:
         if rows:
             self.log.claim_latency_ms.append((returned - started) * 1000)
             self.claimed += len(rows)
-            self.progress[self.index] = self.claimed
+            self.shared.progress[self.index] = self.claimed
 
     def _after_lease_claim(self, rows: list, started: float, committed: float) -> None:
-        self._record_rows(rows, started, committed)
+        self._count_claimed(rows, started, committed)
         if not self.strategy.has_complete:
             for job, attempt in rows:
                 self.log.record(job, attempt, committed, committed, CLAIM_IS_COMPLETION)
+            if rows:
+                self.stream.flush_if_due()
             return
-        recorded = [self.log.record(job, attempt, committed) for job, attempt in rows]
-        for (job, attempt), slot in zip(rows, recorded):
-            outcome = self._work_and_complete(job, attempt)
+        slots = [self.log.record(job, attempt, committed) for job, attempt in rows]
+        if rows:
+            self.stream.flush()  # the claims are known to the coordinator before any work starts
+        for (job, attempt), slot in zip(rows, slots):
+            outcome = self._finish_resiliently(job, attempt)
             self.log.end(slot, time.monotonic(), outcome)
+            self.stream.mark_ended(slot)
+        self.stream.flush_if_due()
 
-    def _work_and_complete(self, job: int, attempt: int) -> int:
+    def _work(self, job: int) -> bool:
+        """Work on a job; False if the lease could not be extended (the job is no longer ours)."""
+        if self.shared.stall is not None and self.shared.stall[self.index] == 1:
+            # The stall fault: sleep past the lease without extending it, then carry on.
+            self.shared.stalled_job[self.index] = job
+            self.shared.stall[self.index] = 2
+            self.stream.flush()
+            time.sleep(self.settings.lease_seconds * self.settings.faults.stall_factor)
+            return True
         pause = self.settings.work.draw_s(self.rng)
-        if pause > 0:
-            time.sleep(pause)
+        lease = self.settings.lease_seconds
+        if pause <= lease / 2 or not self.strategy.has("extend") or self.settings.mode == "lock":
+            if pause > 0:
+                time.sleep(pause)
+            return True
+        # Longer than half a lease: extend it every third of a lease while working, and stop if
+        # an extension changes no row (another worker owns the job now).
+        deadline = time.monotonic() + pause
+        while (left := deadline - time.monotonic()) > 0:
+            time.sleep(min(lease / 3, left))
+            if time.monotonic() < deadline and not self._extend(job):
+                return False
+        return True
+
+    def _extend(self, job: int) -> bool:
+        attempt = self._current_attempt
+        params = {**self.params["extend"], **{k: v for k, v in (("id", job), ("attempts", attempt))
+                                               if k in self.params["extend"]}}
+        return self.conn.execute(self.statements["extend"], params).rowcount > 0
+
+    def _finish(self, job: int, attempt: int) -> int:
+        """Work, then complete (or fail, at the fail rate). Returns the claim's outcome."""
+        self._current_attempt = attempt
+        if not self._work(job):
+            return ABANDONED
         if not self.strategy.has_complete:
             return CLAIM_IS_COMPLETION
-        params = {k: v for k, v in (("id", job), ("attempts", attempt), ("worker", self.worker_name))
-                  if k in self.complete_uses}
-        if self.settings.mode == "lock":  # inside the claim's transaction: a failure retries the whole cycle
-            return DONE if self.conn.execute(self.statements["complete"], params).rowcount > 0 else STALE
+        fails = self.settings.fail_rate and self.strategy.has("fail") and self.rng.random() < self.settings.fail_rate
+        section = "fail" if fails else "complete"
+        params = {**self.params[section], **{k: v for k, v in (("id", job), ("attempts", attempt))
+                                              if k in self.params[section]}}
+        changed = self.conn.execute(self.statements[section], params).rowcount > 0
+        if not changed:
+            return STALE
+        return FAILED if fails else DONE
+
+    def _finish_resiliently(self, job: int, attempt: int) -> int:
+        """Lease mode: the completion is its own transaction; retry it through failures and reconnects."""
         for _ in range(MAX_COMPLETION_RETRIES):
             try:
-                changed = self.conn.execute(self.statements["complete"], params).rowcount
+                outcome = self._finish(job, attempt)
                 self.consecutive_failures = 0
-                return DONE if changed > 0 else STALE
+                return outcome
             except _RETRYABLE as exc:
                 self._count_retry(exc)
                 self._back_off()
+            except psycopg.OperationalError:
+                self._reconnect()
+                # The lost statement may have committed: if the job is done at our attempt, it did.
+                row = self.conn.execute(QUERIES["job_state"], {"id": job}).fetchone()
+                if row and row[0] == "done" and row[1] == attempt:
+                    return DONE
         raise RuntimeError(f"completion of job {job} failed {MAX_COMPLETION_RETRIES} times in a row")
+
+    def _reconnect(self) -> None:
+        """The connection is gone (terminated backend, restarting server): open a new one."""
+        self.log.reconnects += 1
+        try:
+            self.conn.close()
+        except Exception:
+            pass
+        deadline = time.monotonic() + RECONNECT_TIMEOUT_S
+        while True:
+            try:
+                self.conn = connect_worker(self.plan, self.index)
+                return
+            except psycopg.OperationalError:
+                if time.monotonic() > deadline or self.shared.stop.value:
+                    raise
+                time.sleep(RECONNECT_PAUSE_S)
 
     def _back_off(self) -> None:
         """Sleep a random, growing pause before a retry: retrying at once under SERIALIZABLE

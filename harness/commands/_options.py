@@ -10,8 +10,8 @@ from rich.console import Console
 
 from harness.driver import RunResult
 from harness.provision import DSN_ENV, Server
-from harness.report import document, print_evidence, results_table, write_json
-from harness.settings import RunSettings, WorkTime
+from harness.report import document, faults_table, print_evidence, results_table, write_json
+from harness.settings import FaultPlan, RunSettings, WorkTime
 
 
 def int_list(text: str) -> list[int]:
@@ -47,18 +47,37 @@ def add_run_options(p: argparse.ArgumentParser, *, workers: str, jobs: int, mode
                         f"lock: claim, work and complete in one transaction; a comma list runs both (default {modes})")
     g.add_argument("--work-ms", default=work_ms, help=f"work per job: 5, a range 1-10, or exp:5 (default {work_ms})")
     g.add_argument("--poll-ms", type=float, default=10.0, help="sleep after an empty claim (default 10)")
-    g.add_argument("--lease-seconds", type=float, default=300.0, help="lease written by the claim (default 300)")
+    g.add_argument("--lease-seconds", type=float, help="lease written by the claim (default 300; 2 with --faults)")
     g.add_argument("--duration", type=float, help="stop after this many seconds even if jobs remain")
     g.add_argument("--claims-per-worker", type=int, help="stop each worker after this many claim transactions "
                                                          "(like pgbench -t)")
     add_json_option(g)
+    life = p.add_argument_group("lifecycle (retries, leases, reaper)")
+    life.add_argument("--fail-rate", type=float, default=0.0,
+                      help="fraction of jobs failed by their worker and retried with the strategy's backoff")
+    life.add_argument("--backoff-unit", type=float, default=10.0,
+                      help="seconds: a failed job waits unit * 2^attempts (default 10, the seed's 20 s first retry)")
+    life.add_argument("--backoff-cap", type=float, default=3600.0, help="seconds, the backoff's cap (default 3600)")
+    life.add_argument("--reap-every", type=float,
+                      help="run the reaper (expired leases back to the queue) every N seconds (default: off; "
+                           "0.5 with --faults)")
 
 
-def settings_grid(args: argparse.Namespace) -> list[RunSettings]:
+FAULT_LEASE_S = 2.0
+FAULT_REAP_EVERY_S = 0.5
+DEFAULT_LEASE_S = 300.0
+
+
+def settings_grid(args: argparse.Namespace, faults: FaultPlan | None = None) -> list[RunSettings]:
+    """Every mode x workers x batch of the command line. Faults need short leases and a reaper,
+    so they default to FAULT_LEASE_S and FAULT_REAP_EVERY_S unless given."""
     work = WorkTime.parse(args.work_ms)
+    lease = args.lease_seconds or (FAULT_LEASE_S if faults else DEFAULT_LEASE_S)
+    reap = args.reap_every or (FAULT_REAP_EVERY_S if faults else None)
     return [RunSettings(workers=w, jobs=args.jobs, batch=b, mode=m, work=work, poll_ms=args.poll_ms,
-                        lease_seconds=args.lease_seconds, duration_s=args.duration,
-                        claims_per_worker=args.claims_per_worker)
+                        lease_seconds=lease, duration_s=args.duration, claims_per_worker=args.claims_per_worker,
+                        fail_rate=args.fail_rate, backoff_unit_s=args.backoff_unit, backoff_cap_s=args.backoff_cap,
+                        reap_every_s=reap, faults=faults)
             for m, w, b in itertools.product(args.mode, args.workers, args.batch)]
 
 
@@ -73,6 +92,8 @@ def report_runs(server: Server, results: list[RunResult], args: argparse.Namespa
     console.print(results_table(results, title))
     for result in results:
         print_evidence(console, result, evidence)
+        if result.faults:
+            console.print(faults_table(result))
     doc = document(server, results, command=" ".join(["claimcheck", *sys.argv[1:]]), settings=plain_settings(args))
     if args.json or always_write:
         path = write_json(doc, args.json, verb)

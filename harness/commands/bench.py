@@ -35,5 +35,5 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
                     always_write=True, evidence=EVIDENCE_JOBS)
     # A strategy believed unsafe showing its violation is the point of the table; a safe one
     # (or a user's file, which makes no claim) that violates is a finding.
-    failed = [r for r in results if not r.verdict.exactly_once and r.strategy.expected != "unsafe"]
+    failed = [r for r in results if not r.exactly_once and r.strategy.expected != "unsafe"]
     return 1 if failed else 0

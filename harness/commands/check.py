@@ -9,6 +9,7 @@ from rich.console import Console
 
 from harness.commands._options import add_run_options, add_server_options, report_runs, settings_grid
 from harness.errors import UsageError
+from harness.settings import FaultPlan
 from harness.interleave.search import DEFAULT_EXAMPLES, search
 from harness.interleave.trace import render
 from harness.provision import provide_server
@@ -24,6 +25,9 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p = verbs.add_parser("check", help="the exactly-once verdict for one claim strategy")
     p.add_argument("strategy", help="a .sql file in the strategy contract, or a built-in name")
     add_run_options(p, workers="16", jobs=20_000, modes="lease", work_ms="0")
+    p.add_argument("--faults", action="store_true",
+                   help="inject faults while the load runs: SIGKILL workers, terminate backends, stall workers "
+                        "past their lease, restart a server we started")
     g = p.add_argument_group("search (instead of the load run)")
     g.add_argument("--search", action="store_true",
                    help="let hypothesis search 2-3 session schedules for a double claim and shrink it")
@@ -41,14 +45,14 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     strategy = load_strategy(args.strategy)
     if args.search:
         return run_search(args, strategy, console, err)
-    grid = settings_grid(args)
+    grid = settings_grid(args, FaultPlan() if args.faults else None)
     with provide_server(args.dsn, args.pg) as server:
         print_server(err, server)
         results = run_all(server, [strategy], grid, err)
         report_runs(server, results, args, console, "check",
                     f"claimcheck check {strategy.name}: PostgreSQL {server.version} ({server.source})",
                     always_write=False, evidence=EVIDENCE_JOBS)
-    held = all(r.verdict.exactly_once for r in results)
+    held = all(r.exactly_once for r in results)
     console.print("[bold green]exactly-once held[/]" if held else "[bold red]exactly-once violated[/]")
     return 0 if held else 1
 

@@ -59,10 +59,45 @@ WHERE application_name LIKE %(app_prefix)s
   AND state <> 'idle'
   AND pid <> pg_backend_pid();
 
--- name: run_backends
-SELECT pid FROM pg_stat_activity WHERE application_name LIKE %(app_prefix)s AND pid <> pg_backend_pid();
+-- name: busy_worker_backends
+-- Worker backends inside a transaction, the ones a terminate fault should hit mid-transaction.
+SELECT pid, application_name FROM pg_stat_activity
+WHERE application_name LIKE %(app_prefix)s AND application_name ~ '/w[0-9]+$'
+  AND state IN ('idle in transaction', 'active') AND pid <> pg_backend_pid()
+ORDER BY state = 'idle in transaction' DESC, random()
+LIMIT 1;
+
+-- name: terminate_backend
+SELECT pg_terminate_backend(%(pid)s);
 
 -- name: connection_headroom
 SELECT current_setting('max_connections')::int
        - current_setting('superuser_reserved_connections')::int
        - (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend');
+
+-- name: unfinished_remaining
+-- The drain check when jobs can come back (failures, reaper, faults): a job queued for a
+-- later retry, or running under a lease that may expire, is not finished yet.
+SELECT EXISTS (SELECT 1 FROM jobs WHERE status IN ('queued', 'running'));
+
+-- name: job_state
+SELECT status, attempts FROM jobs WHERE id = %(id)s;
+
+-- name: reap_expired
+-- The seed's reaper: expired leases go back to the queue, or fail for good at max_attempts.
+-- It returns the attempt it released, so the ledger knows which claim ended here.
+UPDATE jobs
+SET status       = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
+    locked_until = NULL,
+    last_error   = coalesce(last_error, 'lease expired')
+WHERE status = 'running' AND locked_until < now()
+RETURNING id, attempts, status;
+
+-- name: lifecycle_outcome
+SELECT count(*) FILTER (WHERE status IN ('queued', 'running')) AS unfinished,
+       count(*) FILTER (WHERE attempts > max_attempts)         AS over_max_attempts,
+       coalesce(sum(attempts), 0)                              AS attempts_total
+FROM jobs;
+
+-- name: jobs_state
+SELECT id, status, attempts FROM jobs WHERE id = ANY(%(ids)s);

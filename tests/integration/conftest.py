@@ -12,6 +12,6 @@ def run(server):
 
     def run_one(strategy: str, **settings) -> RunResult:
         with run_schema(server) as (conn, schema, run_id):
-            return run_strategy(conn, server.dsn, schema, run_id, load_strategy(strategy), RunSettings(**settings))
+            return run_strategy(conn, server, schema, run_id, load_strategy(strategy), RunSettings(**settings))
 
     return run_one

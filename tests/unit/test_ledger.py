@@ -89,3 +89,43 @@ def test_evidence_is_in_attempt_order_when_client_clocks_disagree():
     v = judge([log(0, (1, 1, 0.1, None, LIVE)), log(1, (1, 3, 0.2, None, LIVE)), log(2, (1, 2, 0.25, None, LIVE))],
               1, 1, drained=True)
     assert [c.attempt for c in v.violations[0].claims] == [1, 2, 3]
+
+
+from harness.ledger import ABANDONED, FAILED, Reap
+
+
+def test_reclaim_after_the_reaper_returned_the_job_is_a_redelivery():
+    # w0 stalls past its lease; the reaper returns attempt 1 at 5.0; w1 claims attempt 2.
+    # w0's fenced completion at 7.0 changes no row (STALE): at-least-once, no violation.
+    logs = [log(0, (1, 1, 0.1, 7.0, STALE)), log(1, (1, 2, 5.5, 6.0, DONE))]
+    v = judge(logs, 1, 1, drained=True, reaps=[Reap(1, 1, 5.0)])
+    assert v.exactly_once and v.redeliveries == 1 and v.double_claimed_jobs == 0
+    assert v.stale_completions == 1 and v.stale_completion_violations == 0
+
+
+def test_unfenced_completion_after_the_reap_is_a_stale_completion_violation():
+    logs = [log(0, (1, 1, 0.1, 7.0, DONE)), log(1, (1, 2, 5.5, 6.0, DONE))]
+    v = judge(logs, 1, 1, drained=True, reaps=[Reap(1, 1, 5.0)])
+    assert not v.exactly_once
+    assert v.stale_completion_violations == 1 and v.double_claimed_jobs == 0
+    (violation,) = v.violations
+    assert violation.kind == "stale-completion" and violation.claims[0].reaped_at_s == 5.0
+
+
+def test_reclaim_after_a_failure_is_a_retry():
+    logs = [log(0, (1, 1, 0.1, 0.2, FAILED)), log(1, (1, 2, 0.5, 0.6, DONE))]
+    v = judge(logs, 1, 1, drained=True)
+    assert v.exactly_once and v.redeliveries == 1
+
+
+def test_reclaim_while_the_reaper_took_a_later_attempt_is_still_a_double_claim():
+    # The reaper returned attempt 2, not attempt 1: attempt 1 was still live when 2 was claimed.
+    logs = [log(0, (1, 1, 0.1, None, LIVE)), log(1, (1, 2, 0.2, None, LIVE)), log(2, (1, 3, 9.0, 9.5, DONE))]
+    v = judge(logs, 1, 1, drained=True, reaps=[Reap(1, 2, 8.0)])
+    assert v.double_claimed_jobs == 1 and v.violations[0].kind == "concurrent"
+
+
+def test_lease_expiry_releases_a_claim_when_the_claim_takes_expired_jobs_itself():
+    logs = [log(0, (1, 1, 0.1, 3.0, ABANDONED)), log(1, (1, 2, 2.5, 2.8, DONE))]
+    assert judge(logs, 1, 1, drained=True, lease_seconds=2.0).exactly_once
+    assert not judge(logs, 1, 1, drained=True, lease_seconds=5.0).exactly_once

@@ -1,0 +1,154 @@
+"""Fault injection: what the coordinator does to workers and the server while a run goes.
+
+Faults are spread over the run by progress (fractions of the jobs claimed), so every kind lands
+mid-run whatever the speed: SIGKILL of a worker process (a replacement starts), pg_terminate_backend
+of a worker's backend inside a transaction (the worker reconnects), a worker told to stall past its
+lease after its next claim, and a restart of a server we started (every worker reconnects).
+After the run, :func:`fates` says what became of each fault's jobs, from the ledger's logs.
+"""
+from __future__ import annotations
+
+import math
+import os
+import random
+import signal
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import psycopg
+
+from harness.ledger import LIVE, OUTCOME_NAMES, WorkerLog
+from harness.queries import QUERIES
+from harness.settings import FaultPlan
+
+FIRST_AT, LAST_AT = 0.08, 0.75
+"""Faults land between these fractions of the jobs claimed."""
+
+
+@dataclass
+class FaultEvent:
+    """One injected fault and, after the run, what became of its jobs."""
+
+    kind: str
+    at_s: float
+    worker: int | None
+    detail: str
+    jobs: list[dict] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {"kind": self.kind, "at_s": round(self.at_s, 3), "worker": self.worker, "detail": self.detail,
+                "jobs": self.jobs}
+
+
+def schedule(plan: FaultPlan, can_restart: bool) -> list[str]:
+    """Fault kinds in the order they will be injected, interleaved so each kind meets a busy run."""
+    queues = [["stall"] * plan.stalls, ["kill"] * plan.kills, ["terminate"] * plan.terminates,
+              ["restart"] * (plan.restarts if can_restart else 0)]
+    order = []
+    while any(queues):
+        for q in queues:
+            if q:
+                order.append(q.pop())
+    return order
+
+
+class FaultInjector:
+    """Called by the driver's monitor loop; injects the next fault when progress passes its mark."""
+
+    def __init__(self, plan: FaultPlan, jobs: int, dsn: str, app_prefix: str, origin: float,
+                 restart: Callable[[], None] | None, seed: int = 0) -> None:
+        self.kinds = schedule(plan, restart is not None)
+        n = len(self.kinds)
+        self.marks = [math.ceil(jobs * (FIRST_AT + (LAST_AT - FIRST_AT) * i / max(n - 1, 1))) for i in range(n)]
+        self.dsn, self.params, self.origin, self.restart = dsn, {"app_prefix": app_prefix + "%"}, origin, restart
+        self.rng = random.Random(seed)
+        self.events: list[FaultEvent] = []
+        self.killed: set[int] = set()
+        self.skipped: list[str] = []
+
+    def due(self, claimed: int) -> bool:
+        return bool(self.kinds) and claimed >= self.marks[0]
+
+    def inject(self, alive: dict[int, int], shared, spawn: Callable[[], int]) -> None:
+        """Inject the next fault. `alive` maps worker index to pid; `spawn` starts a replacement."""
+        kind = self.kinds.pop(0)
+        self.marks.pop(0)
+        at = time.monotonic() - self.origin
+        candidates = sorted(i for i in alive if i not in self.killed)
+        if kind == "kill" and candidates:
+            victim = self.rng.choice(candidates)
+            os.kill(alive[victim], signal.SIGKILL)
+            self.killed.add(victim)
+            replacement = spawn()
+            self.events.append(FaultEvent("kill", at, victim, f"SIGKILL pid {alive[victim]}; w{replacement:02d} "
+                                                              "started in its place"))
+        elif kind == "stall" and candidates:
+            idle = [i for i in candidates if shared.stall[i] == 0] or candidates
+            victim = self.rng.choice(idle)
+            shared.stall[victim] = 1
+            self.events.append(FaultEvent("stall", at, victim, "told to sleep past its lease after its next claim"))
+        elif kind == "terminate":
+            self._terminate(at)
+        elif kind == "restart" and self.restart is not None:
+            started = time.monotonic()
+            self.restart()
+            self.events.append(FaultEvent("restart", at, None, f"server restarted in {time.monotonic() - started:.2f}s"))
+        else:
+            self.skipped.append(kind)
+
+    def _terminate(self, at: float) -> None:
+        with psycopg.connect(self.dsn, autocommit=True, connect_timeout=5) as conn:
+            row = conn.execute(QUERIES["busy_worker_backends"], self.params).fetchone()
+            if row is None:
+                self.skipped.append("terminate")
+                return
+            pid, app = row
+            conn.execute(QUERIES["terminate_backend"], {"pid": pid})
+        worker = int(app.rsplit("/w", 1)[1])
+        self.events.append(FaultEvent("terminate", at, worker, f"pg_terminate_backend({pid})"))
+
+
+def _held(logs: list[WorkerLog]) -> dict[int, list[int]]:
+    held: dict[int, list[int]] = {}
+    for log in logs:
+        for i, job in enumerate(log.job):
+            if log.outcome[i] == LIVE:
+                held.setdefault(log.worker, []).append(job)
+    return held
+
+
+def _jobs_of(event: FaultEvent, held: dict[int, list[int]], stalled: dict[int, int]) -> list[int]:
+    if event.kind == "kill":
+        return held.get(event.worker, [])
+    if event.kind == "stall" and event.worker in stalled:
+        return [stalled[event.worker]]
+    return []
+
+
+def affected_jobs(events: list[FaultEvent], logs: list[WorkerLog], stalled: dict[int, int]) -> set[int]:
+    """Jobs a killed worker still held, and the jobs stalled workers slept on."""
+    held = _held(logs)
+    return {job for event in events for job in _jobs_of(event, held, stalled)}
+
+
+def fates(events: list[FaultEvent], logs: list[WorkerLog], stalled: dict[int, int], origin: float,
+          final_status: dict[int, tuple[str, int]]) -> None:
+    """Fill each fault's `jobs`: the claims it interrupted and every claim of those jobs."""
+    held = _held(logs)
+    wanted = {job for event in events for job in _jobs_of(event, held, stalled)}
+    by_job: dict[int, list[tuple[int, int, float, float, int]]] = {}
+    for log in logs:
+        for i, job in enumerate(log.job):
+            if job in wanted:
+                by_job.setdefault(job, []).append((log.worker, log.attempt[i], log.claimed_at[i],
+                                                   log.ended_at[i], log.outcome[i]))
+    for event in events:
+        for job in _jobs_of(event, held, stalled):
+            status, attempts = final_status.get(job, ("?", 0))
+            event.jobs.append({
+                "job": job, "final_status": status, "final_attempts": attempts,
+                "claims": [{"worker": w, "attempt": a, "claimed_at_s": round(c - origin, 3),
+                            "ended_at_s": None if math.isnan(e) else round(e - origin, 3),
+                            "outcome": OUTCOME_NAMES[o]} for w, a, c, e, o in sorted(by_job.get(job, []),
+                                                                                     key=lambda c: c[1])]})

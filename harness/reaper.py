@@ -1,0 +1,62 @@
+"""The reaper: returns expired leases to the queue, as the seed's sweeper does.
+
+A thread with its own connection runs the strategy's `reap` section (or the seed's statement)
+every `reap_every_s`, and records which claim of which job it returned, by the attempt number
+the statement returns: the ledger needs that to tell a redelivery from a double claim.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+import psycopg
+from psycopg import sql
+
+from harness.ledger import Reap
+from harness.queries import QUERIES
+from harness.strategy import Strategy
+
+RECONNECT_PAUSE_S = 0.2
+
+
+class Reaper:
+    def __init__(self, dsn: str, schema: str, app_prefix: str, strategy: Strategy, every_s: float) -> None:
+        self.dsn, self.schema, self.app_name = dsn, schema, f"{app_prefix}reaper"
+        self.statement = strategy.statements.get("reap", QUERIES["reap_expired"])
+        self.every_s = every_s
+        self.reaps: list[Reap] = []
+        self.runs = 0
+        self._halt = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="claimcheck-reaper", daemon=True)
+
+    def _connect(self) -> psycopg.Connection:
+        conn = psycopg.connect(self.dsn, autocommit=True, application_name=self.app_name)
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
+        return conn
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        conn = None
+        while not self._halt.wait(self.every_s):
+            try:
+                if conn is None or conn.closed:
+                    conn = self._connect()
+                rows = conn.execute(self.statement).fetchall()
+                at = time.monotonic()
+                self.runs += 1
+                self.reaps.extend(Reap(job=int(r[0]), attempt=int(r[1]) if len(r) > 1 else 0, at=at) for r in rows)
+            except psycopg.OperationalError:  # a server restart: try again on the next round
+                if conn is not None:
+                    conn.close()
+                conn = None
+                time.sleep(RECONNECT_PAUSE_S)
+        if conn is not None:
+            conn.close()
+
+    def stop(self) -> list[Reap]:
+        self._halt.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        return self.reaps
