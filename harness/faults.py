@@ -23,6 +23,8 @@ from harness.queries import QUERIES
 from harness.settings import FaultPlan
 
 FIRST_AT, LAST_AT = 0.08, 0.75
+TERMINATE_LOOKS = 100
+TERMINATE_LOOK_PAUSE_S = 0.002
 """Faults land between these fractions of the jobs claimed."""
 
 
@@ -98,15 +100,24 @@ class FaultInjector:
             self.skipped.append(kind)
 
     def _terminate(self, at: float) -> None:
+        """Terminate a worker backend caught inside a transaction; with short transactions that
+        takes a few looks at pg_stat_activity, and after TERMINATE_LOOKS any worker backend will do."""
         with psycopg.connect(self.dsn, autocommit=True, connect_timeout=5) as conn:
-            row = conn.execute(QUERIES["busy_worker_backends"], self.params).fetchone()
+            row, caught = None, True
+            for _ in range(TERMINATE_LOOKS):
+                if row := conn.execute(QUERIES["busy_worker_backends"], self.params).fetchone():
+                    break
+                time.sleep(TERMINATE_LOOK_PAUSE_S)
+            if row is None:
+                row, caught = conn.execute(QUERIES["any_worker_backend"], self.params).fetchone(), False
             if row is None:
                 self.skipped.append("terminate")
                 return
-            pid, app = row
+            pid, app, state = row
             conn.execute(QUERIES["terminate_backend"], {"pid": pid})
         worker = int(app.rsplit("/w", 1)[1])
-        self.events.append(FaultEvent("terminate", at, worker, f"pg_terminate_backend({pid})"))
+        where = f"caught {state}" if caught else "between transactions"
+        self.events.append(FaultEvent("terminate", at, worker, f"pg_terminate_backend({pid}), {where}"))
 
 
 def _held(logs: list[WorkerLog]) -> dict[int, list[int]]:

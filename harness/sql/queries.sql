@@ -61,10 +61,17 @@ WHERE application_name LIKE %(app_prefix)s
 
 -- name: busy_worker_backends
 -- Worker backends inside a transaction, the ones a terminate fault should hit mid-transaction.
-SELECT pid, application_name FROM pg_stat_activity
+SELECT pid, application_name, state FROM pg_stat_activity
 WHERE application_name LIKE %(app_prefix)s AND application_name ~ '/w[0-9]+$'
-  AND state IN ('idle in transaction', 'active') AND pid <> pg_backend_pid()
+  AND (state = 'idle in transaction' OR state = 'active' AND xact_start IS NOT NULL)
+  AND pid <> pg_backend_pid()
 ORDER BY state = 'idle in transaction' DESC, random()
+LIMIT 1;
+
+-- name: any_worker_backend
+SELECT pid, application_name, state FROM pg_stat_activity
+WHERE application_name LIKE %(app_prefix)s AND application_name ~ '/w[0-9]+$' AND pid <> pg_backend_pid()
+ORDER BY random()
 LIMIT 1;
 
 -- name: terminate_backend
