@@ -31,7 +31,15 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_report_header(config: pytest.Config) -> str:
     dsn = config.getoption("--test-dsn")
-    return f"claimcheck server: {'--test-dsn / ' + DSN_ENV if dsn else 'embedded PostgreSQL per xdist worker'}"
+    if not dsn:
+        return "claimcheck server: an embedded PostgreSQL per (xdist) worker"
+    from harness.provision import redact, server_version
+
+    try:
+        version, _ = server_version(dsn)
+    except ClaimcheckError as exc:
+        pytest.exit(f"claimcheck tests need a PostgreSQL server: {exc}", returncode=2)
+    return f"claimcheck server: PostgreSQL {version} at {redact(dsn)}"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

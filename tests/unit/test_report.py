@@ -1,0 +1,86 @@
+"""Rendering is a function of plain results: render into a fixed-width console and read the text."""
+import io
+import math
+from collections import Counter
+
+from rich.console import Console
+
+from harness.driver import RunResult, TableOutcome
+from harness.faults import FaultEvent
+from harness.ledger import DONE, LIVE, WorkerLog, judge
+from harness.report import evidence_lines, faults_table, print_evidence, results_table
+from harness.sampler import WaitSamples
+from harness.schema import SeededJobs
+from harness.settings import FaultPlan, RunSettings
+from harness.strategy import Strategy
+
+
+def result(name: str, logs, expected: str | None, *, faults=None, waits=None) -> RunResult:
+    verdict = judge(logs, 1, 3, drained=True)
+    return RunResult(
+        strategy=Strategy(name=name, statements={"claim": "x"}, expected=expected), settings=RunSettings(
+            workers=2, jobs=3, faults=FaultPlan() if faults else None),
+        seeded=SeededJobs(1, 3, 3, 0.01), verdict=verdict, waits=waits or WaitSamples(),
+        table=TableOutcome(done=3, queued=0, running=0, failed=0, max_attempts=2), elapsed_s=0.5,
+        stopped_by="drained", claim_latency_ms={"p50": 1.25, "p95": 2.5, "p99": 12.0, "max": 20.0},
+        serialization_failures=0, deadlocks=0, claim_statements=4, faults=faults or [])
+
+
+def log(worker, *claims):
+    out = WorkerLog(worker=worker)
+    for job, attempt, at, ended in claims:
+        out.record(job, attempt, at, math.nan if ended is None else ended, DONE if ended else LIVE)
+    return out
+
+
+def render(renderable) -> str:
+    console = Console(file=io.StringIO(), width=200, color_system=None)
+    console.print(renderable)
+    return console.file.getvalue()
+
+
+def test_table_shows_figures_and_verdicts_from_the_ledger():
+    clean = result("skip-locked", [log(0, (1, 1, 0.1, 0.2), (2, 1, 0.1, 0.2)), log(1, (3, 1, 0.1, 0.2))], "safe",
+                   waits=WaitSamples(samples=10, events=Counter({"Lock/transactionid": 7, "Client/ClientRead": 3}),
+                                     max_waiting_workers=1))
+    dirty = result("naive-subquery", [log(0, (1, 1, 0.1, 0.5), (2, 1, 0.1, 0.2), (3, 1, 0.1, 0.2)),
+                                      log(1, (1, 2, 0.3, 0.6))], "unsafe")
+    text = render(results_table([clean, dirty], "bench"))
+    clean_row = next(line for line in text.splitlines() if "skip-locked" in line)
+    dirty_row = next(line for line in text.splitlines() if "naive-subquery" in line)
+    assert "exactly-once" in clean_row and "Lock/transactionid 7" in clean_row and "1.25/2.50/12.0" in clean_row
+    assert "VIOLATED" in dirty_row and " 4 " in dirty_row  # 4 claims
+    assert "6" in clean_row  # 3 done / 0.5 s = 6 jobs/s
+
+
+def test_unsafe_strategy_that_passed_says_so_and_safe_one_that_failed_shouts():
+    passed = result("naive-single", [log(0, (1, 1, 0.1, 0.2), (2, 1, 0.1, 0.2), (3, 1, 0.1, 0.2))], "unsafe")
+    failed = result("skip-locked", [log(0, (1, 1, 0.1, 0.5), (2, 1, 0.1, 0.2), (3, 1, 0.1, 0.2)),
+                                    log(1, (1, 2, 0.3, 0.6))], "safe")
+    text = render(results_table([passed, failed], "t"))
+    assert "not caught this run" in text and "expected safe!" in text
+
+
+def test_evidence_lines_tell_the_story_of_a_job():
+    run = result("naive-subquery", [log(0, (1, 1, 0.1, 0.5), (2, 1, 0.1, 0.2), (3, 1, 0.1, 0.2)),
+                                    log(3, (1, 2, 0.3, None))], "unsafe")
+    assert evidence_lines(run.verdict.violations) == [
+        "job 1: claimed 2 times (concurrent)",
+        "    worker w00  attempt 1  claimed +0.1000s  ended +0.5000s  (done)",
+        "    worker w03  attempt 2  claimed +0.3000s  never ended  (live)",
+    ]
+    console = Console(file=io.StringIO(), width=200, color_system=None)
+    print_evidence(console, run)
+    assert "1 job(s) handed to more than one worker" in console.file.getvalue()
+
+
+def test_faults_table_lists_each_fault_and_its_jobs():
+    event = FaultEvent("kill", 1.5, 3, "SIGKILL pid 42; w16 started in its place", jobs=[{
+        "job": 7, "final_status": "done", "final_attempts": 2, "claims": [
+            {"worker": 3, "attempt": 1, "claimed_at_s": 1.2, "ended_at_s": None, "outcome": "live"},
+            {"worker": 9, "attempt": 2, "claimed_at_s": 3.4, "ended_at_s": 3.5, "outcome": "done"}]}])
+    run = result("skip-locked", [log(0, (1, 1, 0.1, 0.2), (2, 1, 0.1, 0.2), (3, 1, 0.1, 0.2))], "safe",
+                 faults=[event])
+    text = render(faults_table(run))
+    assert "kill" in text and "w03" in text
+    assert "job 7: w03 a1 +1.20s live → w09 a2 +3.40s done ⇒ done" in text
