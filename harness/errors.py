@@ -24,3 +24,13 @@ class ServerError(ClaimcheckError):
 
 class Interrupted(ClaimcheckError):
     """The run was stopped by Ctrl-C or SIGTERM before it finished."""
+
+
+def read_input(path, error: type[ClaimcheckError]) -> str:
+    """A user's input file as text; a missing or unreadable one is `error`, said in one line."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise error(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise error(f"{path}: cannot read it: {exc}") from None

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.errors import SqlFileError
+from harness.errors import SqlFileError, read_input
 
 _SECTION_RE = re.compile(r"^\s*--\s*name\s*:\s*(?P<name>\S+)\s*$", re.IGNORECASE)
 _HEADER_RE = re.compile(r"^\s*--\s*(?P<key>[a-z_]+)\s*:\s*(?P<value>.*?)\s*$", re.IGNORECASE)
@@ -88,13 +88,7 @@ def parse_sql_text(text: str, path: Path, header_keys: frozenset[str] = frozense
 
 
 def read_sql_file(path: Path, header_keys: frozenset[str] = frozenset()) -> SqlFile:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SqlFileError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SqlFileError(f"{path}: cannot read it: {exc}") from None
-    return parse_sql_text(text, path, header_keys)
+    return parse_sql_text(read_input(path, SqlFileError), path, header_keys)
 
 
 def check_params(section: Section, allowed: set[str], path: Path) -> None:

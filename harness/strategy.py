@@ -14,10 +14,10 @@ from psycopg import sql as pgsql
 
 from harness.errors import SqlFileError, UsageError
 from harness.sqlfile import SqlFile, check_params, placeholders, read_sql_file
-from scenarios import builtin_names, scenario_path
+from scenarios import SHARED_LIFECYCLE, builtin_names, scenario_path
 
 ISOLATION_LEVELS = ("read committed", "repeatable read", "serializable")
-HEADER_KEYS = frozenset({"isolation", "expected", "seed", "summary"})
+HEADER_KEYS = frozenset({"isolation", "expected", "seed", "summary", "lifecycle"})
 CLAIM_PARAMS = {"worker", "batch", "lease_seconds"}
 # Which parameters each section may use; `ids` is the pick's result, given to the claim.
 SECTION_PARAMS: dict[str, set[str]] = {
@@ -95,9 +95,17 @@ def strategy_from_file(parsed: SqlFile, name: str) -> Strategy:
         raise SqlFileError(f"{path}: isolation {parsed.headers['isolation']!r} is not one of "
                            f"{', '.join(ISOLATION_LEVELS)}")
     expected = parsed.headers.get("expected")
+    statements = {n: s.sql for n, s in parsed.sections.items()}
+    lifecycle = parsed.headers.get("lifecycle")
+    if lifecycle is not None:
+        if lifecycle.strip().lower() != "shared":
+            raise SqlFileError(f"{path}: lifecycle {lifecycle!r}: the only value is 'shared' (the fenced "
+                               "complete / fail / extend of scenarios/_lifecycle.sql)")
+        shared = read_sql_file(SHARED_LIFECYCLE).sections
+        statements = {**{n: s.sql for n, s in shared.items()}, **statements}
     return Strategy(
         name=name,
-        statements={n: s.sql for n, s in parsed.sections.items()},
+        statements=statements,
         isolation=isolation,
         expected=expected.lower() if expected else None,
         seed=parsed.headers.get("seed"),

@@ -25,5 +25,9 @@ def scenario_path(name: str) -> Path:
     return SCENARIO_DIR / f"{name.replace('-', '_')}.sql"
 
 
+SHARED_LIFECYCLE = SCENARIO_DIR / "_lifecycle.sql"
+"""complete / fail / extend for files with the header `-- lifecycle: shared`."""
+
+
 def builtin_names() -> list[str]:
-    return sorted(p.stem.replace("_", "-") for p in SCENARIO_DIR.glob("*.sql"))
+    return sorted(p.stem.replace("_", "-") for p in SCENARIO_DIR.glob("*.sql") if not p.stem.startswith("_"))

@@ -2,6 +2,7 @@
 -- seed: 003 "the version most people write first": UPDATE ... WHERE id = (SELECT ... LIMIT 1)
 -- summary: one job per claim; the scalar subquery is computed once, so a waiter re-claims
 --   the row its predecessor took (attempts 1, then 2) and the next job stays queued.
+-- lifecycle: shared
 -- name: claim
 UPDATE jobs
 SET status       = 'running',
@@ -14,24 +15,3 @@ WHERE id = (
     LIMIT 1
 )
 RETURNING id, attempts;
-
--- name: complete
-UPDATE jobs
-SET status = 'done', locked_until = NULL
-WHERE id = %(id)s AND status = 'running' AND attempts = %(attempts)s;
-
--- name: fail
--- The seed's retry: back off unit * 2^attempts (20 s after the first failure at the
--- default 10 s unit), capped; failed for good at max_attempts. Fenced like complete.
-UPDATE jobs
-SET status       = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
-    run_at       = now() + least(make_interval(secs => %(backoff_cap_s)s),
-                                 make_interval(secs => %(backoff_unit_s)s) * 2 ^ attempts),
-    locked_until = NULL,
-    last_error   = %(error)s
-WHERE id = %(id)s AND status = 'running' AND attempts = %(attempts)s;
-
--- name: extend
-UPDATE jobs
-SET locked_until = now() + make_interval(secs => %(lease_seconds)s)
-WHERE id = %(id)s AND status = 'running' AND attempts = %(attempts)s;

@@ -1,6 +1,7 @@
 -- expected: safe
 -- seed: 003 "Here is the claim we'll use from now on": CTE ... LIMIT n FOR UPDATE SKIP LOCKED
 -- summary: rows locked by another worker are skipped, not waited for: disjoint batches.
+-- lifecycle: shared
 -- name: claim
 WITH next AS (
     SELECT id FROM jobs
@@ -16,24 +17,3 @@ SET status       = 'running',
 FROM next
 WHERE j.id = next.id
 RETURNING j.id, j.attempts;
-
--- name: complete
-UPDATE jobs
-SET status = 'done', locked_until = NULL
-WHERE id = %(id)s AND status = 'running' AND attempts = %(attempts)s;
-
--- name: fail
--- The seed's retry: back off unit * 2^attempts (20 s after the first failure at the
--- default 10 s unit), capped; failed for good at max_attempts. Fenced like complete.
-UPDATE jobs
-SET status       = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
-    run_at       = now() + least(make_interval(secs => %(backoff_cap_s)s),
-                                 make_interval(secs => %(backoff_unit_s)s) * 2 ^ attempts),
-    locked_until = NULL,
-    last_error   = %(error)s
-WHERE id = %(id)s AND status = 'running' AND attempts = %(attempts)s;
-
--- name: extend
-UPDATE jobs
-SET locked_until = now() + make_interval(secs => %(lease_seconds)s)
-WHERE id = %(id)s AND status = 'running' AND attempts = %(attempts)s;

@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.errors import ClaimcheckError
+from harness.errors import ClaimcheckError, read_input
 
 DEFAULT_JOBS = 20
 STEP_KINDS = ("step", "claim", "pick")
@@ -209,13 +209,7 @@ def _check_permutation(names: list[tuple[str, int]], steps: dict[str, Step], ses
 
 
 def read_spec(path: Path) -> Spec:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecError(f"{path}: no such spec file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(f"{path}: cannot read it: {exc}") from None
-    return parse_spec(text, str(path))
+    return parse_spec(read_input(path, SpecError), str(path))
 
 
 def render_spec(spec: Spec, header: str = "") -> str:
