@@ -137,6 +137,13 @@ def _jobs_of(event: FaultEvent, held: dict[int, list[int]], stalled: dict[int, i
     return []
 
 
+def recovery_s(events: list[FaultEvent], kind: str) -> float | None:
+    """The longest wait, from a fault to the next claim of a job it interrupted."""
+    waits = [j["reclaimed_after_s"] for e in events if e.kind == kind for j in e.jobs
+             if j["reclaimed_after_s"] is not None]
+    return max(waits) if waits else None
+
+
 def affected_jobs(events: list[FaultEvent], logs: list[WorkerLog], stalled: dict[int, int]) -> set[int]:
     """Jobs a killed worker still held, and the jobs stalled workers slept on."""
     held = _held(logs)
@@ -157,8 +164,10 @@ def fates(events: list[FaultEvent], logs: list[WorkerLog], stalled: dict[int, in
     for event in events:
         for job in _jobs_of(event, held, stalled):
             status, attempts = final_status.get(job, ("?", 0))
+            later = [c - origin for w, a, c, e, o in by_job.get(job, []) if c - origin > event.at_s]
             event.jobs.append({
                 "job": job, "final_status": status, "final_attempts": attempts,
+                "reclaimed_after_s": round(min(later) - event.at_s, 3) if later else None,
                 "claims": [{"worker": w, "attempt": a, "claimed_at_s": round(c - origin, 3),
                             "ended_at_s": None if math.isnan(e) else round(e - origin, 3),
                             "outcome": OUTCOME_NAMES[o]} for w, a, c, e, o in sorted(by_job.get(job, []),

@@ -8,6 +8,7 @@ import dataclasses
 from rich.console import Console
 from rich.table import Table
 
+from harness.faults import recovery_s
 from harness.commands._options import add_run_options, add_server_options, report_runs, settings_grid, str_list
 from harness.provision import provide_server
 from harness.report import print_server
@@ -52,17 +53,27 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
 def cost_table(results: list) -> Table:
     """Drain time with faults against the same run without, per strategy and mode."""
     table = Table(title="what the faults cost", title_justify="left", header_style="bold")
-    for name in ("strategy", "mode", "drain s (no faults)", "drain s (faults)", "ratio", "faults", "redeliveries",
-                 "lost jobs", "verdict"):
+    for name in ("strategy", "mode", "drain s (no faults)", "drain s (faults)", "ratio", "faults",
+                 "killed jobs back after", "redeliveries", "lost jobs", "verdict"):
         table.add_column(name, justify="left" if name in ("strategy", "mode", "verdict") else "right")
     for base, hit in zip(results[::2], results[1::2]):
         lost = hit.verdict.unclaimed_jobs + hit.unfinished_jobs
         table.add_row(hit.strategy.name, hit.settings.mode, f"{base.elapsed_s:.2f}", f"{hit.elapsed_s:.2f}",
                       f"{hit.elapsed_s / base.elapsed_s:.1f}x" if base.elapsed_s else "-",
                       ", ".join(f"{k} {n}" for k, n in _count(hit.faults).items()) or "none",
-                      f"{hit.verdict.redeliveries:,}", str(lost),
+                      _recovery(hit), f"{hit.verdict.redeliveries:,}", str(lost),
                       "[green]held[/]" if hit.exactly_once else "[red]VIOLATED[/]")
     return table
+
+
+def _recovery(run) -> str:
+    """Lock mode: a killed worker's transaction rolls back, its jobs are free at once and no claim
+    of them was ever committed. Lease mode: they come back only when the lease expires and the
+    reaper returns them."""
+    wait = recovery_s(run.faults, "kill")
+    if wait is not None:
+        return f"{wait:.2f}s (lease + reaper)"
+    return "at once (rolled back)" if run.settings.mode == "lock" else "-"
 
 
 def _count(events: list) -> dict[str, int]:
