@@ -49,18 +49,26 @@ class LockWaitSampler:
         self._thread = threading.Thread(target=self._run, name="claimcheck-sampler", daemon=True)
         self._conn: psycopg.Connection | None = None
 
+    def _connect(self) -> psycopg.Connection:
+        conn = psycopg.connect(self.dsn, autocommit=True, application_name="claimcheck-sampler")
+        conn.prepare_threshold = 0
+        return conn
+
     def start(self) -> None:
-        self._conn = psycopg.connect(self.dsn, autocommit=True, application_name="claimcheck-sampler")
-        self._conn.prepare_threshold = 0
+        self._conn = self._connect()
         self._thread.start()
 
     def _run(self) -> None:
-        assert self._conn is not None
-        try:
-            while not self._halt.wait(SAMPLE_INTERVAL_S):
+        while not self._halt.wait(SAMPLE_INTERVAL_S):
+            try:
+                if self._conn is None or self._conn.closed:
+                    self._conn = self._connect()
                 self.result.add(self._conn.execute(QUERIES["sample_activity"], self.params).fetchall())
-        except psycopg.Error as exc:
-            self.result.error = str(exc).strip()
+            except psycopg.OperationalError as exc:  # a server restart: sample again once it is back
+                self.result.error = str(exc).strip()
+                if self._conn is not None:
+                    self._conn.close()
+                self._conn = None
 
     def stop(self) -> WaitSamples:
         self._halt.set()
