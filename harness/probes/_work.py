@@ -34,8 +34,12 @@ def connect(dsn: str, schema: str, run_id: str, role: str, stack: ExitStack) -> 
 def positive(name: str, value: float, *, minimum: float = 1, maximum: float | None = None) -> None:
     """Reject an out-of-range option before anything starts."""
     if value < minimum or (maximum is not None and value > maximum):
-        bound = f"between {minimum:g} and {maximum:g}" if maximum is not None else f"at least {minimum:g}"
-        raise UsageError(f"{name} must be {bound}, got {value:g}")
+        bound = f"between {_num(minimum)} and {_num(maximum)}" if maximum is not None else f"at least {_num(minimum)}"
+        raise UsageError(f"{name} must be {bound}, got {_num(value)}")
+
+
+def _num(value: float) -> str:
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
 
 
 @dataclass(frozen=True)
