@@ -43,7 +43,7 @@ def vacuum_table(rows: list[VacuumRow], title: str) -> Table:
 
 def archive_table(result: ArchiveResult, title: str) -> Table:
     table = Table(title=title, header_style="bold", title_justify="left")
-    for name in ("step", "n_dead_tup", "n_live_tup", "table size", "note"):
+    for name in ("step", "n_dead_tup", "table size", "note"):
         table.add_column(name, justify="left" if name in ("step", "note") else "right")
     v = result.vacuum
     for step, stats, note in (
@@ -53,7 +53,7 @@ def archive_table(result: ArchiveResult, title: str) -> Table:
         ("after VACUUM", result.after_vacuum,
          f"VACUUM removed {v.removed:,}, {v.dead_not_removable:,} not removable; the space is reusable"),
     ):
-        table.add_row(step, f"{stats.n_dead_tup:,}", f"{stats.n_live_tup:,}", human_bytes(stats.table_bytes), note)
+        table.add_row(step, f"{stats.n_dead_tup:,}", human_bytes(stats.table_bytes), note)
     return table
 
 

@@ -17,6 +17,7 @@ from typing import Callable, Iterator
 import psycopg
 from psycopg import IsolationLevel
 
+from harness.errors import ServerError
 from harness.probes import PROBE_QUERIES
 from harness.probes._verbose import VacuumFigures, parse_vacuum_verbose
 from harness.probes._work import LEASE_SECONDS, TableStats, connect, flush_stats, process_jobs, table_stats
@@ -126,8 +127,9 @@ def vacuum_verbose(conn: psycopg.Connection) -> VacuumFigures:
         conn.remove_notice_handler(capture)
     figures = parse_vacuum_verbose(capture.messages)
     if figures is None:  # a server whose wording we do not know: say so rather than print zeros
-        raise RuntimeError("VACUUM (VERBOSE) sent no tuples line we can read; messages were: "
-                           + " | ".join(capture.messages)[:500])
+        raise ServerError(f"PostgreSQL {conn.info.server_version}: VACUUM (VERBOSE) sent no 'tuples:' line we can "
+                          "read, so there are no figures to show; please report it with these messages: "
+                          + " | ".join(capture.messages)[:500])
     return figures
 
 
@@ -158,8 +160,11 @@ def held_open(holder: str, conn: psycopg.Connection, strategy: Strategy) -> Iter
         conn.execute(PROBE_QUERIES["read_one"]).fetchone()
     try:
         yield conn.info.backend_pid
-    finally:
-        conn.commit()
+    except BaseException:
+        if not conn.closed:  # end it so the error that brought us here is the one reported
+            conn.rollback()
+        raise
+    conn.commit()
 
 
 def claim_in_open_transaction(conn: psycopg.Connection, strategy: Strategy) -> int:
