@@ -82,11 +82,13 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
 
 def _print_notes(console: Console, rows: list, versions_per_job: int) -> None:
     for row in rows:
-        if row.outside.any:
-            console.print(f"[yellow]note[/]: during '{row.holder}', {row.outside.sessions} other session(s) "
-                          f"(oldest {row.outside.oldest_age or 0:,} xids), {row.outside.prepared} prepared "
-                          f"transaction(s) and {row.outside.slots} replication slot(s) held the horizon too; "
-                          "their share of the kept tuples is not the holder's.")
+        for when, outside in (("while held", row.outside), ("after release", row.outside_after)):
+            if outside.any:
+                cutoff = ", and VACUUM's cutoff predates the workload" if outside.cutoff_predates_workload else ""
+                console.print(f"[yellow]note[/]: '{row.holder}' {when}: {outside.sessions} other session(s) "
+                              f"(oldest {outside.oldest_age or 0:,} xids), {outside.prepared} prepared "
+                              f"transaction(s), {outside.slots} replication slot(s){cutoff}: the horizon was held "
+                              "by others too, so what VACUUM kept may be theirs, not the holder's.")
     console.print("[dim]xmin age: the holder's snapshot; xid age: its own transaction id (it has written). "
                   "Either keeps every row version that died after it. Each job leaves "
                   f"{versions_per_job} dead row version(s) here, so a held horizon keeps about "

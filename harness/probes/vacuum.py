@@ -11,7 +11,7 @@ table shows both. The archive step (delete finished jobs in batches) runs last.
 from __future__ import annotations
 
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator
 
 import psycopg
@@ -30,6 +30,7 @@ HOLDERS: dict[str, str] = {
     "repeatable-read": "read-only REPEATABLE READ, idle after its first read",
     "read-committed": "read-only READ COMMITTED, idle in transaction between statements",
 }
+HOLDS_HORIZON = ("claim", "repeatable-read")  # the holders that keep tuples by design
 SPARE_JOBS = 10  # queued beyond N: the held claim takes one, and workers must still find N
 ARCHIVE_TAIL_JOBS = 100  # left queued at the end of the table, as in a live queue: see archive()
 
@@ -56,14 +57,17 @@ class Outside:
     oldest_age: int | None
     prepared: int
     slots: int
+    cutoff_predates_workload: bool = False
+    """VACUUM's own removable cutoff was older than the workload's end while nothing of ours held
+    it: someone else did, even if pg_stat_activity no longer shows them (they come and go)."""
 
     @property
     def any(self) -> bool:
-        return bool(self.sessions or self.prepared or self.slots)
+        return bool(self.sessions or self.prepared or self.slots or self.cutoff_predates_workload)
 
     def as_dict(self) -> dict:
         return {"sessions": self.sessions, "oldest_age": self.oldest_age, "prepared_xacts": self.prepared,
-                "replication_slots": self.slots}
+                "replication_slots": self.slots, "cutoff_predates_workload": self.cutoff_predates_workload}
 
 
 @dataclass(frozen=True)
@@ -81,12 +85,15 @@ class VacuumRow:
     released: VacuumFigures
     dead_after: TableStats
     """After the second VACUUM."""
+    outside_after: Outside
+    """Other holders just before the second VACUUM: what it could not remove may be theirs."""
 
     def as_dict(self) -> dict:
         return {"holder": self.holder, "description": HOLDERS[self.holder], "jobs_processed": self.jobs_processed,
                 "holder_horizon": self.horizon.as_dict(), "outside_holders": self.outside.as_dict(),
                 "before_vacuum": self.dead_before.as_dict(), "vacuum_while_held": self.held.as_dict(),
-                "vacuum_after_release": self.released.as_dict(), "after_vacuum": self.dead_after.as_dict()}
+                "vacuum_after_release": self.released.as_dict(), "after_vacuum": self.dead_after.as_dict(),
+                "outside_holders_after_release": self.outside_after.as_dict()}
 
 
 @dataclass(frozen=True)
@@ -140,8 +147,27 @@ def horizon_of(conn: psycopg.Connection, pid: int | None) -> Horizon:
     return Horizon(*row) if row else Horizon(None, None, None)
 
 
-def outside_holders(conn: psycopg.Connection, our_pids: list[int]) -> Outside:
-    return Outside(*conn.execute(PROBE_QUERIES["other_horizons"], {"pids": our_pids}).fetchone())
+def xid_marker(conn: psycopg.Connection) -> str:
+    """A transaction id taken as the workload ends: any other session whose horizon is older may
+    keep some of the row versions the workload left dead."""
+    return conn.execute(PROBE_QUERIES["xid_marker"]).fetchone()[0]
+
+
+def outside_holders(conn: psycopg.Connection, our_pids: list[int], marker: str) -> Outside:
+    return Outside(*conn.execute(PROBE_QUERIES["other_horizons"], {"pids": our_pids, "marker": marker}).fetchone())
+
+
+def vacuum_checked(conn: psycopg.Connection, outside: Outside, marker: str, ours_hold: bool
+                   ) -> tuple[VacuumFigures, Outside]:
+    """VACUUM (VERBOSE), and whether its cutoff shows a holder we did not see.
+
+    The marker's age is read just before VACUUM, so a cutoff older than that age is older than
+    the marker (other transactions in between only make the test more cautious)."""
+    marker_age = conn.execute(PROBE_QUERIES["marker_age"], {"marker": marker}).fetchone()[0]
+    figures = vacuum_verbose(conn)
+    if not ours_hold and figures.cutoff_age_xids is not None and figures.cutoff_age_xids > marker_age:
+        outside = replace(outside, cutoff_predates_workload=True)
+    return figures, outside
 
 
 @contextmanager
@@ -184,15 +210,17 @@ def run_holder(coordinator: psycopg.Connection, dsn: str, schema: str, run_id: s
         holding = connect(dsn, schema, run_id, "vacuum-holder", stack)
         with held_open(holder, holding, strategy) as pid:
             processed = process_jobs(worker, strategy, jobs, worker="vacuum-worker")
+            marker = xid_marker(coordinator)
             flush_stats(worker)
             horizon = horizon_of(coordinator, pid)
-            outside = outside_holders(coordinator, [worker.info.backend_pid, holding.info.backend_pid])
+            outside = outside_holders(coordinator, [worker.info.backend_pid, holding.info.backend_pid], marker)
             before = table_stats(coordinator)
-            held = vacuum_verbose(coordinator)
+            held, outside = vacuum_checked(coordinator, outside, marker, ours_hold=holder in HOLDS_HORIZON)
         flush_stats(holding)
-        released = vacuum_verbose(coordinator)
+        outside_after = outside_holders(coordinator, [worker.info.backend_pid, holding.info.backend_pid], marker)
+        released, outside_after = vacuum_checked(coordinator, outside_after, marker, ours_hold=False)
         after = table_stats(coordinator)
-    return VacuumRow(holder, processed, horizon, outside, before, held, released, after)
+    return VacuumRow(holder, processed, horizon, outside, before, held, released, after, outside_after)
 
 
 def archive(coordinator: psycopg.Connection, dsn: str, schema: str, run_id: str, strategy: Strategy,

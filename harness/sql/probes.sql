@@ -35,17 +35,23 @@ SELECT age(backend_xmin) AS xmin_age,
 FROM pg_stat_activity
 WHERE pid = %(pid)s;
 
+-- name: xid_marker
+-- The current transaction id (32 bits, as backend_xmin shows it), taken as the workload ends:
+-- a session whose horizon is older than this may hold back some of the workload's dead rows.
+SELECT mod(pg_current_xact_id()::text::bigint, 4294967296)::text;
+
+-- name: marker_age
+SELECT age(%(marker)s::xid);
+
 -- name: other_horizons
--- Sessions outside this probe that hold back the same horizon (same database, or a
--- replication slot or prepared transaction anywhere): a baseline that retains tuples on a
--- shared server is explained by these, not by the probe.
+-- Sessions outside this probe whose horizon is older than `marker` (same database), and prepared transactions or replication slots anywhere: a baseline that keeps
+-- tuples on a shared server is explained by these, not by the probe.
 SELECT (SELECT count(*) FROM pg_stat_activity
-        WHERE datname = current_database() AND pid <> ALL(%(pids)s)
-          AND (backend_xmin IS NOT NULL OR backend_xid IS NOT NULL)
-          AND pid <> pg_backend_pid()) AS sessions,
+        WHERE datname = current_database() AND pid <> ALL(%(pids)s) AND pid <> pg_backend_pid()
+          AND greatest(age(backend_xmin), age(backend_xid)) >= age(%(marker)s::xid)) AS sessions,
        (SELECT max(greatest(age(backend_xmin), age(backend_xid))) FROM pg_stat_activity
-        WHERE datname = current_database() AND pid <> ALL(%(pids)s)
-          AND pid <> pg_backend_pid()) AS oldest_age,
+        WHERE datname = current_database() AND pid <> ALL(%(pids)s) AND pid <> pg_backend_pid()
+          AND greatest(age(backend_xmin), age(backend_xid)) >= age(%(marker)s::xid)) AS oldest_age,
        (SELECT count(*) FROM pg_prepared_xacts) AS prepared,
        (SELECT count(*) FROM pg_replication_slots WHERE xmin IS NOT NULL OR catalog_xmin IS NOT NULL) AS slots;
 

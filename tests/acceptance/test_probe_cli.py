@@ -22,7 +22,11 @@ def test_vacuum_prints_the_table_and_writes_json(cli):
     assert doc["probe"] == "vacuum" and doc["settings"]["jobs"] == 300
     none, claim = doc["holders"]
     assert claim["vacuum_while_held"]["dead_not_removable"] >= 0.9 * 2 * 300  # claim + completion per job
-    assert claim["vacuum_after_release"]["removed"] >= 0.9 * 2 * 300
+    after = claim["vacuum_after_release"]
+    assert after["removed"] + after["dead_not_removable"] >= 0.9 * 2 * 300
+    outside = claim["outside_holders_after_release"]
+    if not (outside["sessions"] or outside["prepared_xacts"] or outside["replication_slots"]):
+        assert after["removed"] >= 0.9 * 2 * 300  # a shared server's other sessions may hold them still
     assert doc["archive"]["deleted"] == 300
     assert [p["holder"] for p in doc["soak"]] == ["none", "repeatable-read"]
     cli.assert_nothing_left()

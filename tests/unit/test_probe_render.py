@@ -22,7 +22,7 @@ def row(holder: str, kept: int, removed_after: int) -> VacuumRow:
     stats = TableStats(n_dead_tup=2000, n_live_tup=2010, table_bytes=300 * 1024)
     return VacuumRow(holder, 2000, Horizon(None, 401 if kept else None, "idle in transaction"),
                      Outside(0, None, 0, 0), stats, VacuumFigures(0, 4010, kept, 401 if kept else 0),
-                     VacuumFigures(removed_after, 2010, 0, 0), TableStats(0, 2010, 300 * 1024))
+                     VacuumFigures(removed_after, 2010, 0, 0), TableStats(0, 2010, 300 * 1024), Outside(0, None, 0, 0))
 
 
 def test_vacuum_table_shows_the_seeds_figures():
