@@ -51,7 +51,9 @@ def archive_table(result: ArchiveResult, title: str) -> Table:
         (f"after DELETE in {result.batches:,} batch(es) of ≤{result.batch:,}", result.after_delete,
          f"{result.deleted:,} rows deleted: dead, still on disk"),
         ("after VACUUM", result.after_vacuum,
-         f"VACUUM removed {v.removed:,}, {v.dead_not_removable:,} not removable; the space is reusable"),
+         f"VACUUM removed {v.removed:,}, {v.dead_not_removable:,} not removable; the space is reusable"
+         + (f" ({pruned:,} already pruned by later batches' scans)" if (pruned := result.deleted - v.removed
+                                                                      - v.dead_not_removable) > 0 else "")),
     ):
         table.add_row(step, f"{stats.n_dead_tup:,}", human_bytes(stats.table_bytes), note)
     return table
