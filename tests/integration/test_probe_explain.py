@@ -1,0 +1,45 @@
+"""The plan guard for every built-in strategy, on a queue with history (50,000 done + 20 ready)."""
+import pytest
+
+from harness.errors import SqlFileError
+from harness.probes.explain import plan_verdict, prepare_plan_table
+from harness.session import run_schema
+from harness.strategy import load_strategy
+from scenarios import builtin_names
+
+LOCKING_CLAIMS = {"for-update", "skip-locked", "skip-locked-done"}
+
+
+@pytest.fixture(scope="module")
+def planned(server):
+    with run_schema(server) as (conn, schema, run_id):
+        prepare_plan_table(conn, schema)
+        yield conn
+
+
+@pytest.mark.parametrize("name", builtin_names())
+def test_builtin_plan_shape(planned, name):
+    verdict = plan_verdict(planned, load_strategy(name))
+    assert verdict.shape_ok is (name in LOCKING_CLAIMS), (verdict.reasons, verdict.plan)
+    if verdict.shape_ok:
+        assert "LockRows" in verdict.plan and "jobs_ready_idx" in verdict.plan
+    else:
+        assert "LockRows" not in verdict.plan
+        assert any("no LockRows node" in r for r in verdict.reasons)
+
+
+def test_a_claim_that_scans_the_whole_table_fails(planned, tmp_path):
+    path = tmp_path / "seq.sql"
+    path.write_text("-- name: claim\nWITH next AS (SELECT id FROM jobs WHERE status <> 'done' ORDER BY created_at "
+                    "LIMIT %(batch)s FOR UPDATE SKIP LOCKED)\nUPDATE jobs j SET status = 'running' FROM next "
+                    "WHERE j.id = next.id RETURNING j.id\n")
+    verdict = plan_verdict(planned, load_strategy(str(path)))
+    assert not verdict.shape_ok
+    assert any(r.startswith("Seq Scan on jobs") for r in verdict.reasons), verdict.plan
+
+
+def test_a_claim_the_server_cannot_plan_is_bad_input(planned, tmp_path):
+    path = tmp_path / "bad.sql"
+    path.write_text("-- name: claim\nUPDATE jobs SET nope = 1 RETURNING id\n")
+    with pytest.raises(SqlFileError, match='column "nope"'):
+        plan_verdict(planned, load_strategy(str(path)))
