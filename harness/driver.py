@@ -10,8 +10,8 @@ import multiprocessing
 import multiprocessing.connection
 import threading
 import time
-from dataclasses import dataclass
-from typing import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
 
 import psycopg
 
@@ -23,7 +23,11 @@ from harness.schema import SeededJobs, build_jobs_table
 from harness.settings import RunSettings
 from harness.stats import latency_summary
 from harness.strategy import Strategy, validate_on_server
+from harness.timeline import claims_over_time
 from harness.worker import BARRIER_TIMEOUT_S, WorkerPlan, worker_main
+
+if TYPE_CHECKING:
+    from harness.pgbench import PgbenchResult
 
 MONITOR_INTERVAL_S = 0.1
 STALL_TIMEOUT_S = 30.0
@@ -62,6 +66,17 @@ class RunResult:
     serialization_failures: int
     deadlocks: int
     claim_statements: int
+    claims_over_time: dict = field(default_factory=dict)
+    """Per-worker claims per time bucket (see :mod:`harness.timeline`)."""
+    pgbench: "PgbenchResult | None" = None
+    """The same SQL through pgbench on the same table size, when asked for (`bench --pgbench`)."""
+
+    @property
+    def pgbench_ratio(self) -> float | None:
+        """Our jobs/s over pgbench's: 1.0 means the driver costs nothing over pgbench's C client."""
+        if self.pgbench is None or self.pgbench.jobs_per_s <= 0:
+            return None
+        return self.throughput_jobs_per_s / self.pgbench.jobs_per_s
 
     @property
     def throughput_jobs_per_s(self) -> float:
@@ -102,6 +117,10 @@ class RunResult:
             "seed_seconds": round(self.seeded.seconds, 3),
             "exactly_once": v.exactly_once,
             "violations": [x.as_dict() for x in v.violations],
+            "pgbench_jobs_per_s": None if self.pgbench is None else round(self.pgbench.jobs_per_s, 1),
+            "pgbench_ratio": None if self.pgbench_ratio is None else round(self.pgbench_ratio, 3),
+            "pgbench": None if self.pgbench is None else self.pgbench.as_dict(),
+            "claims_over_time": self.claims_over_time,
         }
 
 
@@ -128,6 +147,7 @@ def run_strategy(conn: psycopg.Connection, dsn: str, schema: str, run_id: str, s
         serialization_failures=sum(log.serialization_failures for log in logs),
         deadlocks=sum(log.deadlocks for log in logs),
         claim_statements=sum(log.claim_statements for log in logs),
+        claims_over_time=claims_over_time(logs, started, finished - started),
     )
 
 

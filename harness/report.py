@@ -79,6 +79,9 @@ def results_table(runs: list[RunResult], title: str) -> Table:
                           ("done", "right"), ("ser.\nfail", "right"), ("jobs/s", "right"),
                           ("claim ms\np50/p95/p99", "right"), ("top lock wait\n(samples)", "left"),
                           ("peak\nwaiting", "right"), ("verdict", "left")):
+        if name == "verdict" and any(run.pgbench for run in runs):
+            table.add_column("pgbench\njobs/s", justify="right", no_wrap=True)
+            table.add_column("ratio", justify="right", no_wrap=True)
         table.add_column(name, justify=justify, no_wrap=name not in ("verdict", "strategy"))
     for run in runs:
         v, lat = run.verdict, run.claim_latency_ms
@@ -89,9 +92,19 @@ def results_table(runs: list[RunResult], title: str) -> Table:
             f"{run.table.done:,}", f"{run.serialization_failures:,}", f"{run.throughput_jobs_per_s:,.0f}",
             f"{_ms(lat['p50'])}/{_ms(lat['p95'])}/{_ms(lat['p99'])}", _top_wait(run),
             str(run.waits.max_waiting_workers),
+            *_parity_cells(run, any(r.pgbench for r in runs)),
             verdict_text(run),
         )
     return table
+
+
+def _parity_cells(run: RunResult, shown: bool) -> list[str]:
+    """pgbench's jobs/s for the same SQL and ours over it (`bench --pgbench`)."""
+    if not shown:
+        return []
+    if run.pgbench is None or run.pgbench_ratio is None:
+        return ["-", "-"]
+    return [f"{run.pgbench.jobs_per_s:,.0f}", f"{run.pgbench_ratio:.2f}"]
 
 
 def evidence_lines(violations: Iterable[Violation], limit: int = EVIDENCE_SHOWN) -> list[str]:

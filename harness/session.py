@@ -8,6 +8,7 @@ import itertools
 import os
 import re
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Iterator
 
 import psycopg
@@ -17,7 +18,8 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from harness.driver import RunResult, run_strategy
 from harness.errors import UsageError
 from harness.provision import Server
-from harness.schema import create_schema, drop_schema, new_run_id, schema_name
+from harness.pgbench import pgbench_path, run_pgbench
+from harness.schema import build_jobs_table, create_schema, drop_schema, new_run_id, schema_name
 from harness.settings import RunSettings
 from harness.strategy import Strategy
 
@@ -60,7 +62,11 @@ def _drop_quietly(dsn: str, schema: str) -> None:
                                    f"drop it by hand with DROP SCHEMA {schema} CASCADE", markup=False)
 
 
-def run_all(server: Server, strategies: list[Strategy], grid: list[RunSettings], err: Console) -> list[RunResult]:
+def run_all(server: Server, strategies: list[Strategy], grid: list[RunSettings], err: Console,
+            pgbench: bool = False) -> list[RunResult]:
+    """Every strategy x setting in one schema; with `pgbench`, each also through pgbench on a reseeded table."""
+    if pgbench:
+        pgbench_path(server.bin_dir)  # fail before the first run, not after it
     results = []
     with run_schema(server) as (conn, schema, run_id):
         progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[status]}"),
@@ -78,10 +84,18 @@ def run_all(server: Server, strategies: list[Strategy], grid: list[RunSettings],
                     progress.refresh()
 
                 result = run_strategy(conn, server.dsn, schema, run_id, strategy, settings, show)
+                if pgbench:
+                    progress.update(task, status="pgbench: reseeding and running the same SQL")
+                    progress.refresh()
+                    build_jobs_table(conn, schema, settings.jobs)
+                    result = replace(result, pgbench=run_pgbench(conn, server.dsn, server.bin_dir, schema, run_id,
+                                                                 strategy, settings))
                 progress.remove_task(task)
                 status = "[green]exactly-once[/]" if result.verdict.exactly_once else "[red]violated[/]"
+                parity = "" if result.pgbench is None else (
+                    f" · pgbench {result.pgbench.jobs_per_s:,.0f} jobs/s, ratio {result.pgbench_ratio:.2f}")
                 err.print(f"  {label}: {result.table.done:,} done in {result.elapsed_s:.2f}s "
-                          f"({result.throughput_jobs_per_s:,.0f} jobs/s) {status}")
+                          f"({result.throughput_jobs_per_s:,.0f} jobs/s){parity} {status}")
                 results.append(result)
     return results
 
