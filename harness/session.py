@@ -5,6 +5,7 @@ Used by the CLI and by tests; progress goes to the console given (stderr for the
 from __future__ import annotations
 
 import itertools
+from collections import deque
 import os
 import re
 from contextlib import contextmanager
@@ -24,6 +25,8 @@ from harness.settings import RunSettings
 from harness.strategy import Strategy
 
 CLEANUP_LOCK_TIMEOUT = "10s"
+RATE_WINDOW_S = 1.0
+"""The progress line's "now" rate is over this trailing window: the average hides a stall."""
 RUN_ID_ENV = "CLAIMCHECK_RUN_ID"
 """Names the run's schema `claimcheck_<id>`, to find it in logs or in pg_stat_activity."""
 _RUN_ID_RE = re.compile(r"^[a-z0-9_]{1,24}$")
@@ -37,9 +40,13 @@ def _run_id() -> str:
 
 
 @contextmanager
-def run_schema(server: Server) -> Iterator[tuple[psycopg.Connection, str, str]]:
-    """A schema of our own for this invocation; dropped (only it) however the block ends."""
-    run_id = _run_id()
+def run_schema(server: Server, run_id: str | None = None) -> Iterator[tuple[psycopg.Connection, str, str]]:
+    """A schema of our own for this invocation; dropped (only it) however the block ends.
+
+    `run_id` names it; by default $CLAIMCHECK_RUN_ID or a fresh random id. Callers that may run
+    side by side under one environment (the pytest plugin under xdist) pass a fresh one.
+    """
+    run_id = run_id or _run_id()
     schema = schema_name(run_id)
     conn = psycopg.connect(server.dsn, autocommit=True, application_name=f"claimcheck/{run_id}/coordinator")
     try:
@@ -62,6 +69,24 @@ def _drop_quietly(dsn: str, schema: str) -> None:
                                    f"drop it by hand with DROP SCHEMA {schema} CASCADE", markup=False)
 
 
+def _progress_callback(progress: Progress, task, jobs: int):
+    """Show jobs drained (claims, capped at the seeded count), the current rate and, via the
+    elapsed column, the time: what someone watching a long run needs to see it is still moving."""
+    window: deque[tuple[float, int]] = deque()
+
+    def show(claims: int, elapsed: float) -> None:
+        window.append((elapsed, claims))
+        while len(window) > 2 and elapsed - window[0][0] > RATE_WINDOW_S:
+            window.popleft()
+        then, before = window[0]
+        rate = (claims - before) / (elapsed - then) if elapsed > then else 0.0
+        progress.update(task, completed=min(claims, jobs),
+                        status=f"{min(claims, jobs):,}/{jobs:,} jobs drained · {rate:,.0f} jobs/s now")
+        progress.refresh()
+
+    return show
+
+
 def run_all(server: Server, strategies: list[Strategy], grid: list[RunSettings], err: Console,
             pgbench: bool = False) -> list[RunResult]:
     """Every strategy x setting in one schema; with `pgbench`, each also through pgbench on a reseeded table."""
@@ -77,12 +102,7 @@ def run_all(server: Server, strategies: list[Strategy], grid: list[RunSettings],
                 task = progress.add_task(label, total=settings.jobs, status="seeding")
                 progress.refresh()
 
-                def show(claims: int, elapsed: float, task=task) -> None:
-                    rate = claims / elapsed if elapsed > 0 else 0.0
-                    progress.update(task, completed=min(claims, settings.jobs),
-                                    status=f"{claims:,} claims · {rate:,.0f}/s")
-                    progress.refresh()
-
+                show = _progress_callback(progress, task, settings.jobs)
                 result = run_strategy(conn, server.dsn, schema, run_id, strategy, settings, show)
                 if pgbench:
                     progress.update(task, status="pgbench: reseeding and running the same SQL")
