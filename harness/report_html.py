@@ -107,7 +107,7 @@ def render(doc: dict) -> str:
                 "Jobs handed to more than one worker. Any bar here is a broken queue."),
         "<h2>Lock waits</h2>",
         _figure("lock-waits", svg.bar_chart(labels, lock_wait_stacks(runs), "lock-wait samples per run",
-                                            "pg_stat_activity samples of a worker waiting on a lock"),
+                                            "pg_stat_activity samples of a worker waiting on a lock", legend=True),
                 "Workers seen waiting on a Lock/* event, summed over the sampler's snapshots; split by event."),
         "<h2>Claims over time, per worker</h2>", _timelines(runs),
     ]

@@ -101,10 +101,12 @@ def line_chart(series: dict[str, list[tuple[float, float]]], title: str, x_label
     return "".join(out)
 
 
-def bar_chart(labels: Sequence[str], stacks: dict[str, Sequence[float]], title: str, x_label: str) -> str:
-    """Horizontal bars, one row per label, each split into the `stacks` (legend names) in order."""
+def bar_chart(labels: Sequence[str], stacks: dict[str, Sequence[float]], title: str, x_label: str,
+              legend: bool | None = None) -> str:
+    """Horizontal bars, one row per label, each split into the `stacks` (legend names) in order.
+    The legend shows when asked, or by default when there is more than one stack."""
     m = MARGIN_PX
-    legend = len(stacks) > 1
+    legend = len(stacks) > 1 if legend is None else legend
     width = WIDTH_PX + LABEL_COLUMN_PX - m["left"]
     plot_w = width - LABEL_COLUMN_PX - (m["right"] if legend else 24)
     height = m["top"] + max(len(labels), 1) * BAR_ROW_PX + m["bottom"]
