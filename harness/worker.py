@@ -18,6 +18,7 @@ from typing import Any
 import psycopg
 from psycopg import errors, sql
 
+from harness.fastpath import PreparedStatement
 from harness.ledger import CLAIM_IS_COMPLETION, DONE, STALE, WorkerLog
 from harness.queries import QUERIES
 from harness.settings import RunSettings
@@ -103,6 +104,10 @@ class Loop:
         self.complete_uses = set(sample_params(plan.strategy, "complete", id=0, attempts=0, worker="")) \
             if plan.strategy.has_complete else set()
         self.worker_name = values["worker"]
+        # Lease-mode completions, one autocommit statement per job, are the hot path: they go
+        # through libpq directly (see harness.fastpath). Lock mode keeps psycopg's transaction.
+        self.fast_complete = self._prepare_fast_complete() \
+            if plan.strategy.has_complete and self.settings.mode == "lease" else None
         # One round trip for a lone claim statement in lease mode: autocommit makes it its own
         # transaction. A pick, or lock mode, needs an explicit transaction around several statements.
         self.explicit_transaction = plan.strategy.has_pick or self.settings.mode == "lock"
@@ -153,6 +158,14 @@ class Loop:
             self._after_lease_claim(rows, started, committed)
         return len(rows)
 
+    def _prepare_fast_complete(self) -> PreparedStatement | None:
+        try:
+            return PreparedStatement(self.conn, "claimcheck_complete", self.statements["complete"])
+        except psycopg.Error:
+            # The server could not infer a parameter's type without psycopg's hints (validation
+            # passed with them): keep the general path for this strategy.
+            return None
+
     def _claim(self) -> list[tuple[int, int]]:
         params = self.claim_params
         if self.strategy.has_pick:
@@ -192,7 +205,8 @@ class Loop:
             return DONE if self.conn.execute(self.statements["complete"], params).rowcount > 0 else STALE
         for _ in range(MAX_COMPLETION_RETRIES):
             try:
-                changed = self.conn.execute(self.statements["complete"], params).rowcount
+                changed = self.fast_complete.rowcount(params) if self.fast_complete else \
+                    self.conn.execute(self.statements["complete"], params).rowcount
                 self.consecutive_failures = 0
                 return DONE if changed > 0 else STALE
             except _RETRYABLE as exc:

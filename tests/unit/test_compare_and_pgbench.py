@@ -62,3 +62,12 @@ def test_pgbench_script_is_the_strategys_sql_with_variables():
 def test_pgbench_script_in_lock_mode_is_one_transaction():
     script = build_script(load_strategy("for-update"), RunSettings(workers=2, batch=1, mode="lock"), True)
     assert script.splitlines()[2] == "BEGIN;" and script.rstrip().endswith("COMMIT;")
+
+
+def test_fast_path_numbers_placeholders_by_first_use():
+    from harness.fastpath import to_positional
+
+    text, names = to_positional("UPDATE jobs SET w = %(worker)s WHERE id = %(id)s AND a = %(attempts)s "
+                                "AND w2 = %(worker)s AND note LIKE 'x%%'")
+    assert text == "UPDATE jobs SET w = $1 WHERE id = $2 AND a = $3 AND w2 = $1 AND note LIKE 'x%'"
+    assert names == ("worker", "id", "attempts")
