@@ -106,11 +106,13 @@ class Loop:
         self.worker_name = values["worker"]
         # Lease-mode completions, one autocommit statement per job, are the hot path: they go
         # through libpq directly (see harness.fastpath). Lock mode keeps psycopg's transaction.
-        self.fast_complete = self._prepare_fast_complete() \
+        self.fast_complete = self._prepare_fast("complete") \
             if plan.strategy.has_complete and self.settings.mode == "lease" else None
         # One round trip for a lone claim statement in lease mode: autocommit makes it its own
         # transaction. A pick, or lock mode, needs an explicit transaction around several statements.
         self.explicit_transaction = plan.strategy.has_pick or self.settings.mode == "lock"
+        self.fast_claim = None if self.explicit_transaction else self._prepare_fast("claim")
+        self.fast_claim_params = self.fast_claim.bind(self.claim_params) if self.fast_claim else []
         self.claimed = 0
         self.consecutive_failures = 0
 
@@ -158,15 +160,17 @@ class Loop:
             self._after_lease_claim(rows, started, committed)
         return len(rows)
 
-    def _prepare_fast_complete(self) -> PreparedStatement | None:
+    def _prepare_fast(self, section: str) -> PreparedStatement | None:
         try:
-            return PreparedStatement(self.conn, "claimcheck_complete", self.statements["complete"])
+            return PreparedStatement(self.conn, f"claimcheck_{section}", self.statements[section])
         except psycopg.Error:
             # The server could not infer a parameter's type without psycopg's hints (validation
             # passed with them): keep the general path for this strategy.
             return None
 
     def _claim(self) -> list[tuple[int, int]]:
+        if self.fast_claim is not None:
+            return self.fast_claim.id_attempt_rows(self.fast_claim_params)
         params = self.claim_params
         if self.strategy.has_pick:
             ids = [r[0] for r in self.conn.execute(self.statements["pick"], self.pick_params).fetchall()]
