@@ -135,7 +135,8 @@ def _work_us(settings: RunSettings) -> int:
 
 
 def _pgoptions(schema: str, isolation: str) -> str:
-    # libpq splits PGOPTIONS on spaces; a backslash keeps "read committed" one value.
+    # libpq splits PGOPTIONS on spaces; a backslash keeps "read committed" one value. The schema
+    # name is ours, `claimcheck_` and [a-z0-9_] (see harness.session), so it needs no quoting here.
     return f"-c search_path={schema} -c default_transaction_isolation={isolation.replace(' ', chr(92) + ' ')}"
 
 
