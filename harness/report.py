@@ -74,7 +74,8 @@ def verdict_text(run: RunResult) -> Text:
 
 def results_table(runs: list[RunResult], title: str) -> Table:
     table = Table(title=title, header_style="bold", title_justify="left")
-    for name, justify in (("strategy", "left"), ("mode", "left"), ("claims", "right"), ("unique", "right"),
+    for name, justify in (("strategy", "left"), ("mode", "left"), ("work-\ners", "right"), ("batch", "right"),
+                          ("claims", "right"), ("unique", "right"),
                           ("double\nclaimed", "right"), ("extra\nclaims", "right"), ("un-\nclaimed", "right"),
                           ("done", "right"), ("ser.\nfail", "right"), ("jobs/s", "right"),
                           ("claim ms\np50/p95/p99", "right"), ("top lock wait\n(samples)", "left"),
@@ -86,7 +87,7 @@ def results_table(runs: list[RunResult], title: str) -> Table:
     for run in runs:
         v, lat = run.verdict, run.claim_latency_ms
         table.add_row(
-            run.strategy.name, run.settings.mode, f"{v.claims:,}", f"{v.unique_jobs_claimed:,}",
+            run.strategy.name, run.settings.mode, str(run.settings.workers), str(run.settings.batch), f"{v.claims:,}", f"{v.unique_jobs_claimed:,}",
             Text(f"{v.double_claimed_jobs:,}", style="red" if v.double_claimed_jobs else ""),
             f"{v.extra_claims:,}", Text(f"{v.unclaimed_jobs:,}", style="red" if v.unclaimed_jobs and v.drained else ""),
             f"{run.table.done:,}", f"{run.serialization_failures:,}", f"{run.throughput_jobs_per_s:,.0f}",
