@@ -11,7 +11,7 @@ from pathlib import Path
 
 from harness import svg
 
-TIMELINES_SHOWN = 6
+TIMELINES_SHOWN = 4
 """Per-worker timelines beyond the first are folded away; past this many runs they are left out."""
 LOCK_PREFIX = "Lock/"
 
