@@ -50,6 +50,18 @@ def _figure(name: str, chart: str, caption: str) -> str:
     return f'<figure class="chart" data-chart="{name}">{chart}<figcaption>{escape(caption)}</figcaption></figure>'
 
 
+def _throughput_figure(runs: list[dict], labels: list[str]) -> str:
+    """Lines over the worker counts of a sweep; one bar per run when every run had the same count
+    (a column of dots in ten recycled colours would not say which is which)."""
+    caption = "Jobs done per second, from the first claim to the last worker's end"
+    if len({r["workers"] for r in runs}) > 1:
+        chart = svg.line_chart(throughput_series(runs), "throughput against workers", "workers", "jobs done per second")
+        return _figure("throughput", chart, caption + ", per strategy · mode · batch.")
+    chart = svg.bar_chart(labels, {"jobs/s": [float(r["throughput_jobs_per_s"]) for r in runs]},
+                          "throughput per run", "jobs done per second")
+    return _figure("throughput", chart, caption + ". Sweep --workers (e.g. 1,2,4,8,16) to see it against workers.")
+
+
 def _summary_table(runs: list[dict]) -> str:
     heads = ("strategy", "mode", "batch", "workers", "claims", "double claimed", "unclaimed", "done", "jobs/s",
              "pgbench jobs/s", "ratio", "claim p95 ms", "verdict")
@@ -97,10 +109,7 @@ def render(doc: dict) -> str:
         f"({escape(str(pg.get('source', '?')))}) · {escape(str(doc.get('created_at', '')))} · "
         f"<code>{escape(str(tool.get('command', '')))}</code></p>",
         "<h2>Runs</h2>", _summary_table(runs),
-        "<h2>Throughput against workers</h2>",
-        _figure("throughput", svg.line_chart(throughput_series(runs), "throughput against workers", "workers",
-                                             "jobs done per second"),
-                "Jobs done per second, from the first claim to the last worker's end, per strategy · mode · batch."),
+        "<h2>Throughput against workers</h2>", _throughput_figure(runs, labels),
         "<h2>Double claims</h2>",
         _figure("double-claims", svg.bar_chart(labels, {"jobs claimed twice or more": [
             float(r["double_claimed_jobs"]) for r in runs]}, "double claims per run", "jobs handed to more than one worker"),

@@ -22,6 +22,8 @@ LINE_LEGEND_PX = 260
 BAR_ROW_PX = 22
 LABEL_COLUMN_PX = 230
 HEAT_ROW_PX = 16
+TOTAL_LABEL_PX = 48
+"""Room after the longest bar for its total."""
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
            "#bcbd22", "#17becf")
 """Tableau 10: distinguishable, and the usual reading of red as 'bad' is kept for series 2."""
@@ -92,11 +94,14 @@ def line_chart(series: dict[str, list[tuple[float, float]]], title: str, x_label
     for i, (name, points) in enumerate(series.items()):
         pts = sorted(points)
         path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in pts)
+        # Past ten series the colours repeat: the second round is dashed (and said so in the legend).
+        dash = ' stroke-dasharray="6 3"' if i >= len(PALETTE) else ""
         out.append(f'<polyline class="series" data-series="{escape(name)}" points="{path}" fill="none" '
-                   f'stroke="{color(i)}" stroke-width="2"/>')
+                   f'stroke="{color(i)}" stroke-width="2"{dash}/>')
         out += [f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3.5" fill="{color(i)}"><title>{escape(name)}: '
                 f'{_fmt(x)} → {y:,.0f}</title></circle>' for x, y in pts]
-    out += _legend(list(series), LINE_WIDTH_PX - m["right"] + 12, m["top"] + 10)
+    names = [n + (" (dashed)" if i >= len(PALETTE) else "") for i, n in enumerate(series)]
+    out += _legend(names, LINE_WIDTH_PX - m["right"] + 12, m["top"] + 10)
     out.append("</svg>")
     return "".join(out)
 
@@ -108,7 +113,7 @@ def bar_chart(labels: Sequence[str], stacks: dict[str, Sequence[float]], title: 
     m = MARGIN_PX
     legend = len(stacks) > 1 if legend is None else legend
     width = WIDTH_PX + LABEL_COLUMN_PX - m["left"]
-    plot_w = width - LABEL_COLUMN_PX - (m["right"] if legend else 24)
+    plot_w = width - LABEL_COLUMN_PX - (m["right"] if legend else 24) - TOTAL_LABEL_PX
     height = m["top"] + max(len(labels), 1) * BAR_ROW_PX + m["bottom"]
     totals = [sum(values[i] for values in stacks.values()) for i in range(len(labels))]
     ticks = nice_ticks(max(totals, default=0.0))

@@ -89,3 +89,9 @@ def test_claims_over_time_buckets_each_workers_claims():
     assert timeline["bucket_s"] == 0.1
     assert timeline["workers"]["w00"] == [2, 0, 0, 0, 0, 0, 0, 0, 0, 2]
     assert timeline["workers"]["w03"] == [0, 0, 0, 0, 0, 1, 0, 0, 0, 0]
+
+
+def test_one_worker_count_shows_throughput_as_bars():
+    outline = Outline()
+    outline.feed(render({"runs": [run("skip-locked", 8, 10.0), run("for-update", 8, 5.0)]}))
+    assert outline.charts[0] == "throughput" and outline.polylines == []
