@@ -12,6 +12,7 @@ import multiprocessing.connection
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import psycopg
 
@@ -26,7 +27,11 @@ from harness.schema import SeededJobs, build_jobs_table, use_schema
 from harness.settings import RunSettings
 from harness.stats import latency_summary
 from harness.strategy import Strategy, validate_on_server
+from harness.timeline import claims_over_time
 from harness.worker import BARRIER_TIMEOUT_S, Shared, WorkerPlan, merge_delta, worker_main
+
+if TYPE_CHECKING:
+    from harness.pgbench import PgbenchResult
 
 MONITOR_INTERVAL_S = 0.1
 STALL_TIMEOUT_S = 30.0
@@ -69,6 +74,17 @@ class RunResult:
     reconnects: int = 0
     reaped: int = 0
     faults: list[FaultEvent] = field(default_factory=list)
+    claims_over_time: dict = field(default_factory=dict)
+    """Per-worker claims per time bucket (see :mod:`harness.timeline`)."""
+    pgbench: "PgbenchResult | None" = None
+    """The same SQL through pgbench on the same table size, when asked for (`bench --pgbench`)."""
+
+    @property
+    def pgbench_ratio(self) -> float | None:
+        """Our jobs/s over pgbench's: 1.0 means the driver costs nothing over pgbench's C client."""
+        if self.pgbench is None or self.pgbench.jobs_per_s <= 0:
+            return None
+        return self.throughput_jobs_per_s / self.pgbench.jobs_per_s
 
     @property
     def throughput_jobs_per_s(self) -> float:
@@ -107,6 +123,10 @@ class RunResult:
             "max_waiting_workers": self.waits.max_waiting_workers, "stopped_by": self.stopped_by,
             "seed_seconds": round(self.seeded.seconds, 3), "exactly_once": self.exactly_once,
             "violations": [x.as_dict() for x in v.violations],
+            "pgbench_jobs_per_s": None if self.pgbench is None else round(self.pgbench.jobs_per_s, 1),
+            "pgbench_ratio": None if self.pgbench_ratio is None else round(self.pgbench_ratio, 3),
+            "pgbench": None if self.pgbench is None else self.pgbench.as_dict(),
+            "claims_over_time": self.claims_over_time,
         }
         if s.lifecycle:
             data.update({
@@ -163,6 +183,7 @@ def _judge(conn: psycopg.Connection, run: "_Run", strategy: Strategy, settings: 
         deadlocks=sum(log.deadlocks for log in logs),
         claim_statements=sum(log.claim_statements for log in logs),
         reconnects=sum(log.reconnects for log in logs), reaped=len(run.reaps), faults=run.faults,
+        claims_over_time=claims_over_time(logs, started, finished - started),
     )
 
 

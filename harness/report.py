@@ -75,24 +75,38 @@ def verdict_text(run: RunResult) -> Text:
 
 def results_table(runs: list[RunResult], title: str) -> Table:
     table = Table(title=title, header_style="bold", title_justify="left")
-    for name, justify in (("strategy", "left"), ("mode", "left"), ("claims", "right"), ("unique", "right"),
+    for name, justify in (("strategy", "left"), ("mode", "left"), ("work-\ners", "right"), ("batch", "right"),
+                          ("claims", "right"), ("unique", "right"),
                           ("double\nclaimed", "right"), ("extra\nclaims", "right"), ("un-\nclaimed", "right"),
                           ("done", "right"), ("ser.\nfail", "right"), ("jobs/s", "right"),
                           ("claim ms\np50/p95/p99", "right"), ("top lock wait\n(samples)", "left"),
                           ("peak\nwaiting", "right"), ("verdict", "left")):
+        if name == "verdict" and any(run.pgbench for run in runs):
+            table.add_column("pgbench\njobs/s", justify="right", no_wrap=True)
+            table.add_column("ratio", justify="right", no_wrap=True)
         table.add_column(name, justify=justify, no_wrap=name not in ("verdict", "strategy"))
     for run in runs:
         v, lat = run.verdict, run.claim_latency_ms
         table.add_row(
-            run.strategy.name, run.settings.mode, f"{v.claims:,}", f"{v.unique_jobs_claimed:,}",
+            run.strategy.name, run.settings.mode, str(run.settings.workers), str(run.settings.batch), f"{v.claims:,}", f"{v.unique_jobs_claimed:,}",
             Text(f"{v.double_claimed_jobs:,}", style="red" if v.double_claimed_jobs else ""),
             f"{v.extra_claims:,}", Text(f"{v.unclaimed_jobs:,}", style="red" if v.unclaimed_jobs and v.drained else ""),
             f"{run.table.done:,}", f"{run.serialization_failures:,}", f"{run.throughput_jobs_per_s:,.0f}",
             f"{_ms(lat['p50'])}/{_ms(lat['p95'])}/{_ms(lat['p99'])}", _top_wait(run),
             str(run.waits.max_waiting_workers),
+            *_parity_cells(run, any(r.pgbench for r in runs)),
             verdict_text(run),
         )
     return table
+
+
+def _parity_cells(run: RunResult, shown: bool) -> list[str]:
+    """pgbench's jobs/s for the same SQL and ours over it (`bench --pgbench`)."""
+    if not shown:
+        return []
+    if run.pgbench is None or run.pgbench_ratio is None:
+        return ["-", "-"]
+    return [f"{run.pgbench.jobs_per_s:,.0f}", f"{run.pgbench_ratio:.2f}"]
 
 
 def evidence_lines(violations: Iterable[Violation], limit: int = EVIDENCE_SHOWN) -> list[str]:

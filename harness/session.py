@@ -5,9 +5,11 @@ Used by the CLI and by tests; progress goes to the console given (stderr for the
 from __future__ import annotations
 
 import itertools
+from collections import deque
 import os
 import re
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Iterator
 
 import psycopg
@@ -17,11 +19,14 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from harness.driver import RunResult, reconnect, run_strategy
 from harness.errors import UsageError
 from harness.provision import Server
-from harness.schema import create_schema, drop_schema, new_run_id, schema_name
+from harness.pgbench import pgbench_path, run_pgbench
+from harness.schema import build_jobs_table, create_schema, drop_schema, new_run_id, schema_name
 from harness.settings import RunSettings
 from harness.strategy import Strategy
 
 CLEANUP_LOCK_TIMEOUT = "10s"
+RATE_WINDOW_S = 1.0
+"""The progress line's "now" rate is over this trailing window: the average hides a stall."""
 RUN_ID_ENV = "CLAIMCHECK_RUN_ID"
 """Names the run's schema `claimcheck_<id>`, to find it in logs or in pg_stat_activity."""
 _RUN_ID_RE = re.compile(r"^[a-z0-9_]{1,24}$")
@@ -35,9 +40,13 @@ def _run_id() -> str:
 
 
 @contextmanager
-def run_schema(server: Server) -> Iterator[tuple[psycopg.Connection, str, str]]:
-    """A schema of our own for this invocation; dropped (only it) however the block ends."""
-    run_id = _run_id()
+def run_schema(server: Server, run_id: str | None = None) -> Iterator[tuple[psycopg.Connection, str, str]]:
+    """A schema of our own for this invocation; dropped (only it) however the block ends.
+
+    `run_id` names it; by default $CLAIMCHECK_RUN_ID or a fresh random id. Callers that may run
+    side by side under one environment (the pytest plugin under xdist) pass a fresh one.
+    """
+    run_id = run_id or _run_id()
     schema = schema_name(run_id)
     conn = psycopg.connect(server.dsn, autocommit=True, application_name=f"claimcheck/{run_id}/coordinator")
     try:
@@ -70,7 +79,29 @@ def _alive(conn: psycopg.Connection, server: Server, schema: str, run_id: str) -
         return reconnect(server.dsn, schema, run_id)
 
 
-def run_all(server: Server, strategies: list[Strategy], grid: list[RunSettings], err: Console) -> list[RunResult]:
+def _progress_callback(progress: Progress, task, jobs: int):
+    """Show jobs drained (claims, capped at the seeded count), the current rate and, via the
+    elapsed column, the time: what someone watching a long run needs to see it is still moving."""
+    window: deque[tuple[float, int]] = deque()
+
+    def show(claims: int, elapsed: float) -> None:
+        window.append((elapsed, claims))
+        while len(window) > 2 and elapsed - window[0][0] > RATE_WINDOW_S:
+            window.popleft()
+        then, before = window[0]
+        rate = (claims - before) / (elapsed - then) if elapsed > then else 0.0
+        progress.update(task, completed=min(claims, jobs),
+                        status=f"{min(claims, jobs):,}/{jobs:,} jobs drained · {rate:,.0f} jobs/s now")
+        progress.refresh()
+
+    return show
+
+
+def run_all(server: Server, strategies: list[Strategy], grid: list[RunSettings], err: Console,
+            pgbench: bool = False) -> list[RunResult]:
+    """Every strategy x setting in one schema; with `pgbench`, each also through pgbench on a reseeded table."""
+    if pgbench:
+        pgbench_path(server.bin_dir)  # fail before the first run, not after it
     results = []
     with run_schema(server) as (conn, schema, run_id):
         progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[status]}"),
@@ -81,18 +112,21 @@ def run_all(server: Server, strategies: list[Strategy], grid: list[RunSettings],
                 task = progress.add_task(label, total=settings.jobs, status="seeding")
                 progress.refresh()
 
-                def show(claims: int, elapsed: float, task=task) -> None:
-                    rate = claims / elapsed if elapsed > 0 else 0.0
-                    progress.update(task, completed=min(claims, settings.jobs),
-                                    status=f"{claims:,} claims · {rate:,.0f}/s")
-                    progress.refresh()
-
+                show = _progress_callback(progress, task, settings.jobs)
                 conn = _alive(conn, server, schema, run_id)
                 result = run_strategy(conn, server, schema, run_id, strategy, settings, show)
+                if pgbench:
+                    progress.update(task, status="pgbench: reseeding and running the same SQL")
+                    progress.refresh()
+                    build_jobs_table(conn, schema, settings.jobs)
+                    result = replace(result, pgbench=run_pgbench(conn, server.dsn, server.bin_dir, schema, run_id,
+                                                                 strategy, settings))
                 progress.remove_task(task)
                 status = "[green]exactly-once[/]" if result.exactly_once else "[red]violated[/]"
+                parity = "" if result.pgbench is None else (
+                    f" · pgbench {result.pgbench.jobs_per_s:,.0f} jobs/s, ratio {result.pgbench_ratio:.2f}")
                 err.print(f"  {label}: {result.table.done:,} done in {result.elapsed_s:.2f}s "
-                          f"({result.throughput_jobs_per_s:,.0f} jobs/s) {status}")
+                          f"({result.throughput_jobs_per_s:,.0f} jobs/s){parity} {status}")
                 results.append(result)
     return results
 

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
-from psycopg import errors, sql
+from psycopg import errors, pq, sql
 
+from harness.fastpath import PreparedStatement
 from harness.ledger import ABANDONED, CLAIM_IS_COMPLETION, DONE, FAILED, STALE, WorkerLog
 from harness.queries import QUERIES
 from harness.settings import RunSettings
@@ -178,6 +179,29 @@ class Loop:
         self.claimed = 0
         self.consecutive_failures = 0
         self._current_attempt = 0
+        self._prepare_fast_paths()
+
+    def _prepare_fast_paths(self) -> None:
+        """Lease mode's lone autocommit claim and its per-job completions are the hot path: they go
+        through libpq directly (see harness.fastpath), prepared again on every new connection.
+        Anything inside an explicit transaction (a pick, lock mode) keeps psycopg's general path."""
+        lease = self.settings.mode == "lease"
+        self.fast_complete = self._prepare_fast("complete") if lease and self.strategy.has_complete else None
+        self.fast_claim = None if self.explicit_transaction else self._prepare_fast("claim")
+        self.fast_claim_params = self.fast_claim.bind(self.params["claim"]) if self.fast_claim else []
+
+    def _prepare_fast(self, section: str) -> PreparedStatement | None:
+        try:
+            return PreparedStatement(self.conn, f"claimcheck_{section}", self.statements[section])
+        except psycopg.Error:
+            # The server could not infer a parameter's type without psycopg's hints (validation
+            # passed with them): keep the general path for this strategy.
+            return None
+
+    def _lost(self, exc: psycopg.Error) -> bool:
+        """Is this the connection going away (terminated backend, restarting server)? The fast path
+        reports a dead connection without an SQLSTATE, so ask libpq too."""
+        return isinstance(exc, psycopg.OperationalError) or self.conn.pgconn.status == pq.ConnStatus.BAD
 
     def run(self) -> None:
         limit = self.settings.claims_per_worker
@@ -196,7 +220,9 @@ class Loop:
                 self._count_retry(exc)
                 self._back_off()
                 continue
-            except psycopg.OperationalError:
+            except psycopg.Error as exc:
+                if not self._lost(exc):
+                    raise
                 self._reconnect()
                 continue
             self.consecutive_failures = 0
@@ -228,6 +254,8 @@ class Loop:
         return len(rows)
 
     def _claim(self) -> list[tuple[int, int]]:
+        if self.fast_claim is not None:
+            return self.fast_claim.id_attempt_rows(self.fast_claim_params)
         params = self.params["claim"]
         if self.strategy.has_pick:
             ids = [r[0] for r in self.conn.execute(self.statements["pick"], self.params["pick"]).fetchall()]
@@ -301,7 +329,10 @@ class Loop:
         section = "fail" if fails else "complete"
         params = {**self.params[section], **{k: v for k, v in (("id", job), ("attempts", attempt))
                                               if k in self.params[section]}}
-        changed = self.conn.execute(self.statements[section], params).rowcount > 0
+        if section == "complete" and self.fast_complete is not None:
+            changed = self.fast_complete.rowcount(params) > 0
+        else:
+            changed = self.conn.execute(self.statements[section], params).rowcount > 0
         if not changed:
             return STALE
         return FAILED if fails else DONE
@@ -316,7 +347,9 @@ class Loop:
             except _RETRYABLE as exc:
                 self._count_retry(exc)
                 self._back_off()
-            except psycopg.OperationalError:
+            except psycopg.Error as exc:
+                if not self._lost(exc):
+                    raise
                 self._reconnect()
                 # The lost statement may have committed: if the job is done at our attempt, it did.
                 row = self.conn.execute(QUERIES["job_state"], {"id": job}).fetchone()
@@ -335,6 +368,7 @@ class Loop:
         while True:
             try:
                 self.conn = connect_worker(self.plan, self.index)
+                self._prepare_fast_paths()
                 return
             except psycopg.OperationalError:
                 if time.monotonic() > deadline or self.shared.stop.value:

@@ -49,6 +49,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 item.add_marker(layer)
 
 
+def pytest_terminal_summary(terminalreporter) -> None:
+    """Figures tests measure but do not assert (recorded with `record_property`), shown after the run.
+    They travel in the test reports, so this works under xdist too."""
+    figures = [(report.nodeid, name, value) for report in terminalreporter.stats.get("passed", [])
+               if report.when == "call" for name, value in report.user_properties]
+    if figures:
+        terminalreporter.section("claimcheck figures (reported, not asserted)")
+        for nodeid, name, value in figures:
+            terminalreporter.write_line(f"{name}: {value}  ({nodeid.split('::')[-1]})")
+
+
 @pytest.fixture(scope="session")
 def server(request: pytest.FixtureRequest):
     try:

@@ -11,6 +11,7 @@ from rich.console import Console
 from harness.driver import RunResult
 from harness.provision import DSN_ENV, Server
 from harness.report import document, faults_table, print_evidence, results_table, write_json
+from harness.report_html import write_html
 from harness.settings import FaultPlan, RunSettings, WorkTime
 
 
@@ -98,3 +99,4 @@ def report_runs(server: Server, results: list[RunResult], args: argparse.Namespa
     if args.json or always_write:
         path = write_json(doc, args.json, verb)
         console.print(f"JSON report: {path}")
+        console.print(f"HTML report: {write_html(doc, path)}")

@@ -20,6 +20,9 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--strategies", type=str_list, default=list(CATALOG),
                    help="built-in names or .sql files, comma-separated (default: the whole catalog)")
     add_run_options(p, workers="8", jobs=5_000, modes="lease,lock", work_ms="1")
+    p.add_argument("--pgbench", action="store_true",
+                   help="also run each strategy's SQL through pgbench (same clients, server and table size) "
+                        "and report our jobs/s over pgbench's")
     add_server_options(p)
     p.set_defaults(func=run)
 
@@ -29,7 +32,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     grid = settings_grid(args)
     with provide_server(args.dsn, args.pg) as server:
         print_server(err, server)
-        results = run_all(server, strategies, grid, err)
+        results = run_all(server, strategies, grid, err, pgbench=args.pgbench)
         report_runs(server, results, args, console, "bench",
                     f"claimcheck bench: PostgreSQL {server.version} ({server.source})",
                     always_write=True, evidence=EVIDENCE_JOBS)

@@ -1,6 +1,7 @@
 """`claimcheck` as a user runs it: exit codes, messages, and nothing left behind."""
 import json
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -130,15 +131,24 @@ def _descendants(pid: int) -> list:
         return []
 
 
-def test_bench_runs_a_subset_and_writes_the_report(cli):
+def test_bench_runs_a_subset_and_writes_the_reports(cli, record_property):
+    """One bench run shows the JSON, the HTML next to it, and pgbench parity (reported, not asserted)."""
     result = cli("bench", "--strategies", "naive-subquery,skip-locked", "--workers", "4", "--jobs", "500",
-                 "--mode", "lease", "--work-ms", "0")
+                 "--mode", "lease", "--work-ms", "0", "--pgbench")
     assert result.code == 0, result.stderr
-    assert "naive-subquery" in result.stdout and "skip-locked" in result.stdout
+    assert "naive-subquery" in result.stdout and "skip-locked" in result.stdout and "ratio" in result.stdout
     reports = list((cli.scratch / "reports").glob("bench-*.json"))
     assert len(reports) == 1
     runs = json.loads(reports[0].read_text())["runs"]
     assert [r["strategy"] for r in runs] == ["naive-subquery", "skip-locked"]
+    for run in runs:
+        assert run["pgbench_jobs_per_s"] > 0 and run["pgbench_ratio"] > 0
+        assert sum(map(sum, run["claims_over_time"]["workers"].values())) == run["claims"]
+        record_property(f"pgbench_ratio {run['strategy']} 4w b10 500 jobs", run["pgbench_ratio"])
+    page = reports[0].with_suffix(".html")
+    charts = re.findall(r'data-chart="([a-z-]+)"', page.read_text())
+    assert charts[:4] == ["throughput", "double-claims", "lock-waits", "claims-over-time"]
+    assert "<script" not in page.read_text()
     cli.assert_nothing_left()
 
 

@@ -1,0 +1,174 @@
+"""Small SVG charts for the HTML report: lines, horizontal (stacked) bars, a heatmap.
+
+Why hand-written SVG and not a plotting library: the report must open offline as one file.
+plotly's inlined JS bundle is ~3.5 MB per report and matplotlib is a ~40 MB dependency with a
+native toolchain; the four charts the report needs are a few hundred lines of SVG text, render
+in any browser without script, stay a few tens of kB, and are easy to check in tests (they are
+markup). Every function here is a pure function of plain numbers returning an `<svg>` string.
+"""
+from __future__ import annotations
+
+import math
+from html import escape
+from typing import Sequence
+
+WIDTH_PX = 660
+HEIGHT_PX = 300
+LINE_WIDTH_PX = 900
+MARGIN_PX = {"left": 64, "right": 150, "top": 16, "bottom": 44}
+"""Room for the y tick labels (left), the legend (right) and the x axis title (bottom)."""
+LINE_LEGEND_PX = 260
+"""The line chart's legend names strategy · mode · batch: wider than the bar charts' event names."""
+BAR_ROW_PX = 22
+LABEL_COLUMN_PX = 230
+HEAT_ROW_PX = 16
+TOTAL_LABEL_PX = 48
+"""Room after the longest bar for its total."""
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+           "#bcbd22", "#17becf")
+"""Tableau 10: distinguishable, and the usual reading of red as 'bad' is kept for series 2."""
+FONT = 'font-family="system-ui, sans-serif" font-size="11"'
+
+
+def color(index: int) -> str:
+    return PALETTE[index % len(PALETTE)]
+
+
+def nice_ticks(high: float, count: int = 5) -> list[float]:
+    """Round tick values from 0 to at least `high` (1, 2, 2.5 or 5 times a power of ten apart)."""
+    if high <= 0:
+        return [0.0, 1.0]
+    raw = high / count
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
+    return [i * step for i in range(int(math.ceil(high / step - 1e-9)) + 1)]
+
+
+def _fmt(value: float) -> str:
+    if value >= 10_000:
+        return f"{value / 1000:,.0f}k"
+    return f"{value:,.0f}" if value >= 10 or value == int(value) else f"{value:.2g}"
+
+
+def _open(width: int, height: int, title: str) -> list[str]:
+    return [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+            f'viewBox="0 0 {width} {height}" role="img" {FONT}><title>{escape(title)}</title>']
+
+
+def _legend(names: Sequence[str], x: float, y: float) -> list[str]:
+    out = []
+    for i, name in enumerate(names):
+        yy = y + i * 16
+        out.append(f'<rect x="{x:.0f}" y="{yy - 9:.0f}" width="10" height="10" fill="{color(i)}"/>'
+                   f'<text x="{x + 14:.0f}" y="{yy:.0f}">{escape(name)}</text>')
+    return out
+
+
+def line_chart(series: dict[str, list[tuple[float, float]]], title: str, x_label: str, y_label: str) -> str:
+    """One line per series over numeric x values (markers too, so a single point shows)."""
+    m = {**MARGIN_PX, "right": LINE_LEGEND_PX}
+    plot_w, plot_h = LINE_WIDTH_PX - m["left"] - m["right"], HEIGHT_PX - m["top"] - m["bottom"]
+    xs = sorted({x for points in series.values() for x, _ in points}) or [0.0]
+    y_ticks = nice_ticks(max((y for points in series.values() for _, y in points), default=0.0))
+    y_top = y_ticks[-1]
+    # Worker counts are usually powers of two: a log scale spaces 1,2,4,8,16 evenly.
+    log_x = len(xs) > 2 and xs[0] > 0 and xs[-1] / xs[0] >= 8
+    lo, hi = (math.log2(xs[0]), math.log2(xs[-1])) if log_x else (xs[0], xs[-1])
+
+    def px(x: float) -> float:
+        v = math.log2(x) if log_x else x
+        return m["left"] + (plot_w / 2 if hi == lo else (v - lo) / (hi - lo) * plot_w)
+
+    def py(y: float) -> float:
+        return m["top"] + plot_h - y / y_top * plot_h
+
+    out = _open(LINE_WIDTH_PX, HEIGHT_PX, title)
+    for t in y_ticks:
+        out.append(f'<line x1="{m["left"]}" x2="{m["left"] + plot_w}" y1="{py(t):.1f}" y2="{py(t):.1f}" '
+                   f'stroke="#e5e5e5"/><text x="{m["left"] - 6}" y="{py(t) + 4:.1f}" text-anchor="end">{_fmt(t)}</text>')
+    for x in xs:
+        out.append(f'<text x="{px(x):.1f}" y="{m["top"] + plot_h + 16}" text-anchor="middle">{_fmt(x)}</text>')
+    out.append(f'<text x="{m["left"] + plot_w / 2:.0f}" y="{HEIGHT_PX - 6}" text-anchor="middle">{escape(x_label)}</text>'
+               f'<text transform="translate(14 {m["top"] + plot_h / 2:.0f}) rotate(-90)" text-anchor="middle">'
+               f'{escape(y_label)}</text>')
+    for i, (name, points) in enumerate(series.items()):
+        pts = sorted(points)
+        path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in pts)
+        # Past ten series the colours repeat: the second round is dashed (and said so in the legend).
+        dash = ' stroke-dasharray="6 3"' if i >= len(PALETTE) else ""
+        out.append(f'<polyline class="series" data-series="{escape(name)}" points="{path}" fill="none" '
+                   f'stroke="{color(i)}" stroke-width="2"{dash}/>')
+        out += [f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3.5" fill="{color(i)}"><title>{escape(name)}: '
+                f'{_fmt(x)} → {y:,.0f}</title></circle>' for x, y in pts]
+    names = [n + (" (dashed)" if i >= len(PALETTE) else "") for i, n in enumerate(series)]
+    out += _legend(names, LINE_WIDTH_PX - m["right"] + 12, m["top"] + 10)
+    out.append("</svg>")
+    return "".join(out)
+
+
+def bar_chart(labels: Sequence[str], stacks: dict[str, Sequence[float]], title: str, x_label: str,
+              legend: bool | None = None) -> str:
+    """Horizontal bars, one row per label, each split into the `stacks` (legend names) in order.
+    The legend shows when asked, or by default when there is more than one stack."""
+    m = MARGIN_PX
+    legend = len(stacks) > 1 if legend is None else legend
+    width = WIDTH_PX + LABEL_COLUMN_PX - m["left"]
+    plot_w = width - LABEL_COLUMN_PX - (m["right"] if legend else 24) - TOTAL_LABEL_PX
+    height = m["top"] + max(len(labels), 1) * BAR_ROW_PX + m["bottom"]
+    totals = [sum(values[i] for values in stacks.values()) for i in range(len(labels))]
+    ticks = nice_ticks(max(totals, default=0.0))
+    scale = plot_w / ticks[-1]
+    out = _open(width, height, title)
+    bottom = m["top"] + len(labels) * BAR_ROW_PX
+    for t in ticks:
+        x = LABEL_COLUMN_PX + t * scale
+        out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{m["top"]}" y2="{bottom}" stroke="#e5e5e5"/>'
+                   f'<text x="{x:.1f}" y="{bottom + 14}" text-anchor="middle">{_fmt(t)}</text>')
+    for row, label in enumerate(labels):
+        y = m["top"] + row * BAR_ROW_PX
+        out.append(f'<text x="{LABEL_COLUMN_PX - 6}" y="{y + 15}" text-anchor="end">{escape(label)}</text>')
+        x = float(LABEL_COLUMN_PX)
+        for i, (name, values) in enumerate(stacks.items()):
+            w = values[row] * scale
+            if w > 0:
+                out.append(f'<rect class="bar" x="{x:.1f}" y="{y + 3}" width="{w:.1f}" height="{BAR_ROW_PX - 6}" '
+                           f'fill="{color(i)}"><title>{escape(label)} · {escape(name)}: {values[row]:,.0f}</title></rect>')
+                x += w
+        out.append(f'<text x="{x + 4:.1f}" y="{y + 15}">{totals[row]:,.0f}</text>')
+    out.append(f'<text x="{LABEL_COLUMN_PX + plot_w / 2:.0f}" y="{height - 6}" text-anchor="middle">'
+               f'{escape(x_label)}</text>')
+    if legend:
+        out += _legend(list(stacks), width - m["right"] + 12, m["top"] + 10)
+    out.append("</svg>")
+    return "".join(out)
+
+
+def heatmap(rows: dict[str, Sequence[int]], bucket_s: float, title: str) -> str:
+    """One row per worker, one cell per time bucket, darker = more claims in that bucket."""
+    m = MARGIN_PX
+    buckets = max((len(v) for v in rows.values()), default=1)
+    plot_w = WIDTH_PX - m["left"] - 24
+    cell_w = plot_w / buckets
+    height = m["top"] + len(rows) * HEAT_ROW_PX + m["bottom"]
+    peak = max((c for v in rows.values() for c in v), default=0) or 1
+    out = _open(WIDTH_PX, height, title)
+    for r, (name, counts) in enumerate(rows.items()):
+        y = m["top"] + r * HEAT_ROW_PX
+        out.append(f'<text x="{m["left"] - 6}" y="{y + 12}" text-anchor="end">{escape(name)}</text>'
+                   f'<rect x="{m["left"]}" y="{y}" width="{plot_w:.1f}" height="{HEAT_ROW_PX - 2}" fill="#f4f4f4"/>'
+                   f'<g fill="{PALETTE[0]}" data-worker="{escape(name)}">')
+        for b, count in enumerate(counts):
+            if count:  # empty buckets stay background: smaller file, and idle time shows as gaps
+                # Position, size and colour shared per row (the <g>); a cell carries only what varies.
+                out.append(f'<rect class="cell" x="{m["left"] + b * cell_w:.0f}" y="{y}" width="{cell_w + 1:.0f}" '
+                           f'height="{HEAT_ROW_PX - 2}" fill-opacity="{0.15 + 0.85 * count / peak:.2f}">'
+                           f'<title>{b * bucket_s:.3f}s: {count:,}</title></rect>')
+        out.append("</g>")
+    bottom = m["top"] + len(rows) * HEAT_ROW_PX
+    for t in nice_ticks(buckets * bucket_s, 6):
+        if t <= buckets * bucket_s + 1e-9:
+            x = m["left"] + t / bucket_s * cell_w
+            out.append(f'<text x="{x:.1f}" y="{bottom + 14}" text-anchor="middle">{t:g}</text>')
+    out.append(f'<text x="{m["left"] + plot_w / 2:.0f}" y="{height - 6}" text-anchor="middle">seconds from the '
+               f'start of the run (bucket {bucket_s * 1000:.1f} ms; darkest = {peak:,} claims)</text></svg>')
+    return "".join(out)

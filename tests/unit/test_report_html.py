@@ -1,0 +1,97 @@
+"""The HTML report and its charts, from hand-built run objects: parsed, not eyeballed."""
+from html.parser import HTMLParser
+
+from harness import svg
+from harness.ledger import WorkerLog
+from harness.report_html import lock_wait_stacks, render, throughput_series
+from harness.timeline import claims_over_time
+
+
+def run(strategy, workers, jobs_per_s, doubles=0, waits=None, mode="lease", timeline=True):
+    return {
+        "strategy": strategy, "mode": mode, "batch": 10, "workers": workers, "claims": 100 + doubles,
+        "double_claimed_jobs": doubles, "unclaimed_jobs": 0, "jobs_done": 100, "throughput_jobs_per_s": jobs_per_s,
+        "claim_latency_ms": {"p50": 1.0, "p95": 2.0, "p99": 3.0, "max": 4.0}, "exactly_once": doubles == 0,
+        "wait_events": waits or {}, "elapsed_s": 0.5, "pgbench_jobs_per_s": 2 * jobs_per_s, "pgbench_ratio": 0.5,
+        "claims_over_time": {"bucket_s": 0.01, "workers": {f"w{i:02d}": [i, 0, 3] for i in range(workers)}}
+        if timeline else {},
+    }
+
+
+DOC = {
+    "tool": {"command": "claimcheck bench --workers 1,4"},
+    "postgres": {"version": "16.4", "source": "dsn"},
+    "created_at": "2026-01-01T00:00:00Z",
+    "runs": [run("naive-subquery", 1, 900.0), run("naive-subquery", 4, 1500.0, doubles=40,
+                                                  waits={"Lock/transactionid": 7, "Lock/tuple": 2, "IO/DataFileRead": 9}),
+             run("skip-locked", 1, 1000.0), run("skip-locked", 4, 3000.0, waits={"Client/ClientRead": 50})],
+}
+
+
+class Outline(HTMLParser):
+    """Which charts, SVGs and external references a page has."""
+
+    def __init__(self):
+        super().__init__()
+        self.charts, self.svgs, self.polylines, self.cells, self.external = [], 0, [], 0, []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if "data-chart" in a:
+            self.charts.append(a["data-chart"])
+        self.svgs += tag == "svg"
+        if tag == "polyline":
+            self.polylines.append(a["data-series"])
+        self.cells += a.get("class") == "cell"
+        for key in ("src", "href"):
+            if key in a:
+                self.external.append(a[key])
+        if tag in ("script", "link"):
+            self.external.append(tag)
+
+
+def test_report_has_every_chart_and_nothing_external():
+    page = render(DOC)
+    outline = Outline()
+    outline.feed(page)
+    assert outline.charts == ["throughput", "double-claims", "lock-waits", "claims-over-time", "claims-over-time",
+                              "claims-over-time", "claims-over-time"]
+    assert outline.svgs == 7
+    assert outline.polylines == ["naive-subquery · lease · b10", "skip-locked · lease · b10"]
+    assert outline.cells > 0
+    assert outline.external == []  # opens offline: no script, stylesheet, image or font to fetch
+    assert "VIOLATED" in page and "exactly-once" in page and "0.50" in page
+
+
+def test_series_and_stacks_come_from_the_runs():
+    assert throughput_series(DOC["runs"])["skip-locked · lease · b10"] == [(1.0, 1000.0), (4.0, 3000.0)]
+    stacks = lock_wait_stacks(DOC["runs"])
+    assert stacks == {"Lock/transactionid": [0, 7, 0, 0], "Lock/tuple": [0, 2, 0, 0]}  # only Lock/* events
+
+
+def test_report_without_timelines_or_lock_waits_still_renders():
+    page = render({"runs": [run("skip-locked", 2, 10.0, timeline=False)]})
+    assert "No per-worker timeline" in page and "no lock waits sampled" in page
+
+
+def test_nice_ticks_cover_the_range_in_round_steps():
+    assert svg.nice_ticks(9_467) == [0, 2000, 4000, 6000, 8000, 10000]
+    assert svg.nice_ticks(0) == [0.0, 1.0]
+    assert svg.nice_ticks(3)[-1] >= 3
+
+
+def test_claims_over_time_buckets_each_workers_claims():
+    a, b = WorkerLog(worker=0), WorkerLog(worker=3)
+    for at in (10.0, 10.05, 10.95, 11.5):  # 11.5 is past the end: counted in the last bucket
+        a.record(1, 1, at)
+    b.record(2, 1, 10.5)
+    timeline = claims_over_time([a, b], origin=10.0, elapsed_s=1.0, buckets=10)
+    assert timeline["bucket_s"] == 0.1
+    assert timeline["workers"]["w00"] == [2, 0, 0, 0, 0, 0, 0, 0, 0, 2]
+    assert timeline["workers"]["w03"] == [0, 0, 0, 0, 0, 1, 0, 0, 0, 0]
+
+
+def test_one_worker_count_shows_throughput_as_bars():
+    outline = Outline()
+    outline.feed(render({"runs": [run("skip-locked", 8, 10.0), run("for-update", 8, 5.0)]}))
+    assert outline.charts[0] == "throughput" and outline.polylines == []
