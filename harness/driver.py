@@ -32,6 +32,7 @@ from harness.worker import BARRIER_TIMEOUT_S, Shared, WorkerPlan, merge_delta, w
 
 if TYPE_CHECKING:
     from harness.pgbench import PgbenchResult
+    from harness.probes.explain import PlanVerdict
 
 MONITOR_INTERVAL_S = 0.1
 STALL_TIMEOUT_S = 30.0
@@ -78,6 +79,8 @@ class RunResult:
     """Per-worker claims per time bucket (see :mod:`harness.timeline`)."""
     pgbench: "PgbenchResult | None" = None
     """The same SQL through pgbench on the same table size, when asked for (`bench --pgbench`)."""
+    plan: "PlanVerdict | None" = None
+    """The plan guard's verdict on the claim (`bench` asks for it; see `claimcheck explain`)."""
 
     @property
     def pgbench_ratio(self) -> float | None:
@@ -128,6 +131,8 @@ class RunResult:
             "pgbench": None if self.pgbench is None else self.pgbench.as_dict(),
             "claims_over_time": self.claims_over_time,
         }
+        if self.plan is not None:
+            data.update({"plan_shape_ok": self.plan.shape_ok, "plan_reasons": self.plan.reasons})
         if s.lifecycle:
             data.update({
                 "redeliveries": v.redeliveries, "stale_completion_violations": v.stale_completion_violations,

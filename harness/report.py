@@ -84,6 +84,8 @@ def results_table(runs: list[RunResult], title: str) -> Table:
         if name == "verdict" and any(run.pgbench for run in runs):
             table.add_column("pgbench\njobs/s", justify="right", no_wrap=True)
             table.add_column("ratio", justify="right", no_wrap=True)
+        if name == "verdict" and any(run.plan for run in runs):
+            table.add_column("plan", justify="left", no_wrap=True)
         table.add_column(name, justify=justify, no_wrap=name not in ("verdict", "strategy"))
     for run in runs:
         v, lat = run.verdict, run.claim_latency_ms
@@ -95,6 +97,7 @@ def results_table(runs: list[RunResult], title: str) -> Table:
             f"{_ms(lat['p50'])}/{_ms(lat['p95'])}/{_ms(lat['p99'])}", _top_wait(run),
             str(run.waits.max_waiting_workers),
             *_parity_cells(run, any(r.pgbench for r in runs)),
+            *_plan_cells(run, any(r.plan for r in runs)),
             verdict_text(run),
         )
     return table
@@ -107,6 +110,19 @@ def _parity_cells(run: RunResult, shown: bool) -> list[str]:
     if run.pgbench is None or run.pgbench_ratio is None:
         return ["-", "-"]
     return [f"{run.pgbench.jobs_per_s:,.0f}", f"{run.pgbench_ratio:.2f}"]
+
+
+def _plan_cells(run: RunResult, shown: bool) -> list[Text]:
+    """The plan guard: `locks+index` when rows are locked as picked and reached through an index."""
+    if not shown:
+        return []
+    if run.plan is None:
+        return [Text("-")]
+    if run.plan.shape_ok:
+        return [Text("locks+index", style="green")]
+    missing = [name for name, needle in (("no LockRows", "no LockRows"), ("seq scan", "Seq Scan"))
+               if any(needle in reason for reason in run.plan.reasons)]
+    return [Text(", ".join(missing) or "fails", style="yellow")]
 
 
 def evidence_lines(violations: Iterable[Violation], limit: int = EVIDENCE_SHOWN) -> list[str]:

@@ -103,7 +103,8 @@ def run_all(server: Server, strategies: list[Strategy], grid: list[RunSettings],
     if pgbench:
         pgbench_path(server.bin_dir)  # fail before the first run, not after it
     results = []
-    with run_schema(server) as (conn, schema, run_id):
+    with run_schema(server) as (original, schema, run_id):
+        conn = original
         progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[status]}"),
                             TimeElapsedColumn(), console=err, transient=True, auto_refresh=False)
         with progress:
@@ -128,6 +129,8 @@ def run_all(server: Server, strategies: list[Strategy], grid: list[RunSettings],
                 err.print(f"  {label}: {result.table.done:,} done in {result.elapsed_s:.2f}s "
                           f"({result.throughput_jobs_per_s:,.0f} jobs/s){parity} {status}")
                 results.append(result)
+        if conn is not original:  # replaced after a restart fault; run_schema closes the original
+            conn.close()
     return results
 
 

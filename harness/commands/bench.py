@@ -2,13 +2,17 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 from rich.console import Console
 
 from harness.commands._options import add_run_options, add_server_options, report_runs, settings_grid, str_list
 from harness.provision import provide_server
 from harness.report import print_server
-from harness.session import run_all
+from harness.probes.explain import PlanVerdict, plan_verdict, prepare_plan_table
+from harness.provision import Server
+from harness.session import run_all, run_schema
+from harness.strategy import Strategy
 from harness.strategy import load_strategy
 from scenarios import CATALOG
 
@@ -33,6 +37,9 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     with provide_server(args.dsn, args.pg) as server:
         print_server(err, server)
         results = run_all(server, strategies, grid, err, pgbench=args.pgbench)
+        err.print("planning each claim on a queue with history (the plan guard of `claimcheck explain`)")
+        shapes = plan_shapes(server, strategies)
+        results = [dataclasses.replace(r, plan=shapes[r.strategy.name]) for r in results]
         report_runs(server, results, args, console, "bench",
                     f"claimcheck bench: PostgreSQL {server.version} ({server.source})",
                     always_write=True, evidence=EVIDENCE_JOBS)
@@ -40,3 +47,10 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     # (or a user's file, which makes no claim) that violates is a finding.
     failed = [r for r in results if not r.exactly_once and r.strategy.expected != "unsafe"]
     return 1 if failed else 0
+
+
+def plan_shapes(server: Server, strategies: list[Strategy]) -> dict[str, PlanVerdict]:
+    """Each strategy's plan on a table of finished jobs and a few ready ones, judged by the guard."""
+    with run_schema(server) as (conn, schema, _):
+        prepare_plan_table(conn, schema)
+        return {s.name: plan_verdict(conn, s) for s in strategies}
