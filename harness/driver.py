@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import multiprocessing
 import multiprocessing.connection
+import selectors
 import threading
 import time
 from dataclasses import dataclass, field
@@ -221,6 +222,9 @@ class _Run:
                              stalled_job=self.ctx.Array("q", slots, lock=False))
         self.processes: dict[int, multiprocessing.Process] = {}
         self.receivers: dict[int, multiprocessing.connection.Connection] = {}
+        # One selector for the whole run: building one per wait (multiprocessing.connection.wait)
+        # costs more CPU than the messages themselves.
+        self.selector = selectors.DefaultSelector()
         self.partial: dict[int, WorkerLog] = {}
         self.finished: dict[int, WorkerLog] = {}
         self.killed: set[int] = set()
@@ -241,6 +245,7 @@ class _Run:
         process.start()
         sender.close()
         self.processes[index], self.receivers[index] = process, receiver
+        self.selector.register(receiver, selectors.EVENT_READ, data=index)
         self.partial[index] = WorkerLog(worker=index)
 
     def _spawn_replacement(self) -> int:
@@ -293,6 +298,7 @@ class _Run:
                 if thread is not None:
                     thread.stop()
             _reap(list(self.processes.values()), graceful=done)
+            self.selector.close()
 
     def _monitor(self, started: float, injector: FaultInjector | None) -> None:
         settings = self.settings
@@ -300,9 +306,15 @@ class _Run:
         if settings.faults:
             stall_limit += settings.lease_seconds * (settings.faults.stall_factor + 2)
         last_claims, last_change = -1, started
+        next_tick = started
         while len(self.finished) < len(self.processes):
-            self._drain_messages(timeout=MONITOR_INTERVAL_S)
+            # Workers' messages are taken as they come; everything else (progress, faults, limits)
+            # runs once per MONITOR_INTERVAL_S, so the coordinator stays off the CPU the server needs.
+            self._drain_messages(timeout=max(0.0, next_tick - time.monotonic()))
             now = time.monotonic()
+            if now < next_tick:
+                continue
+            next_tick = now + MONITOR_INTERVAL_S
             claims = sum(self.shared.progress)
             if claims != last_claims:
                 last_claims, last_change = claims, now
@@ -320,18 +332,15 @@ class _Run:
 
     def _drain_messages(self, timeout: float = 0.0, deadline: float | None = None) -> None:
         """Receive what workers sent; a worker's log is finished by its `end` message or its death."""
-        while True:
-            pending = {r: i for i, r in self.receivers.items() if i not in self.finished}
-            if not pending:
-                return
+        while self.selector.get_map():
             wait = timeout if deadline is None else max(0.0, deadline - time.monotonic())
-            ready = multiprocessing.connection.wait(list(pending), wait)
+            ready = self.selector.select(wait)
             if not ready:
                 return
-            for receiver in ready:
-                index = pending[receiver]
+            for key, _ in ready:
+                index = key.data
                 try:
-                    kind, payload = receiver.recv()
+                    kind, payload = self.receivers[index].recv()
                 except (EOFError, OSError):
                     self._died(index)
                     continue
@@ -348,7 +357,11 @@ class _Run:
         for name in ("claim_latency_ms", "claim_statements", "empty_claims", "serialization_failures", "deadlocks",
                      "reconnects", "started_at", "finished_at", "error"):
             setattr(log, name, getattr(summary, name))
+        self._finish(index, log)
+
+    def _finish(self, index: int, log: WorkerLog) -> None:
         self.finished[index] = log
+        self.selector.unregister(self.receivers[index])
 
     def _died(self, index: int) -> None:
         """A worker gone without its `end` message: killed by a fault (expected), or crashed."""
@@ -356,7 +369,7 @@ class _Run:
         log.finished_at = time.monotonic()
         if index not in self.killed:
             log.error = f"worker {index} died without a word (exit code {self.processes[index].exitcode})"
-        self.finished[index] = log
+        self._finish(index, log)
 
 
 def _reap(processes: list, graceful: bool) -> None:
