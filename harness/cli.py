@@ -16,7 +16,7 @@ from rich.console import Console
 from harness.commands import VERBS
 from harness.errors import ClaimcheckError, Interrupted
 
-REPORT_WIDTH_WHEN_PIPED = 200
+REPORT_WIDTH_WHEN_PIPED = 400  # tables take their natural width; a CI log does not wrap
 
 
 def build_parser() -> argparse.ArgumentParser:
