@@ -14,7 +14,7 @@ import random
 import signal
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -61,7 +61,6 @@ class Shared:
     """The coordinator sets a worker's slot to 1 to make it stall after its next claim."""
     stalled_job: Any = None
     """The job a worker stalled on, for the fault report."""
-    extra: dict = field(default_factory=dict)
 
 
 def application_name(prefix: str, index: int) -> str:

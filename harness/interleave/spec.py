@@ -151,7 +151,7 @@ def parse_spec(text: str, path: str = "<spec>") -> Spec:
     steps: dict[str, Step] = {}
     permutations: list[tuple[tuple[str, int], ...]] = []
     current: str | None = None
-    while (item := tokens.peek()) is not None:
+    while tokens.peek() is not None:
         word, line = tokens.take("word", "a keyword (jobs, setup, session, step, claim, pick, permutation)")
         if word == "jobs":
             value, vline = tokens.take("word", "a number of jobs")
@@ -182,7 +182,7 @@ def parse_spec(text: str, path: str = "<spec>") -> Spec:
         elif word == "permutation":
             names = []
             while (nxt := tokens.peek()) is not None and nxt[0] == "word" and nxt[1] not in _KEYWORDS:
-                names.append(tokens.take("word", "a step name")[::1])
+                names.append(tokens.take("word", "a step name"))
             if not names:
                 raise SpecError(f"{path}:{line}: permutation lists no steps")
             permutations.append(tuple(names))

@@ -1,5 +1,4 @@
 """compare's judgement and pgbench's script, from hand-built data."""
-import json
 
 import pytest
 
