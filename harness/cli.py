@@ -11,6 +11,7 @@ import signal
 import time
 from typing import Sequence
 
+import psycopg
 from rich.console import Console
 
 from harness.commands import VERBS
@@ -49,6 +50,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         err.print(f"claimcheck: {exc}; schema dropped, any server we started stopped.")
         return 2
     except ClaimcheckError as exc:
+        err.print(f"claimcheck: error: {exc}", highlight=False, markup=False)
+        return 2
+    except psycopg.Error as exc:  # the server went away or refused us mid-run: an environment error
+        message = str(exc).strip().replace("\n", " ") or type(exc).__name__
+        err.print(f"claimcheck: error: PostgreSQL: {message}. Nothing was judged; any schema and server "
+                  "of this run were cleaned up.", highlight=False, markup=False)
+        return 2
+    except OSError as exc:  # a report or spec file that cannot be written
         err.print(f"claimcheck: error: {exc}", highlight=False, markup=False)
         return 2
     err.print(f"finished in {time.monotonic() - started:.1f}s", highlight=False)

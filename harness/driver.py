@@ -7,6 +7,7 @@ combined logs to the ledger.
 """
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import multiprocessing.connection
 import selectors
@@ -139,6 +140,7 @@ class RunResult:
                 "redeliveries": v.redeliveries, "stale_completion_violations": v.stale_completion_violations,
                 "unfinished_jobs": self.unfinished_jobs, "over_max_attempts": self.table.over_max_attempts,
                 "reaped": self.reaped, "reconnects": self.reconnects, "fail_rate": s.fail_rate,
+                "unrecorded_claims": v.unrecorded_claims,
                 "lease_seconds": s.lease_seconds, "faults": [f.as_dict() for f in self.faults],
             })
         return data
@@ -153,7 +155,7 @@ def run_strategy(conn: psycopg.Connection, server: Server | str, schema: str, ru
         raise UsageError(f"--fail-rate needs a 'fail' section in {strategy.source}")
     seeded = build_jobs_table(conn, schema, settings.jobs)
     validate_on_server(conn, strategy)
-    _check_headroom(conn, settings.workers)
+    _check_headroom(conn, settings.workers + (1 if settings.faults else 0))
     plan = WorkerPlan(dsn=dsn, schema=schema, app_prefix=f"claimcheck/{run_id}/", strategy=strategy,
                       settings=settings)
     run = _Run(plan, restart, on_progress)
@@ -175,6 +177,8 @@ def _judge(conn: psycopg.Connection, run: "_Run", strategy: Strategy, settings: 
     finished = max(log.finished_at for log in logs)
     verdict = judge(logs, seeded.first_id, seeded.last_id, drained=settings.drains, origin=started,
                     reaps=run.reaps)
+    if run.killed and verdict.unclaimed_jobs:
+        verdict = _unrecorded(conn, verdict, logs, seeded)
     if run.faults:
         stalled = {e.worker: run.shared.stalled_job[e.worker] for e in run.faults
                    if e.kind == "stall" and run.shared.stall[e.worker] == 2}
@@ -193,6 +197,15 @@ def _judge(conn: psycopg.Connection, run: "_Run", strategy: Strategy, settings: 
     )
 
 
+def _unrecorded(conn: psycopg.Connection, verdict: Verdict, logs: list[WorkerLog], seeded: SeededJobs) -> Verdict:
+    """A worker killed between a commit and its next flush takes that claim's record with it. Jobs
+    the table shows finished but no log claimed were claimed by such a worker: not lost."""
+    claimed = {job for log in logs for job in log.job}
+    never = [job for job in range(seeded.first_id, seeded.last_id + 1) if job not in claimed]
+    finished = conn.execute(QUERIES["finished_among"], {"ids": never}).fetchone()[0]
+    return dataclasses.replace(verdict, unclaimed_jobs=verdict.unclaimed_jobs - finished, unrecorded_claims=finished)
+
+
 def reconnect(dsn: str, schema: str, run_id: str) -> psycopg.Connection:
     conn = psycopg.connect(dsn, autocommit=True, application_name=f"claimcheck/{run_id}/coordinator")
     use_schema(conn, schema)
@@ -203,7 +216,8 @@ def _check_headroom(conn: psycopg.Connection, workers: int) -> None:
     free = conn.execute(QUERIES["connection_headroom"]).fetchone()[0]
     if free < workers + 2:
         raise ServerError(f"the server has room for {free} more connections but the run needs {workers + 2} "
-                          "(workers, the sampler and the reaper); lower --workers or raise max_connections")
+                          "(workers, the sampler, the reaper and the fault injector); lower --workers or raise "
+                          "max_connections")
 
 
 class _Run:
@@ -299,6 +313,8 @@ class _Run:
                     thread.stop()
             _reap(list(self.processes.values()), graceful=done)
             self.selector.close()
+            for receiver in self.receivers.values():
+                receiver.close()
 
     def _monitor(self, started: float, injector: FaultInjector | None) -> None:
         settings = self.settings
@@ -306,7 +322,7 @@ class _Run:
         if settings.faults:
             stall_limit += settings.lease_seconds * (settings.faults.stall_factor + 2)
         last_claims, last_change = -1, started
-        next_tick = started
+        next_tick, stopped_at = started, 0.0
         while len(self.finished) < len(self.processes):
             # Workers' messages are taken as they come; everything else (progress, faults, limits)
             # runs once per MONITOR_INTERVAL_S, so the coordinator stays off the CPU the server needs.
@@ -329,6 +345,14 @@ class _Run:
                 self.shared.stop.value = 1
             elif now - last_change > stall_limit and not self.shared.stop.value:
                 self.shared.stop.value, self.stopped_by = 1, "stalled"
+            if self.shared.stop.value:
+                stopped_at = stopped_at or now
+                if now - stopped_at > JOIN_TIMEOUT_S + settings.lease_seconds:
+                    # A worker that ignores the stop (stuck in a statement) is ended, and its
+                    # death reported: the run cannot be judged without it.
+                    for index, process in self.processes.items():
+                        if index not in self.finished and process.is_alive():
+                            process.terminate()
 
     def _drain_messages(self, timeout: float = 0.0, deadline: float | None = None) -> None:
         """Receive what workers sent; a worker's log is finished by its `end` message or its death."""
@@ -362,6 +386,7 @@ class _Run:
     def _finish(self, index: int, log: WorkerLog) -> None:
         self.finished[index] = log
         self.selector.unregister(self.receivers[index])
+        self.receivers[index].close()
 
     def _died(self, index: int) -> None:
         """A worker gone without its `end` message: killed by a fault (expected), or crashed."""

@@ -23,9 +23,9 @@ from harness.queries import QUERIES
 from harness.settings import FaultPlan
 
 FIRST_AT, LAST_AT = 0.08, 0.75
+"""Faults land between these fractions of the jobs claimed."""
 TERMINATE_LOOKS = 100
 TERMINATE_LOOK_PAUSE_S = 0.002
-"""Faults land between these fractions of the jobs claimed."""
 
 
 @dataclass
@@ -63,7 +63,9 @@ class FaultInjector:
         self.kinds = schedule(plan, restart is not None)
         n = len(self.kinds)
         self.marks = [math.ceil(jobs * (FIRST_AT + (LAST_AT - FIRST_AT) * i / max(n - 1, 1))) for i in range(n)]
-        self.dsn, self.params, self.origin, self.restart = dsn, {"app_prefix": app_prefix + "%"}, origin, restart
+        # LIKE pattern: a run id may contain '_', which LIKE would take for any character.
+        pattern = app_prefix.replace("_", r"\_") + "%"
+        self.dsn, self.params, self.origin, self.restart = dsn, {"app_prefix": pattern}, origin, restart
         self.rng = random.Random(seed)
         self.events: list[FaultEvent] = []
         self.killed: set[int] = set()

@@ -7,8 +7,8 @@ rules in DESIGN.md:
 
 - a claim counts only once its transaction committed (workers record nothing else);
 - a re-claim of a job is a **redelivery** (at-least-once behaviour, not a violation) when every
-  earlier claim of it had been released: failed and requeued by its worker, returned by the
-  reaper, or left to expire past its lease;
+  earlier claim of it had been released before it: failed and requeued by its worker, or
+  returned by the reaper;
 - otherwise it is a **double claim**: the job was handed to a second worker while an earlier
   claim was live, or after it had been completed;
 - a completion (or failure) that changed the row after its claim had been reaped is a **stale
@@ -138,6 +138,9 @@ class Verdict:
     """Re-claims after a release (failure, reaper, lease expiry): at-least-once, not a violation."""
     stale_completion_violations: int = 0
     """Completions or failures that changed a row after the claim had been reaped."""
+    unrecorded_claims: int = 0
+    """Jobs finished in the table whose claim died with a killed worker before it was streamed:
+    not lost, so not counted as unclaimed."""
 
     @property
     def exactly_once(self) -> bool:
@@ -156,16 +159,18 @@ class _Seen:
 
 
 def judge(logs: list[WorkerLog], first_id: int, last_id: int, *, drained: bool, origin: float = 0.0,
-          reaps: list[Reap] | None = None, lease_seconds: float | None = None) -> Verdict:
+          reaps: list[Reap] | None = None) -> Verdict:
     """Judge the combined logs of a run over seeded ids `first_id..last_id`.
 
     `drained` says the run went until no job was left, so unclaimed jobs are lost jobs.
-    `reaps` are the reaper's returns; `lease_seconds`, when given, lets a claim older than its
-    lease count as released (for strategies whose claim takes expired jobs back itself).
+    `reaps` are the reaper's returns, each timed before its statement was sent (so before it
+    committed).
     `origin` is subtracted from times shown in evidence. Memory stays linear in the number of
     jobs (one counter per id) plus the claims of jobs claimed more than once.
     """
-    reaped = {(r.job, r.attempt): r.at for r in reaps or []}
+    reaped: dict[tuple[int, int], float] = {}
+    for r in reaps or []:  # the first return of a claim is its release
+        reaped.setdefault((r.job, r.attempt), r.at)
     span = max(last_id - first_id + 1, 0)
     counts = array("i", bytes(4 * span))
     unexpected: set[int] = set()
@@ -186,7 +191,7 @@ def judge(logs: list[WorkerLog], first_id: int, last_id: int, *, drained: bool, 
     doubled = redelivered = stale_violations = 0
     for job in sorted(history):
         seen = sorted(history[job], key=lambda c: (c.attempt, c.claimed_at))
-        kind, legit = _reclaims(job, seen, reaped, lease_seconds)
+        kind, legit = _reclaims(job, seen, reaped)
         redelivered += legit
         if kind:
             doubled += 1
@@ -216,27 +221,25 @@ def _history(logs: list[WorkerLog], jobs: set[int]) -> dict[int, list[_Seen]]:
     return found
 
 
-def _released(job: int, earlier: _Seen, later: _Seen, reaped: dict, lease_seconds: float | None) -> bool:
-    if (job, earlier.attempt) in reaped:
+def _released(job: int, earlier: _Seen, later: _Seen, reaped: dict) -> bool:
+    """Was `earlier` given back before `later` committed: returned by the reaper, or failed?"""
+    at = reaped.get((job, earlier.attempt))
+    if at is not None and at <= later.claimed_at:
         return True
-    if earlier.outcome == FAILED and earlier.ended_at <= later.claimed_at:
-        return True
-    if lease_seconds is not None and earlier.outcome not in (DONE, CLAIM_IS_COMPLETION, FAILED):
-        return later.claimed_at - earlier.claimed_at > lease_seconds
-    return False
+    return earlier.outcome == FAILED and earlier.ended_at <= later.claimed_at
 
 
-def _reclaims(job: int, seen: list[_Seen], reaped: dict, lease_seconds: float | None) -> tuple[str | None, int]:
+def _reclaims(job: int, seen: list[_Seen], reaped: dict) -> tuple[str | None, int]:
     """The kind of the first illegitimate re-claim (or None), and how many re-claims were legit."""
     kind, legit = None, 0
     for i, later in enumerate(seen[1:], start=1):
-        holders = [e for e in seen[:i] if not _released(job, e, later, reaped, lease_seconds)]
+        holders = [e for e in seen[:i] if not _released(job, e, later, reaped)]
         if not holders:
             legit += 1
             continue
         if kind is None:
-            live = any(math.isnan(e.ended_at) or e.ended_at > later.claimed_at or e.outcome != DONE
-                       and e.outcome != CLAIM_IS_COMPLETION for e in holders)
+            live = any(math.isnan(e.ended_at) or e.ended_at > later.claimed_at
+                       or e.outcome not in (DONE, CLAIM_IS_COMPLETION) for e in holders)
             kind = "concurrent" if live else "after-done"
     return kind, legit
 

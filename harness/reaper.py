@@ -25,7 +25,6 @@ class Reaper:
         self.statement = strategy.statements.get("reap", QUERIES["reap_expired"])
         self.every_s = every_s
         self.reaps: list[Reap] = []
-        self.runs = 0
         self._halt = threading.Event()
         self._thread = threading.Thread(target=self._run, name="claimcheck-reaper", daemon=True)
 
@@ -43,9 +42,10 @@ class Reaper:
             try:
                 if conn is None or conn.closed:
                     conn = self._connect()
-                rows = conn.execute(self.statement).fetchall()
+                # Timed before the statement is sent, so before it commits: a claim or completion
+                # acknowledged after this moment may be compared with it safely (see the ledger).
                 at = time.monotonic()
-                self.runs += 1
+                rows = conn.execute(self.statement).fetchall()
                 self.reaps.extend(Reap(job=int(r[0]), attempt=int(r[1]) if len(r) > 1 else 0, at=at) for r in rows)
             except psycopg.OperationalError:  # a server restart: try again on the next round
                 if conn is not None:

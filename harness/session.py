@@ -5,9 +5,9 @@ Used by the CLI and by tests; progress goes to the console given (stderr for the
 from __future__ import annotations
 
 import itertools
-from collections import deque
 import os
 import re
+from collections import deque
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Iterator

@@ -1,9 +1,9 @@
 """The worker loop: one process, one connection, claiming until the table is drained.
 
 A worker records each committed claim locally (see :class:`harness.ledger.WorkerLog`) and
-streams new records to the coordinator over a one-way pipe every FLUSH_INTERVAL_S (and, under
-fault injection, right after each claim): nothing on the hot path waits for anyone but
-PostgreSQL, and a worker killed mid-run loses at most the endings since its last flush. Serialization failures and
+streams new records to the coordinator over a one-way pipe every FLUSH_INTERVAL_S, and under
+fault injection right after each claim and each ending: nothing on the hot path waits for anyone
+but PostgreSQL, and a killed worker loses at most what it did between a commit and the flush. Serialization failures and
 deadlocks roll the transaction back, are counted, and the statement is tried again after a
 random pause. A lost connection (terminated backend, server restart) is re-established.
 """
@@ -106,7 +106,8 @@ class LogStream:
 def merge_delta(log: WorkerLog, payload: tuple) -> None:
     """The coordinator's side of :class:`LogStream`: apply one flush to its copy of the log."""
     start, job, attempt, claimed_at, ended_at, outcome, endings = payload
-    del log.job[start:], log.attempt[start:], log.claimed_at[start:], log.ended_at[start:], log.outcome[start:]
+    if start != len(log):  # messages arrive in order on one pipe; anything else is a harness bug
+        raise RuntimeError(f"worker {log.worker}: log delta starts at {start}, {len(log)} records known")
     log.job.extend(job)
     log.attempt.extend(attempt)
     log.claimed_at.extend(claimed_at)
@@ -156,6 +157,10 @@ def worker_main(plan: WorkerPlan, index: int, barrier: Any, shared: Shared, pipe
                 loop.conn.close()
 
 
+class _Stopping(Exception):
+    """The run is stopping while this worker has no connection."""
+
+
 class Loop:
     """The claim / work / complete cycle of one worker, in `lease` or `lock` mode."""
 
@@ -177,7 +182,6 @@ class Loop:
         self.drain_query = QUERIES["unfinished_remaining" if s.lifecycle else "queued_remaining"]
         self.claimed = 0
         self.consecutive_failures = 0
-        self._current_attempt = 0
         self._prepare_fast_paths()
 
     def _prepare_fast_paths(self) -> None:
@@ -203,6 +207,12 @@ class Loop:
         return isinstance(exc, psycopg.OperationalError) or self.conn.pgconn.status == pq.ConnStatus.BAD
 
     def run(self) -> None:
+        try:
+            self._run()
+        except _Stopping:  # told to stop while the server was away: nothing more to record
+            return
+
+    def _run(self) -> None:
         limit = self.settings.claims_per_worker
         while not self.shared.stop.value:
             if limit is not None and self.log.claim_statements >= limit:
@@ -275,21 +285,25 @@ class Loop:
         if not self.strategy.has_complete:
             for job, attempt in rows:
                 self.log.record(job, attempt, committed, committed, CLAIM_IS_COMPLETION)
-            if rows:
-                self.stream.flush_if_due()
+            self._flush(bool(rows))
             return
         slots = [self.log.record(job, attempt, committed) for job, attempt in rows]
-        if rows and self.settings.faults is not None:
-            # Under faults a worker may be killed mid-job: its claims reach the coordinator before
-            # any work starts. Otherwise nobody dies mid-run, and batching the stream saves CPU.
-            self.stream.flush()
+        self._flush(bool(rows))  # under faults, the claims are known before any work starts
         for (job, attempt), slot in zip(rows, slots):
             outcome = self._finish_resiliently(job, attempt)
             self.log.end(slot, time.monotonic(), outcome)
             self.stream.mark_ended(slot)
-        self.stream.flush_if_due()
+            self._flush(True)
 
-    def _work(self, job: int) -> bool:
+    def _flush(self, news: bool) -> None:
+        """Under faults a worker may be killed at any moment: what it did reaches the coordinator
+        at once. Otherwise nobody dies mid-run, and sending every FLUSH_INTERVAL_S saves CPU."""
+        if news and self.settings.faults is not None:
+            self.stream.flush()
+        else:
+            self.stream.flush_if_due()
+
+    def _work(self, job: int, attempt: int) -> bool:
         """Work on a job; False if the lease could not be extended (the job is no longer ours)."""
         if self.shared.stall is not None and self.shared.stall[self.index] == 1:
             # The stall fault: sleep past the lease without extending it, then carry on.
@@ -309,24 +323,27 @@ class Loop:
         deadline = time.monotonic() + pause
         while (left := deadline - time.monotonic()) > 0:
             time.sleep(min(lease / 3, left))
-            if time.monotonic() < deadline and not self._extend(job):
+            if time.monotonic() < deadline and not self._extend(job, attempt):
                 return False
         return True
 
-    def _extend(self, job: int) -> bool:
-        attempt = self._current_attempt
+    def _extend(self, job: int, attempt: int) -> bool:
         params = {**self.params["extend"], **{k: v for k, v in (("id", job), ("attempts", attempt))
                                                if k in self.params["extend"]}}
         return self.conn.execute(self.statements["extend"], params).rowcount > 0
 
-    def _finish(self, job: int, attempt: int) -> int:
-        """Work, then complete (or fail, at the fail rate). Returns the claim's outcome."""
-        self._current_attempt = attempt
-        if not self._work(job):
+    def _decide_failure(self) -> bool:
+        """Does this job fail (at the fail rate)? Decided once per job, before any retry."""
+        return bool(self.settings.fail_rate and self.strategy.has("fail")
+                    and self.rng.random() < self.settings.fail_rate)
+
+    def _finish(self, job: int, attempt: int, fails: bool | None = None, worked: bool = False) -> int:
+        """Work (unless already done), then complete, or fail. Returns the claim's outcome."""
+        if not worked and not self._work(job, attempt):
             return ABANDONED
         if not self.strategy.has_complete:
             return CLAIM_IS_COMPLETION
-        fails = self.settings.fail_rate and self.strategy.has("fail") and self.rng.random() < self.settings.fail_rate
+        fails = self._decide_failure() if fails is None else fails
         section = "fail" if fails else "complete"
         params = {**self.params[section], **{k: v for k, v in (("id", job), ("attempts", attempt))
                                               if k in self.params[section]}}
@@ -339,10 +356,14 @@ class Loop:
         return FAILED if fails else DONE
 
     def _finish_resiliently(self, job: int, attempt: int) -> int:
-        """Lease mode: the completion is its own transaction; retry it through failures and reconnects."""
+        """Lease mode: the completion is its own transaction; retry it through failures and
+        reconnects. The work is done once, and whether the job fails is decided once."""
+        if not self._work(job, attempt):
+            return ABANDONED
+        fails = self._decide_failure()
         for _ in range(MAX_COMPLETION_RETRIES):
             try:
-                outcome = self._finish(job, attempt)
+                outcome = self._finish(job, attempt, fails, worked=True)
                 self.consecutive_failures = 0
                 return outcome
             except _RETRYABLE as exc:
@@ -352,10 +373,13 @@ class Loop:
                 if not self._lost(exc):
                     raise
                 self._reconnect()
-                # The lost statement may have committed: if the job is done at our attempt, it did.
+                # The lost statement may have committed: the row says whether it did.
                 row = self.conn.execute(QUERIES["job_state"], {"id": job}).fetchone()
-                if row and row[0] == "done" and row[1] == attempt:
-                    return DONE
+                if row and row[1] == attempt:
+                    if not fails and row[0] == "done":
+                        return DONE
+                    if fails and row[0] in ("queued", "failed") and row[2] == INJECTED_ERROR:
+                        return FAILED
         raise RuntimeError(f"completion of job {job} failed {MAX_COMPLETION_RETRIES} times in a row")
 
     def _reconnect(self) -> None:
@@ -372,7 +396,9 @@ class Loop:
                 self._prepare_fast_paths()
                 return
             except psycopg.OperationalError:
-                if time.monotonic() > deadline or self.shared.stop.value:
+                if self.shared.stop.value:
+                    raise _Stopping from None
+                if time.monotonic() > deadline:
                     raise
                 time.sleep(RECONNECT_PAUSE_S)
 

@@ -7,13 +7,11 @@ import dataclasses
 from rich.console import Console
 
 from harness.commands._options import add_run_options, add_server_options, report_runs, settings_grid, str_list
-from harness.provision import provide_server
-from harness.report import print_server
 from harness.probes.explain import PlanVerdict, plan_verdict, prepare_plan_table
-from harness.provision import Server
+from harness.provision import Server, provide_server
+from harness.report import print_server
 from harness.session import run_all, run_schema
-from harness.strategy import Strategy
-from harness.strategy import load_strategy
+from harness.strategy import Strategy, load_strategy
 from scenarios import CATALOG
 
 EVIDENCE_JOBS = 1  # per violating run: the table is the point, one story each is enough

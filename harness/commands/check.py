@@ -3,18 +3,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from rich.console import Console
 
-from harness.commands._options import add_run_options, add_server_options, report_runs, settings_grid
+from harness.commands._options import (add_run_options, add_server_options, plain_settings, report_runs,
+                                       settings_grid)
 from harness.errors import UsageError
-from harness.settings import FaultPlan
 from harness.interleave.search import DEFAULT_EXAMPLES, search
 from harness.interleave.trace import render
 from harness.provision import provide_server
-from harness.report import print_server
+from harness.report import document, print_server
 from harness.session import run_all
+from harness.settings import FaultPlan
 from harness.strategy import load_strategy
 
 EVIDENCE_JOBS = 5
@@ -79,9 +81,10 @@ def run_search(args: argparse.Namespace, strategy, console: Console, err: Consol
             console.print(f"saved to {args.save_spec}")
         outcome = 1
     if args.json:
-        args.json.write_text(json.dumps({
-            "postgres": {"version": server.version, "source": server.source}, "strategy": strategy.name,
-            "schedules": result.examples_run, "seconds": round(result.seconds, 3),
-            "counterexample": render(result.counterexample) if result.counterexample else None,
-            "spec": result.spec_text}, indent=2) + "\n")
+        doc = document(server, [], command=" ".join(["claimcheck", *sys.argv[1:]]), settings=plain_settings(args))
+        doc["search"] = {"strategy": strategy.name, "schedules": result.examples_run,
+                         "seconds": round(result.seconds, 3),
+                         "counterexample": render(result.counterexample) if result.counterexample else None,
+                         "spec": result.spec_text}
+        args.json.write_text(json.dumps(doc, indent=2) + "\n")
     return outcome

@@ -8,8 +8,8 @@ import dataclasses
 from rich.console import Console
 from rich.table import Table
 
-from harness.faults import recovery_s
 from harness.commands._options import add_run_options, add_server_options, report_runs, settings_grid, str_list
+from harness.faults import recovery_s
 from harness.provision import provide_server
 from harness.report import print_server
 from harness.session import run_all

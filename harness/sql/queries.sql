@@ -55,7 +55,7 @@ FROM jobs;
 -- One sample for the lock-wait sampler: the wait of every busy backend of this run.
 SELECT wait_event_type, wait_event
 FROM pg_stat_activity
-WHERE application_name LIKE %(app_prefix)s
+WHERE application_name LIKE %(app_prefix)s AND application_name ~ '/w[0-9]+$'
   AND state <> 'idle'
   AND pid <> pg_backend_pid();
 
@@ -88,7 +88,7 @@ SELECT current_setting('max_connections')::int
 SELECT EXISTS (SELECT 1 FROM jobs WHERE status IN ('queued', 'running'));
 
 -- name: job_state
-SELECT status, attempts FROM jobs WHERE id = %(id)s;
+SELECT status, attempts, last_error FROM jobs WHERE id = %(id)s;
 
 -- name: reap_expired
 -- The seed's reaper: expired leases go back to the queue, or fail for good at max_attempts.
@@ -108,3 +108,6 @@ FROM jobs;
 
 -- name: jobs_state
 SELECT id, status, attempts FROM jobs WHERE id = ANY(%(ids)s);
+
+-- name: finished_among
+SELECT count(*) FROM jobs WHERE id = ANY(%(ids)s) AND status IN ('done', 'failed');
