@@ -14,7 +14,7 @@ from pathlib import Path
 from rich.table import Table
 from rich.text import Text
 
-from harness.errors import UsageError
+from harness.errors import UsageError, read_input
 
 DEFAULT_MAX_DROP_PCT = 20.0
 RUN_KEY_FIELDS = ("strategy", "mode", "workers", "batch")
@@ -67,18 +67,19 @@ class Comparison:
     max_drop_pct: float
 
     @property
+    def regressions(self) -> list[RunDiff]:
+        return [d for d in self.diffs if d.verdict_regressed or d.slower]
+
+    @property
     def regressed(self) -> bool:
-        return any(d.verdict_regressed or d.slower for d in self.diffs)
+        return bool(self.regressions)
 
 
 def load_report(path: Path) -> dict:
     """A claimcheck JSON report, or a UsageError that names the file and what is wrong."""
+    text = read_input(path, UsageError)
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path}: cannot read it: {exc}") from None
+        doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UsageError(f"{path}: not JSON ({exc.msg} at line {exc.lineno}); expected a claimcheck report "
                          "written by `claimcheck bench` or `check --json`") from None

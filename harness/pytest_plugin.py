@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 import pytest
 
 if TYPE_CHECKING:
-    from harness.driver import RunResult
+    from harness.result import RunResult
     from harness.provision import Server
 
 DSN_OPTION = "--claimcheck-dsn"

@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from harness import __version__
-from harness.driver import RunResult
+from harness.result import RunResult
 from harness.ledger import Violation
 from harness.provision import Server
 
@@ -90,7 +90,8 @@ def results_table(runs: list[RunResult], title: str) -> Table:
     for run in runs:
         v, lat = run.verdict, run.claim_latency_ms
         table.add_row(
-            run.strategy.name, run.settings.mode, str(run.settings.workers), str(run.settings.batch), f"{v.claims:,}", f"{v.unique_jobs_claimed:,}",
+            run.strategy.name, run.settings.mode, str(run.settings.workers), str(run.settings.batch),
+            f"{v.claims:,}", f"{v.unique_jobs_claimed:,}",
             Text(f"{v.double_claimed_jobs:,}", style="red" if v.double_claimed_jobs else ""),
             f"{v.extra_claims:,}", Text(f"{v.unclaimed_jobs:,}", style="red" if v.unclaimed_jobs and v.drained else ""),
             f"{run.table.done:,}", f"{run.serialization_failures:,}", f"{run.throughput_jobs_per_s:,.0f}",
@@ -173,6 +174,9 @@ def faults_table(run: RunResult) -> Table:
     for event in run.faults:
         table.add_row(f"{event.at_s:.2f}", event.kind, "-" if event.worker is None else f"w{event.worker:02d}",
                       event.detail, _fates(event.jobs))
+    if run.faults_skipped:
+        table.caption = (f"not injected: {', '.join(run.faults_skipped)} (a restart needs a server claimcheck "
+                         "started; other faults need a live worker before the run ends)")
     return table
 
 

@@ -16,7 +16,8 @@ import psycopg
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from harness.driver import RunResult, reconnect, run_strategy
+from harness.driver import reconnect, run_strategy
+from harness.result import RunResult
 from harness.errors import UsageError
 from harness.provision import Server
 from harness.pgbench import pgbench_path, run_pgbench

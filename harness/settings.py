@@ -45,7 +45,8 @@ class WorkTime:
         return rng.expovariate(1 / self.a_ms) / 1000 if self.a_ms > 0 else 0.0
 
     def __str__(self) -> str:
-        return {"fixed": f"{self.a_ms:g}", "uniform": f"{self.a_ms:g}-{self.b_ms:g}"}.get(self.kind, f"exp:{self.a_ms:g}")
+        shown = {"fixed": f"{self.a_ms:g}", "uniform": f"{self.a_ms:g}-{self.b_ms:g}"}
+        return shown.get(self.kind, f"exp:{self.a_ms:g}")
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,12 @@
 """The worker loop: one process, one connection, claiming until the table is drained.
 
 A worker records each committed claim locally (see :class:`harness.ledger.WorkerLog`) and
-streams new records to the coordinator over a one-way pipe every FLUSH_INTERVAL_S, and under
-fault injection right after each claim and each ending: nothing on the hot path waits for anyone
-but PostgreSQL, and a killed worker loses at most what it did between a commit and the flush. Serialization failures and
-deadlocks roll the transaction back, are counted, and the statement is tried again after a
-random pause. A lost connection (terminated backend, server restart) is re-established.
+streams its records to the coordinator over a one-way pipe (see :mod:`harness.logstream`):
+every FLUSH_INTERVAL_S, and under fault injection right after each claim and each ending.
+Nothing on the hot path waits for anyone but PostgreSQL, and a killed worker loses at most what
+it did between a commit and the flush. Serialization failures and deadlocks roll the transaction
+back, are counted, and the statement is tried again after a random pause. A lost connection
+(terminated backend, server restart) is re-established.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from psycopg import errors, pq, sql
 
 from harness.fastpath import PreparedStatement
 from harness.ledger import ABANDONED, CLAIM_IS_COMPLETION, DONE, FAILED, STALE, WorkerLog
+from harness.logstream import LogStream
 from harness.queries import QUERIES
 from harness.settings import RunSettings
 from harness.strategy import Strategy, sample_params
@@ -32,7 +34,6 @@ RETRY_BACKOFF_BASE_S = 0.0005
 RETRY_BACKOFF_CAP_S = 0.05
 RECONNECT_TIMEOUT_S = 60.0
 RECONNECT_PAUSE_S = 0.1
-FLUSH_INTERVAL_S = 0.05
 INJECTED_ERROR = "claimcheck: injected failure"
 _RETRYABLE = (errors.SerializationFailure, errors.DeadlockDetected)
 _PR_SET_PDEATHSIG = 1
@@ -74,47 +75,6 @@ def connect_worker(plan: WorkerPlan, index: int) -> psycopg.Connection:
     # The session default, so that single statements run in autocommit keep the strategy's level.
     conn.execute(sql.SQL("SET default_transaction_isolation TO {}").format(sql.Literal(plan.strategy.isolation)))
     return conn
-
-
-class LogStream:
-    """Sends what the worker recorded since the last flush: new claims, and endings of older ones."""
-
-    def __init__(self, pipe: Any, log: WorkerLog) -> None:
-        self.pipe, self.log = pipe, log
-        self.sent = 0
-        self.ended: set[int] = set()
-        self.last_flush = time.monotonic()
-
-    def mark_ended(self, slot: int) -> None:
-        if slot < self.sent:
-            self.ended.add(slot)
-
-    def flush(self) -> None:
-        log, start = self.log, self.sent
-        endings = [(s, log.ended_at[s], log.outcome[s]) for s in self.ended]
-        if len(log) > start or endings:
-            self.pipe.send(("log", (start, log.job[start:], log.attempt[start:], log.claimed_at[start:],
-                                    log.ended_at[start:], log.outcome[start:], endings)))
-        self.sent, self.last_flush = len(log), time.monotonic()
-        self.ended.clear()
-
-    def flush_if_due(self) -> None:
-        if time.monotonic() - self.last_flush >= FLUSH_INTERVAL_S:
-            self.flush()
-
-
-def merge_delta(log: WorkerLog, payload: tuple) -> None:
-    """The coordinator's side of :class:`LogStream`: apply one flush to its copy of the log."""
-    start, job, attempt, claimed_at, ended_at, outcome, endings = payload
-    if start != len(log):  # messages arrive in order on one pipe; anything else is a harness bug
-        raise RuntimeError(f"worker {log.worker}: log delta starts at {start}, {len(log)} records known")
-    log.job.extend(job)
-    log.attempt.extend(attempt)
-    log.claimed_at.extend(claimed_at)
-    log.ended_at.extend(ended_at)
-    log.outcome.extend(outcome)
-    for slot, ended, how in endings:
-        log.ended_at[slot], log.outcome[slot] = ended, how
 
 
 def worker_main(plan: WorkerPlan, index: int, barrier: Any, shared: Shared, pipe: Any) -> None:

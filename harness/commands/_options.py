@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from harness.driver import RunResult
+from harness.result import RunResult
 from harness.provision import DSN_ENV, Server
 from harness.report import document, faults_table, print_evidence, results_table, write_json
 from harness.report_html import write_html

@@ -34,8 +34,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     comparison = compare(base, new, args.max_drop)
     console.print(comparison_table(comparison, f"claimcheck compare: {args.base} → {args.new} "
                                                f"(max drop {args.max_drop:g}%)"))
-    regressions = [d for d in comparison.diffs if d.verdict_regressed or d.slower]
-    if regressions:
+    if regressions := comparison.regressions:
         console.print(f"[bold red]{len(regressions)} regression(s)[/]: "
                       + "; ".join(f"{' · '.join(map(str, d.key))} {d.status.lower()}" for d in regressions))
         return 1

@@ -1,6 +1,7 @@
 import pytest
 
-from harness.driver import RunResult, run_strategy
+from harness.driver import run_strategy
+from harness.result import RunResult
 from harness.session import run_schema
 from harness.settings import RunSettings
 from harness.strategy import load_strategy

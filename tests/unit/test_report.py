@@ -5,7 +5,7 @@ from collections import Counter
 
 from rich.console import Console
 
-from harness.driver import RunResult, TableOutcome
+from harness.result import RunResult, TableOutcome
 from harness.faults import FaultEvent
 from harness.ledger import DONE, LIVE, WorkerLog, judge
 from harness.report import evidence_lines, faults_table, print_evidence, results_table

@@ -1,0 +1,55 @@
+"""How a worker's records reach the coordinator: deltas over a one-way pipe.
+
+The worker sends what it recorded since its last flush (new claims, and endings of claims it had
+already sent); the coordinator applies each delta to its own copy of the worker's log. A worker
+that dies mid-run has sent everything up to its last flush.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from harness.ledger import WorkerLog
+
+FLUSH_INTERVAL_S = 0.05
+
+
+class LogStream:
+    """Sends what the worker recorded since the last flush: new claims, and endings of older ones."""
+
+    def __init__(self, pipe: Any, log: WorkerLog) -> None:
+        self.pipe, self.log = pipe, log
+        self.sent = 0
+        self.ended: set[int] = set()
+        self.last_flush = time.monotonic()
+
+    def mark_ended(self, slot: int) -> None:
+        if slot < self.sent:
+            self.ended.add(slot)
+
+    def flush(self) -> None:
+        log, start = self.log, self.sent
+        endings = [(s, log.ended_at[s], log.outcome[s]) for s in self.ended]
+        if len(log) > start or endings:
+            self.pipe.send(("log", (start, log.job[start:], log.attempt[start:], log.claimed_at[start:],
+                                    log.ended_at[start:], log.outcome[start:], endings)))
+        self.sent, self.last_flush = len(log), time.monotonic()
+        self.ended.clear()
+
+    def flush_if_due(self) -> None:
+        if time.monotonic() - self.last_flush >= FLUSH_INTERVAL_S:
+            self.flush()
+
+
+def merge_delta(log: WorkerLog, payload: tuple) -> None:
+    """The coordinator's side of :class:`LogStream`: apply one flush to its copy of the log."""
+    start, job, attempt, claimed_at, ended_at, outcome, endings = payload
+    if start != len(log):  # messages arrive in order on one pipe; anything else is a harness bug
+        raise RuntimeError(f"worker {log.worker}: log delta starts at {start}, {len(log)} records known")
+    log.job.extend(job)
+    log.attempt.extend(attempt)
+    log.claimed_at.extend(claimed_at)
+    log.ended_at.extend(ended_at)
+    log.outcome.extend(outcome)
+    for slot, ended, how in endings:
+        log.ended_at[slot], log.outcome[slot] = ended, how
