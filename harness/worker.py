@@ -305,11 +305,12 @@ class Loop:
             return CLAIM_IS_COMPLETION
         fails = self._decide_failure() if fails is None else fails
         section = "fail" if fails else "complete"
-        params = {**self.params[section], **{k: v for k, v in (("id", job), ("attempts", attempt))
-                                              if k in self.params[section]}}
         if section == "complete" and self.fast_complete is not None:
-            changed = self.fast_complete.rowcount(params) > 0
+            # The hot path: the fast statement binds only the names it uses from this dict.
+            changed = self.fast_complete.rowcount({"id": job, "attempts": attempt, "worker": self.worker_name}) > 0
         else:
+            params = {**self.params[section], **{k: v for k, v in (("id", job), ("attempts", attempt))
+                                                  if k in self.params[section]}}
             changed = self.conn.execute(self.statements[section], params).rowcount > 0
         if not changed:
             return STALE
