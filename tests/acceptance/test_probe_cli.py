@@ -1,5 +1,8 @@
 """The probe verbs as a user runs them: tables, JSON, exit codes, and nothing left behind."""
 import json
+import os
+import signal
+import time
 
 import pytest
 
@@ -95,4 +98,17 @@ def test_explain_of_a_file_the_server_rejects_exits_2(cli):
     result = cli("explain", str(path))
     assert result.code == 2
     assert 'column "nope" of relation "jobs" does not exist' in one_paragraph(result.stderr)
+    cli.assert_nothing_left()
+
+
+def test_ctrl_c_during_a_soak_stops_cleanly(cli):
+    proc = cli.start("vacuum", "--soak", "20", "--jobs", "500")
+    deadline = time.monotonic() + 60
+    while not any(item.startswith("schema") for item in cli.leftovers()) and time.monotonic() < deadline:
+        time.sleep(0.1)  # the run's schema exists: the probe is under way
+    time.sleep(1)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2, err
+    assert "interrupted" in " ".join(err.split())
     cli.assert_nothing_left()
