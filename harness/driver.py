@@ -17,9 +17,9 @@ import time
 import psycopg
 
 from harness.errors import ClaimcheckError, Interrupted, ServerError, UsageError
-from harness.faults import FaultEvent, FaultInjector, affected_jobs, fates
+from harness.faults import FaultEvent, FaultInjector, fates
 from harness.ledger import Verdict, WorkerLog, judge
-from harness.logstream import merge_delta
+from harness.logstream import apply_summary, merge_delta
 from harness.provision import Server
 from harness.queries import QUERIES
 from harness.reaper import Reaper
@@ -40,22 +40,20 @@ MAX_REPLACEMENTS = 32
 
 
 
-def run_strategy(conn: psycopg.Connection, server: Server | str, schema: str, run_id: str, strategy: Strategy,
+def run_strategy(conn: psycopg.Connection, server: Server, schema: str, run_id: str, strategy: Strategy,
                  settings: RunSettings, on_progress=None) -> RunResult:
     """Seed, check, run and judge one strategy x setting. `conn` is the coordinator's, in `schema`."""
-    dsn = server if isinstance(server, str) else server.dsn
-    restart = None if isinstance(server, str) else server.restart
     if settings.fail_rate and not strategy.has("fail"):
         raise UsageError(f"--fail-rate needs a 'fail' section in {strategy.source}")
     seeded = build_jobs_table(conn, schema, settings.jobs)
     validate_on_server(conn, strategy)
     _check_headroom(conn, settings.workers + (1 if settings.faults else 0))
-    plan = WorkerPlan(dsn=dsn, schema=schema, app_prefix=f"claimcheck/{run_id}/", strategy=strategy,
+    plan = WorkerPlan(dsn=server.dsn, schema=schema, app_prefix=f"claimcheck/{run_id}/", strategy=strategy,
                       settings=settings)
-    run = _Run(plan, restart, on_progress)
+    run = _Run(plan, server.restart, on_progress)
     run.go()
     if any(f.kind == "restart" for f in run.faults):
-        with reconnect(dsn, schema, run_id) as fresh:  # the restart closed the coordinator's connection too
+        with coordinator_connection(server.dsn, run_id, schema) as fresh:  # the restart closed the coordinator's connection too
             return _judge(fresh, run, strategy, settings, seeded)
     return _judge(conn, run, strategy, settings, seeded)
 
@@ -76,9 +74,8 @@ def _judge(conn: psycopg.Connection, run: "_Run", strategy: Strategy, settings: 
     if run.faults:
         stalled = {e.worker: run.shared.stalled_job[e.worker] for e in run.faults
                    if e.kind == "stall" and run.shared.stall[e.worker] == 2}
-        ids = sorted(affected_jobs(run.faults, logs, stalled))
-        final = {r[0]: (r[1], r[2]) for r in conn.execute(QUERIES["jobs_state"], {"ids": ids}).fetchall()}
-        fates(run.faults, logs, stalled, started, final)
+        fates(run.faults, logs, stalled, started, lambda ids: {
+            r[0]: (r[1], r[2]) for r in conn.execute(QUERIES["jobs_state"], {"ids": sorted(ids)}).fetchall()})
     return RunResult(
         strategy=strategy, settings=settings, seeded=seeded, verdict=verdict, waits=run.waits, table=outcome,
         elapsed_s=finished - started, stopped_by=run.stopped_by,
@@ -101,9 +98,11 @@ def _unrecorded(conn: psycopg.Connection, verdict: Verdict, logs: list[WorkerLog
     return dataclasses.replace(verdict, unclaimed_jobs=verdict.unclaimed_jobs - finished, unrecorded_claims=finished)
 
 
-def reconnect(dsn: str, schema: str, run_id: str) -> psycopg.Connection:
+def coordinator_connection(dsn: str, run_id: str, schema: str | None = None) -> psycopg.Connection:
+    """The coordinator's connection, named for the run, in the run's schema once it exists."""
     conn = psycopg.connect(dsn, autocommit=True, application_name=f"claimcheck/{run_id}/coordinator")
-    use_schema(conn, schema)
+    if schema is not None:
+        use_schema(conn, schema)
     return conn
 
 
@@ -134,8 +133,10 @@ class _Run:
         # One selector for the whole run: building one per wait (multiprocessing.connection.wait)
         # costs more CPU than the messages themselves.
         self.selector = selectors.DefaultSelector()
-        self.partial: dict[int, WorkerLog] = {}
-        self.finished: dict[int, WorkerLog] = {}
+        self.logs_by_worker: dict[int, WorkerLog] = {}
+        """The coordinator's copy of each worker's log, merged from what it streams."""
+        self.finished: set[int] = set()
+        """Workers whose log is complete: their `end` message arrived, or they died."""
         self.killed: set[int] = set()
         self.reaps: list = []
         self.faults: list[FaultEvent] = []
@@ -146,7 +147,7 @@ class _Run:
 
     @property
     def logs(self) -> list[WorkerLog]:
-        return [self.finished[i] for i in sorted(self.finished)]
+        return [self.logs_by_worker[i] for i in sorted(self.finished)]
 
     def _spawn(self, index: int, barrier) -> None:
         receiver, sender = self.ctx.Pipe(duplex=False)
@@ -156,7 +157,7 @@ class _Run:
         sender.close()
         self.processes[index], self.receivers[index] = process, receiver
         self.selector.register(receiver, selectors.EVENT_READ, data=index)
-        self.partial[index] = WorkerLog(worker=index)
+        self.logs_by_worker[index] = WorkerLog(worker=index)
 
     def _spawn_replacement(self) -> int:
         index = len(self.processes)
@@ -179,7 +180,7 @@ class _Run:
                 barrier.wait(BARRIER_TIMEOUT_S)
             except threading.BrokenBarrierError:
                 self._drain_messages(deadline=time.monotonic() + JOIN_TIMEOUT_S)
-                errors = [log.error for log in self.finished.values() if log.error]
+                errors = [log.error for log in self.logs if log.error]
                 raise ServerError("workers could not start: " + (errors[0] if errors else
                                   "they did not reach the start barrier")) from None
             started = time.monotonic()
@@ -197,7 +198,7 @@ class _Run:
                 reaper = None
             if injector is not None:
                 self.faults, self.faults_skipped = injector.events, injector.skipped + injector.kinds
-            errors = [log.error for log in self.finished.values() if log.error]
+            errors = [log.error for log in self.logs if log.error]
             if errors:
                 raise ClaimcheckError(f"a worker failed mid-run, so the run is not judged: {errors[0]}")
             done = True
@@ -265,32 +266,26 @@ class _Run:
                     self._died(index)
                     continue
                 if kind == "log":
-                    merge_delta(self.partial[index], payload)
+                    merge_delta(self.logs_by_worker[index], payload)
                 else:
-                    self._ended(index, payload)
+                    apply_summary(self.logs_by_worker[index], payload)
+                    self._finish(index)
             timeout = 0.0
             if deadline is not None and time.monotonic() >= deadline:
                 return
 
-    def _ended(self, index: int, summary: WorkerLog) -> None:
-        log = self.partial[index]
-        for name in ("claim_latency_ms", "claim_statements", "empty_claims", "serialization_failures", "deadlocks",
-                     "reconnects", "started_at", "finished_at", "error"):
-            setattr(log, name, getattr(summary, name))
-        self._finish(index, log)
-
-    def _finish(self, index: int, log: WorkerLog) -> None:
-        self.finished[index] = log
+    def _finish(self, index: int) -> None:
+        self.finished.add(index)
         self.selector.unregister(self.receivers[index])
         self.receivers[index].close()
 
     def _died(self, index: int) -> None:
         """A worker gone without its `end` message: killed by a fault (expected), or crashed."""
-        log = self.partial[index]
+        log = self.logs_by_worker[index]
         log.finished_at = time.monotonic()
         if index not in self.killed:
             log.error = f"worker {index} died without a word (exit code {self.processes[index].exitcode})"
-        self._finish(index, log)
+        self._finish(index)
 
 
 def _reap(processes: list, graceful: bool) -> None:

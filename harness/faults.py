@@ -147,17 +147,13 @@ def recovery_s(events: list[FaultEvent], kind: str) -> float | None:
     return max(waits) if waits else None
 
 
-def affected_jobs(events: list[FaultEvent], logs: list[WorkerLog], stalled: dict[int, int]) -> set[int]:
-    """Jobs a killed worker still held, and the jobs stalled workers slept on."""
-    held = _held(logs)
-    return {job for event in events for job in _jobs_of(event, held, stalled)}
-
-
 def fates(events: list[FaultEvent], logs: list[WorkerLog], stalled: dict[int, int], origin: float,
-          final_status: dict[int, tuple[str, int]]) -> None:
-    """Fill each fault's `jobs`: the claims it interrupted and every claim of those jobs."""
+          final_status_of: Callable[[set[int]], dict[int, tuple[str, int]]]) -> None:
+    """Fill each fault's `jobs`: the claims it interrupted and every claim of those jobs.
+    `final_status_of` reads (status, attempts) of the jobs it is given from the table."""
     held = _held(logs)
     wanted = {job for event in events for job in _jobs_of(event, held, stalled)}
+    final_status = final_status_of(wanted) if wanted else {}
     by_job: dict[int, list[tuple[int, int, float, float, int]]] = {}
     for log in logs:
         for i, job in enumerate(log.job):

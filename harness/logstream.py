@@ -41,6 +41,21 @@ class LogStream:
             self.flush()
 
 
+SUMMARY_FIELDS = ("claim_latency_ms", "claim_statements", "empty_claims", "serialization_failures", "deadlocks",
+                  "reconnects", "started_at", "finished_at", "error")
+"""What a worker sends once, at its end: everything in its log but the claims it streamed."""
+
+
+def summary(log: WorkerLog) -> dict:
+    return {name: getattr(log, name) for name in SUMMARY_FIELDS}
+
+
+def apply_summary(log: WorkerLog, fields: dict) -> None:
+    """The coordinator's side of :func:`summary`."""
+    for name, value in fields.items():
+        setattr(log, name, value)
+
+
 def merge_delta(log: WorkerLog, payload: tuple) -> None:
     """The coordinator's side of :class:`LogStream`: apply one flush to its copy of the log."""
     start, job, attempt, claimed_at, ended_at, outcome, endings = payload

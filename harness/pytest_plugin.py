@@ -84,7 +84,7 @@ class Claimcheck:
         loaded = load_strategy(self._locate(strategy))
         run_settings = RunSettings(**settings)
         with run_schema(self.server, run_id=new_run_id()) as (conn, schema, run_id):
-            return run_strategy(conn, self.server.dsn, schema, run_id, loaded, run_settings)
+            return run_strategy(conn, self.server, schema, run_id, loaded, run_settings)
 
     def assert_exactly_once(self, strategy: str | os.PathLike, *, workers: int = 16, jobs: int = 20_000,
                             batch: int = 10, mode: str = "lease", **settings: Any) -> "RunResult":

@@ -16,7 +16,7 @@ import psycopg
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from harness.driver import reconnect, run_strategy
+from harness.driver import coordinator_connection, run_strategy
 from harness.result import RunResult
 from harness.errors import UsageError
 from harness.provision import Server
@@ -49,7 +49,7 @@ def run_schema(server: Server, run_id: str | None = None) -> Iterator[tuple[psyc
     """
     run_id = run_id or _run_id()
     schema = schema_name(run_id)
-    conn = psycopg.connect(server.dsn, autocommit=True, application_name=f"claimcheck/{run_id}/coordinator")
+    conn = coordinator_connection(server.dsn, run_id)
     try:
         create_schema(conn, schema)
         yield conn, schema, run_id
@@ -77,7 +77,7 @@ def _alive(conn: psycopg.Connection, server: Server, schema: str, run_id: str) -
         return conn
     except psycopg.OperationalError:
         conn.close()
-        return reconnect(server.dsn, schema, run_id)
+        return coordinator_connection(server.dsn, run_id, schema)
 
 
 def _progress_callback(progress: Progress, task, jobs: int):

@@ -23,7 +23,7 @@ from psycopg import errors, pq, sql
 
 from harness.fastpath import PreparedStatement
 from harness.ledger import ABANDONED, CLAIM_IS_COMPLETION, DONE, FAILED, STALE, WorkerLog
-from harness.logstream import LogStream
+from harness.logstream import LogStream, summary
 from harness.queries import QUERIES
 from harness.settings import RunSettings
 from harness.strategy import Strategy, sample_params
@@ -106,12 +106,7 @@ def worker_main(plan: WorkerPlan, index: int, barrier: Any, shared: Shared, pipe
         log.finished_at = time.monotonic()
         try:
             stream.flush()
-            summary = WorkerLog(worker=index, claim_latency_ms=log.claim_latency_ms,
-                                claim_statements=log.claim_statements, empty_claims=log.empty_claims,
-                                serialization_failures=log.serialization_failures, deadlocks=log.deadlocks,
-                                reconnects=log.reconnects, started_at=log.started_at,
-                                finished_at=log.finished_at, error=log.error)
-            pipe.send(("end", summary))
+            pipe.send(("end", summary(log)))
         finally:
             if loop is not None and not loop.conn.closed:
                 loop.conn.close()
@@ -140,7 +135,6 @@ class Loop:
         # transaction. A pick, or lock mode, needs an explicit transaction around several statements.
         self.explicit_transaction = plan.strategy.has_pick or s.mode == "lock"
         self.drain_query = QUERIES["unfinished_remaining" if s.lifecycle else "queued_remaining"]
-        self.claimed = 0
         self.consecutive_failures = 0
         self._prepare_fast_paths()
 
@@ -210,12 +204,13 @@ class Loop:
         with self.conn.transaction():
             rows = self._claim()
             claim_returned = time.monotonic()
-            outcomes = [self._finish(job, attempt) for job, attempt in rows] if self.settings.mode == "lock" else []
+            outcomes = [self._finish_in_transaction(job, attempt) for job, attempt in rows] \
+                if self.settings.mode == "lock" else []
         committed = time.monotonic()
         if self.settings.mode == "lock":
-            self._count_claimed(rows, started, claim_returned)
             for (job, attempt), outcome in zip(rows, outcomes):
                 self.log.record(job, attempt, committed, committed, outcome)
+            self._count_claimed(rows, started, claim_returned)
             if rows:
                 self.stream.flush()
         else:
@@ -235,19 +230,20 @@ class Loop:
         return [(r[0], r[1] if len(r) > 1 and r[1] is not None else 0) for r in cur.fetchall()]
 
     def _count_claimed(self, rows: list, started: float, returned: float) -> None:
+        """After the rows are recorded: the claim's latency, and progress for the coordinator."""
         if rows:
             self.log.claim_latency_ms.append((returned - started) * 1000)
-            self.claimed += len(rows)
-            self.shared.progress[self.index] = self.claimed
+            self.shared.progress[self.index] = len(self.log)
 
     def _after_lease_claim(self, rows: list, started: float, committed: float) -> None:
-        self._count_claimed(rows, started, committed)
         if not self.strategy.has_complete:
             for job, attempt in rows:
                 self.log.record(job, attempt, committed, committed, CLAIM_IS_COMPLETION)
+            self._count_claimed(rows, started, committed)
             self._flush(bool(rows))
             return
         slots = [self.log.record(job, attempt, committed) for job, attempt in rows]
+        self._count_claimed(rows, started, committed)
         self._flush(bool(rows))  # under faults, the claims are known before any work starts
         for (job, attempt), slot in zip(rows, slots):
             outcome = self._finish_resiliently(job, attempt)
@@ -287,31 +283,36 @@ class Loop:
                 return False
         return True
 
+    def _job_params(self, section: str, job: int, attempt: int) -> dict:
+        """A section's parameters for one job: the fixed ones, plus the job's id and attempt if used."""
+        params = self.params[section]
+        return {**params, **{k: v for k, v in (("id", job), ("attempts", attempt)) if k in params}}
+
     def _extend(self, job: int, attempt: int) -> bool:
-        params = {**self.params["extend"], **{k: v for k, v in (("id", job), ("attempts", attempt))
-                                               if k in self.params["extend"]}}
-        return self.conn.execute(self.statements["extend"], params).rowcount > 0
+        return self.conn.execute(self.statements["extend"], self._job_params("extend", job, attempt)).rowcount > 0
 
     def _decide_failure(self) -> bool:
         """Does this job fail (at the fail rate)? Decided once per job, before any retry."""
         return bool(self.settings.fail_rate and self.strategy.has("fail")
                     and self.rng.random() < self.settings.fail_rate)
 
-    def _finish(self, job: int, attempt: int, fails: bool | None = None, worked: bool = False) -> int:
-        """Work (unless already done), then complete, or fail. Returns the claim's outcome."""
-        if not worked and not self._work(job, attempt):
+    def _finish_in_transaction(self, job: int, attempt: int) -> int:
+        """Lock mode: work and complete (or fail) inside the claim's transaction; a failure of any
+        statement rolls the whole cycle back, and the claim loop retries it."""
+        if not self._work(job, attempt):
             return ABANDONED
         if not self.strategy.has_complete:
             return CLAIM_IS_COMPLETION
-        fails = self._decide_failure() if fails is None else fails
-        section = "fail" if fails else "complete"
-        if section == "complete" and self.fast_complete is not None:
+        return self._complete(job, attempt, self._decide_failure())
+
+    def _complete(self, job: int, attempt: int, fails: bool) -> int:
+        """Run `complete` (or `fail`) for one job: DONE / FAILED if it changed the row, else STALE."""
+        if not fails and self.fast_complete is not None:
             # The hot path: the fast statement binds only the names it uses from this dict.
             changed = self.fast_complete.rowcount({"id": job, "attempts": attempt, "worker": self.worker_name}) > 0
         else:
-            params = {**self.params[section], **{k: v for k, v in (("id", job), ("attempts", attempt))
-                                                  if k in self.params[section]}}
-            changed = self.conn.execute(self.statements[section], params).rowcount > 0
+            section = "fail" if fails else "complete"
+            changed = self.conn.execute(self.statements[section], self._job_params(section, job, attempt)).rowcount > 0
         if not changed:
             return STALE
         return FAILED if fails else DONE
@@ -324,7 +325,7 @@ class Loop:
         fails = self._decide_failure()
         for _ in range(MAX_COMPLETION_RETRIES):
             try:
-                outcome = self._finish(job, attempt, fails, worked=True)
+                outcome = self._complete(job, attempt, fails)
                 self.consecutive_failures = 0
                 return outcome
             except _RETRYABLE as exc:
