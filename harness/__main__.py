@@ -1,4 +1,4 @@
-"""`python -m harness` is the same as the `claimcheck` command."""
-from harness.cli import main
+"""`python -m claimcheck` is the same as the `claimcheck` command."""
+from claimcheck.cli import main
 
 raise SystemExit(main())

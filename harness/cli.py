@@ -1,4 +1,4 @@
-"""The `claimcheck` command (also `python -m harness`).
+"""The `claimcheck` command (also `python -m claimcheck`).
 
 Exit codes: 0 the run finished and every check held; 1 it finished and a violation was found;
 2 bad input or environment (one paragraph on stderr, no traceback), or an interrupt.
@@ -14,8 +14,9 @@ from typing import Sequence
 import psycopg
 from rich.console import Console
 
-from harness.commands import VERBS
-from harness.errors import ClaimcheckError, Interrupted
+from claimcheck import __version__
+from claimcheck.commands import VERBS
+from claimcheck.errors import ClaimcheckError, Interrupted
 
 REPORT_WIDTH_WHEN_PIPED = 400  # tables take their natural width; a CI log does not wrap
 
@@ -23,6 +24,7 @@ REPORT_WIDTH_WHEN_PIPED = 400  # tables take their natural width; a CI log does 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="claimcheck", description="Is a PostgreSQL job queue's claim "
                                      "exactly-once, and what does each claim strategy cost?")
+    parser.add_argument("--version", action="version", version=f"claimcheck {__version__}")
     verbs = parser.add_subparsers(dest="verb", required=True)
     for verb in VERBS:
         verb.register(verbs)

@@ -14,7 +14,7 @@ from pathlib import Path
 from rich.table import Table
 from rich.text import Text
 
-from harness.errors import UsageError, read_input
+from claimcheck.errors import UsageError, read_input
 
 DEFAULT_MAX_DROP_PCT = 20.0
 RUN_KEY_FIELDS = ("strategy", "mode", "workers", "batch")

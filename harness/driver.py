@@ -16,21 +16,21 @@ import time
 
 import psycopg
 
-from harness.errors import ClaimcheckError, Interrupted, ServerError, UsageError
-from harness.faults import FaultEvent, FaultInjector, fates
-from harness.ledger import Verdict, WorkerLog, judge
-from harness.logstream import apply_summary, merge_delta
-from harness.provision import Server
-from harness.queries import QUERIES
-from harness.reaper import Reaper
-from harness.result import RunResult, TableOutcome
-from harness.sampler import LockWaitSampler, WaitSamples
-from harness.schema import SeededJobs, build_jobs_table, use_schema
-from harness.settings import RunSettings
-from harness.stats import latency_summary
-from harness.strategy import Strategy, validate_on_server
-from harness.timeline import claims_over_time
-from harness.worker import BARRIER_TIMEOUT_S, Shared, WorkerPlan, worker_main
+from claimcheck.errors import ClaimcheckError, Interrupted, ServerError, UsageError
+from claimcheck.faults import FaultEvent, FaultInjector, fates
+from claimcheck.ledger import Verdict, WorkerLog, judge
+from claimcheck.logstream import apply_summary, merge_delta
+from claimcheck.provision import Server
+from claimcheck.queries import QUERIES
+from claimcheck.reaper import Reaper
+from claimcheck.result import RunResult, TableOutcome
+from claimcheck.sampler import LockWaitSampler, WaitSamples
+from claimcheck.schema import SeededJobs, build_jobs_table, use_schema
+from claimcheck.settings import RunSettings
+from claimcheck.stats import latency_summary
+from claimcheck.strategy import Strategy, validate_on_server
+from claimcheck.timeline import claims_over_time
+from claimcheck.worker import BARRIER_TIMEOUT_S, Shared, WorkerPlan, worker_main
 
 MONITOR_INTERVAL_S = 0.1
 STALL_TIMEOUT_S = 30.0

@@ -18,9 +18,9 @@ from typing import Callable
 
 import psycopg
 
-from harness.ledger import LIVE, OUTCOME_NAMES, WorkerLog
-from harness.queries import QUERIES
-from harness.settings import FaultPlan
+from claimcheck.ledger import LIVE, OUTCOME_NAMES, WorkerLog
+from claimcheck.queries import QUERIES
+from claimcheck.settings import FaultPlan
 
 FIRST_AT, LAST_AT = 0.08, 0.75
 """Faults land between these fractions of the jobs claimed."""

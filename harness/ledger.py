@@ -3,7 +3,7 @@
 Each worker records its committed claims locally (job id, attempt, when the claim committed,
 when and how its ownership ended) and streams them to the coordinator in batches; the reaper
 records which claims it returned to the queue. This module judges the combined history by the
-rules in DESIGN.md:
+rules in docs/contracts.md (section 2):
 
 - a claim counts only once its transaction committed (workers record nothing else);
 - a re-claim of a job is a **redelivery** (at-least-once behaviour, not a violation) when every

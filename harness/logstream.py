@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from harness.ledger import WorkerLog
+from claimcheck.ledger import WorkerLog
 
 FLUSH_INTERVAL_S = 0.05
 

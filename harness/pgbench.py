@@ -33,10 +33,10 @@ from pathlib import Path
 
 import psycopg
 
-from harness.errors import ServerError, UsageError
-from harness.queries import QUERIES
-from harness.settings import RunSettings
-from harness.strategy import Strategy, sample_params
+from claimcheck.errors import ServerError, UsageError
+from claimcheck.queries import QUERIES
+from claimcheck.settings import RunSettings
+from claimcheck.strategy import Strategy, sample_params
 
 PGBENCH_TIMEOUT_S = 600
 MAX_TRIES = 100
@@ -136,7 +136,7 @@ def _work_us(settings: RunSettings) -> int:
 
 def _pgoptions(schema: str, isolation: str) -> str:
     # libpq splits PGOPTIONS on spaces; a backslash keeps "read committed" one value. The schema
-    # name is ours, `claimcheck_` and [a-z0-9_] (see harness.session), so it needs no quoting here.
+    # name is ours, `claimcheck_` and [a-z0-9_] (see claimcheck.session), so it needs no quoting here.
     return f"-c search_path={schema} -c default_transaction_isolation={isolation.replace(' ', chr(92) + ' ')}"
 
 

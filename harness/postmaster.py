@@ -24,7 +24,7 @@ from pathlib import Path
 
 import psycopg
 
-from harness.errors import ServerError
+from claimcheck.errors import ServerError
 
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 15.0

@@ -19,8 +19,8 @@ from typing import Callable, Iterator
 
 import psycopg
 
-from harness.errors import ServerError, UsageError
-from harness.postmaster import LocalPostmaster
+from claimcheck.errors import ServerError, UsageError
+from claimcheck.postmaster import LocalPostmaster
 
 DSN_ENV = "CLAIMCHECK_DSN"
 EMBEDDED_DEFAULT_MAJOR = 18

@@ -5,7 +5,7 @@ Registered through the `pytest11` entry point, so installing claimcheck is enoug
     def test_claim_is_exactly_once(claimcheck):
         claimcheck.assert_exactly_once("sql/claim.sql", workers=16, jobs=20_000)
 
-The `claimcheck` fixture runs your `.sql` file (the strategy contract of DESIGN.md) with real
+The `claimcheck` fixture runs your `.sql` file (the SQL file contract of docs/contracts.md) with real
 worker processes against a real server and fails the test with the evidence (job id, workers,
 attempts, claim times) when a job was handed to more than one worker. The server is
 `--claimcheck-dsn`, else `$CLAIMCHECK_DSN`, else the `claimcheck_dsn` ini key, else an embedded
@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING, Any, Iterator
 import pytest
 
 if TYPE_CHECKING:
-    from harness.result import RunResult
-    from harness.provision import Server
+    from claimcheck.result import RunResult
+    from claimcheck.provision import Server
 
 DSN_OPTION = "--claimcheck-dsn"
 DSN_DEST = "claimcheck_dsn"
 DSN_INI = "claimcheck_dsn"
-DSN_ENV = "CLAIMCHECK_DSN"  # the same variable as harness.provision.DSN_ENV, without importing it
+DSN_ENV = "CLAIMCHECK_DSN"  # the same variable as claimcheck.provision.DSN_ENV, without importing it
 SERVER_FIXTURE = "claimcheck_server"
 HELPER_FIXTURE = "claimcheck"
 
@@ -52,8 +52,8 @@ def configured_dsn(config: pytest.Config) -> str | None:
 @pytest.fixture(scope="session", name=SERVER_FIXTURE)
 def claimcheck_server(request: pytest.FixtureRequest) -> Iterator["Server"]:
     """The server claimcheck runs against, for the whole session (per xdist worker)."""
-    from harness.errors import ClaimcheckError
-    from harness.provision import provide_server
+    from claimcheck.errors import ClaimcheckError
+    from claimcheck.provision import provide_server
 
     try:
         with provide_server(dsn=configured_dsn(request.config)) as server:
@@ -71,56 +71,33 @@ class Claimcheck:
 
     def run(self, strategy: str | os.PathLike, **settings: Any) -> "RunResult":
         """Run a `.sql` file (relative paths from the rootdir, or the cwd) or a built-in name once,
-        in a schema of its own, and return the result. `settings` are RunSettings fields;
-        `work_ms` takes the CLI's forms (5, 1-10, exp:5)."""
-        from harness.driver import run_strategy
-        from harness.schema import new_run_id
-        from harness.session import run_schema
-        from harness.settings import RunSettings, WorkTime
-        from harness.strategy import load_strategy
+        in a schema of its own, and return the result (see :func:`claimcheck.run`)."""
+        from claimcheck.api import run
 
-        if "work_ms" in settings:
-            settings["work"] = WorkTime.parse(str(settings.pop("work_ms")))
-        loaded = load_strategy(self._locate(strategy))
-        run_settings = RunSettings(**settings)
-        with run_schema(self.server, run_id=new_run_id()) as (conn, schema, run_id):
-            return run_strategy(conn, self.server, schema, run_id, loaded, run_settings)
+        return run(self._locate(strategy), server=self.server, **settings)
 
-    def assert_exactly_once(self, strategy: str | os.PathLike, *, workers: int = 16, jobs: int = 20_000,
-                            batch: int = 10, mode: str = "lease", **settings: Any) -> "RunResult":
-        """Fail the test, with the evidence, unless every job was claimed exactly once.
+    def assert_exactly_once(self, strategy: str | os.PathLike, **settings: Any) -> "RunResult":
+        """Fail the test, with the evidence, unless every job was handled exactly once: the same
+        verdict as the CLI's exit code (see :func:`claimcheck.assert_exactly_once` for defaults).
 
         >>> claimcheck.assert_exactly_once("sql/claim.sql", workers=16, jobs=20_000)  # doctest: +SKIP
         """
-        from harness.errors import ClaimcheckError
+        from claimcheck.api import ExactlyOnceViolated, assert_exactly_once
+        from claimcheck.errors import ClaimcheckError
 
         __tracebackhide__ = True
         try:
-            result = self.run(strategy, workers=workers, jobs=jobs, batch=batch, mode=mode, **settings)
+            return assert_exactly_once(self._locate(strategy), server=self.server, **settings)
         except ClaimcheckError as exc:
             pytest.fail(f"claimcheck could not run {strategy}: {exc}", pytrace=False)
-        if not result.verdict.exactly_once:
-            pytest.fail(failure_message(result), pytrace=False)
-        return result
+        except ExactlyOnceViolated as exc:
+            pytest.fail(str(exc), pytrace=False)
 
     def _locate(self, strategy: str | os.PathLike) -> str:
         path = Path(strategy)
         if path.is_absolute() or path.exists() or not (self.rootpath / path).exists():
             return str(path)
         return str(self.rootpath / path)
-
-
-def failure_message(result: "RunResult") -> str:
-    """The verdict in one line, then the counterexample: each claim of the first violated jobs."""
-    from harness.report import evidence_lines
-
-    v, s = result.verdict, result.settings
-    head = (f"{result.strategy.source or result.strategy.name} is not exactly-once: "
-            f"{v.double_claimed_jobs:,} job(s) handed to more than one worker, {v.extra_claims:,} extra claims, "
-            f"{v.unclaimed_jobs:,} unclaimed, {v.unexpected_jobs:,} unexpected ids "
-            f"({s.workers} workers, {s.jobs:,} jobs, batch {s.batch}, {s.mode} mode). "
-            "Evidence (times from the start of the run):")
-    return "\n".join([head, *evidence_lines(v.violations)])
 
 
 @pytest.fixture(name=HELPER_FIXTURE)

@@ -3,6 +3,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.sqlfile import load_queries
+from claimcheck.sqlfile import load_queries
 
 QUERIES: dict[str, str] = load_queries(Path(__file__).parent / "sql" / "queries.sql")

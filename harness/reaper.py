@@ -12,9 +12,9 @@ import time
 import psycopg
 from psycopg import sql
 
-from harness.ledger import Reap
-from harness.queries import QUERIES
-from harness.strategy import Strategy
+from claimcheck.ledger import Reap
+from claimcheck.queries import QUERIES
+from claimcheck.strategy import Strategy
 
 RECONNECT_PAUSE_S = 0.2
 

@@ -14,10 +14,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from harness import __version__
-from harness.result import RunResult
-from harness.ledger import Violation
-from harness.provision import Server
+from claimcheck import __version__
+from claimcheck.result import RunResult
+from claimcheck.ledger import Violation
+from claimcheck.provision import Server
 
 REPORTS_DIR = Path("reports")
 EVIDENCE_SHOWN = 5

@@ -9,7 +9,7 @@ from __future__ import annotations
 from html import escape
 from pathlib import Path
 
-from harness import svg
+from claimcheck import svg
 
 TIMELINES_SHOWN = 4
 """Per-worker timelines beyond the first are folded away; past this many runs they are left out."""

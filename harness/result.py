@@ -1,20 +1,20 @@
 """The result of one strategy x setting: what the ledger, the sampler and the table say, and its
-object in the JSON contract of DESIGN.md."""
+object in the JSON contract of docs/contracts.md."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from harness.faults import FaultEvent
-from harness.ledger import Verdict
-from harness.sampler import WaitSamples
-from harness.schema import SeededJobs
-from harness.settings import RunSettings
-from harness.strategy import Strategy
+from claimcheck.faults import FaultEvent
+from claimcheck.ledger import Verdict
+from claimcheck.sampler import WaitSamples
+from claimcheck.schema import SeededJobs
+from claimcheck.settings import RunSettings
+from claimcheck.strategy import Strategy
 
 if TYPE_CHECKING:
-    from harness.pgbench import PgbenchResult
-    from harness.probes.explain import PlanVerdict
+    from claimcheck.pgbench import PgbenchResult
+    from claimcheck.probes.explain import PlanVerdict
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ class RunResult:
     reaped: int = 0
     faults: list[FaultEvent] = field(default_factory=list)
     claims_over_time: dict = field(default_factory=dict)
-    """Per-worker claims per time bucket (see :mod:`harness.timeline`)."""
+    """Per-worker claims per time bucket (see :mod:`claimcheck.timeline`)."""
     pgbench: "PgbenchResult | None" = None
     """The same SQL through pgbench on the same table size, when asked for (`bench --pgbench`)."""
     empty_claims: int = 0
@@ -88,7 +88,7 @@ class RunResult:
         return self.verdict.exactly_once and self.lifecycle_ok
 
     def as_dict(self) -> dict:
-        """One run object of the JSON contract in DESIGN.md."""
+        """One run object of the JSON contract in docs/contracts.md (section 3)."""
         v, s = self.verdict, self.settings
         data = {
             "strategy": self.strategy.name, "source": self.strategy.source, "isolation": self.strategy.isolation,

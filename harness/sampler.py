@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import psycopg
 
-from harness.queries import QUERIES
+from claimcheck.queries import QUERIES
 
 SAMPLE_INTERVAL_S = 0.05
 

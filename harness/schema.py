@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql
 
-from harness.queries import QUERIES
+from claimcheck.queries import QUERIES
 
 SCHEMA_PREFIX = "claimcheck_"
 

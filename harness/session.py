@@ -16,14 +16,14 @@ import psycopg
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from harness.driver import coordinator_connection, run_strategy
-from harness.result import RunResult
-from harness.errors import UsageError
-from harness.provision import Server
-from harness.pgbench import pgbench_path, run_pgbench
-from harness.schema import build_jobs_table, create_schema, drop_schema, new_run_id, schema_name
-from harness.settings import RunSettings
-from harness.strategy import Strategy
+from claimcheck.driver import coordinator_connection, run_strategy
+from claimcheck.result import RunResult
+from claimcheck.errors import UsageError
+from claimcheck.provision import Server
+from claimcheck.pgbench import pgbench_path, run_pgbench
+from claimcheck.schema import build_jobs_table, create_schema, drop_schema, new_run_id, schema_name
+from claimcheck.settings import RunSettings
+from claimcheck.strategy import Strategy
 
 CLEANUP_LOCK_TIMEOUT = "10s"
 RATE_WINDOW_S = 1.0

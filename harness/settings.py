@@ -4,7 +4,7 @@ from __future__ import annotations
 import random
 from dataclasses import asdict, dataclass
 
-from harness.errors import UsageError
+from claimcheck.errors import UsageError
 
 MODES = ("lease", "lock")
 MAX_WORKERS = 64

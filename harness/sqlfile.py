@@ -8,7 +8,7 @@ A file is a few optional `-- key: value` headers, then sections, each opened by 
     UPDATE jobs SET ... RETURNING id, attempts;
 
 This module only splits and checks the text; whether the SQL runs is the server's call
-(see :func:`harness.strategy.validate_on_server`).
+(see :func:`claimcheck.strategy.validate_on_server`).
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.errors import SqlFileError, read_input
+from claimcheck.errors import SqlFileError, read_input
 
 _SECTION_RE = re.compile(r"^\s*--\s*name\s*:\s*(?P<name>\S+)\s*$", re.IGNORECASE)
 _HEADER_RE = re.compile(r"^\s*--\s*(?P<key>[a-z_]+)\s*:\s*(?P<value>.*?)\s*$", re.IGNORECASE)

@@ -12,9 +12,9 @@ from pathlib import Path
 import psycopg
 from psycopg import sql as pgsql
 
-from harness.errors import SqlFileError, UsageError
-from harness.sqlfile import SqlFile, check_params, placeholders, read_sql_file
-from scenarios import SHARED_LIFECYCLE, builtin_names, scenario_path
+from claimcheck.errors import SqlFileError, UsageError
+from claimcheck.sqlfile import SqlFile, check_params, placeholders, read_sql_file
+from claimcheck.scenarios import SHARED_LIFECYCLE, builtin_names, scenario_path
 
 ISOLATION_LEVELS = ("read committed", "repeatable read", "serializable")
 HEADER_KEYS = frozenset({"isolation", "expected", "seed", "summary", "lifecycle"})

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from harness.ledger import WorkerLog
+from claimcheck.ledger import WorkerLog
 
 TIMELINE_BUCKETS = 60
 """Buckets per run, whatever its length: enough to see stalls and hand-offs, small in the JSON."""

@@ -1,7 +1,7 @@
 """The worker loop: one process, one connection, claiming until the table is drained.
 
-A worker records each committed claim locally (see :class:`harness.ledger.WorkerLog`) and
-streams its records to the coordinator over a one-way pipe (see :mod:`harness.logstream`):
+A worker records each committed claim locally (see :class:`claimcheck.ledger.WorkerLog`) and
+streams its records to the coordinator over a one-way pipe (see :mod:`claimcheck.logstream`):
 every FLUSH_INTERVAL_S, and under fault injection right after each claim and each ending.
 Nothing on the hot path waits for anyone but PostgreSQL, and a killed worker loses at most what
 it did between a commit and the flush. Serialization failures and deadlocks roll the transaction
@@ -21,12 +21,12 @@ from typing import Any
 import psycopg
 from psycopg import errors, pq, sql
 
-from harness.fastpath import PreparedStatement
-from harness.ledger import ABANDONED, CLAIM_IS_COMPLETION, DONE, FAILED, STALE, WorkerLog
-from harness.logstream import LogStream, summary
-from harness.queries import QUERIES
-from harness.settings import RunSettings
-from harness.strategy import Strategy, sample_params
+from claimcheck.fastpath import PreparedStatement
+from claimcheck.ledger import ABANDONED, CLAIM_IS_COMPLETION, DONE, FAILED, STALE, WorkerLog
+from claimcheck.logstream import LogStream, summary
+from claimcheck.queries import QUERIES
+from claimcheck.settings import RunSettings
+from claimcheck.strategy import Strategy, sample_params
 
 BARRIER_TIMEOUT_S = 60.0
 MAX_COMPLETION_RETRIES = 100
@@ -140,7 +140,7 @@ class Loop:
 
     def _prepare_fast_paths(self) -> None:
         """Lease mode's lone autocommit claim and its per-job completions are the hot path: they go
-        through libpq directly (see harness.fastpath), prepared again on every new connection.
+        through libpq directly (see claimcheck.fastpath), prepared again on every new connection.
         Anything inside an explicit transaction (a pick, lock mode) keeps psycopg's general path."""
         lease = self.settings.mode == "lease"
         self.fast_complete = self._prepare_fast("complete") if lease and self.strategy.has_complete else None

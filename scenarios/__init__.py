@@ -8,7 +8,7 @@ from pathlib import Path
 
 SCENARIO_DIR = Path(__file__).parent
 
-# The catalog of DESIGN.md, in the order `claimcheck bench` shows it.
+# The catalog (README, "What it answers"), in the order `claimcheck bench` shows it.
 CATALOG = (
     "naive-subquery",
     "naive-single",

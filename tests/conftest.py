@@ -9,8 +9,8 @@ import os
 
 import pytest
 
-from harness.errors import ClaimcheckError
-from harness.provision import DSN_ENV, provide_server
+from claimcheck.errors import ClaimcheckError
+from claimcheck.provision import DSN_ENV, provide_server
 
 MARKERS = {
     "unit": "pure logic, no server",
@@ -33,7 +33,7 @@ def pytest_report_header(config: pytest.Config) -> str:
     dsn = config.getoption("--test-dsn")
     if not dsn:
         return "claimcheck server: an embedded PostgreSQL per (xdist) worker"
-    from harness.provision import redact, server_version
+    from claimcheck.provision import redact, server_version
 
     try:
         version, _ = server_version(dsn)

@@ -8,11 +8,11 @@ from pathlib import Path
 
 from rich.console import Console
 
-from harness.result import RunResult
-from harness.provision import DSN_ENV, Server
-from harness.report import document, faults_table, print_evidence, results_table, write_json
-from harness.report_html import write_html
-from harness.settings import FaultPlan, RunSettings, WorkTime
+from claimcheck.result import RunResult
+from claimcheck.provision import DSN_ENV, Server
+from claimcheck.report import document, faults_table, print_evidence, results_table, write_json
+from claimcheck.report_html import write_html
+from claimcheck.settings import FaultPlan, RunSettings, WorkTime
 
 
 def int_list(text: str) -> list[int]:

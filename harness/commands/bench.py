@@ -6,13 +6,13 @@ import dataclasses
 
 from rich.console import Console
 
-from harness.commands._options import add_run_options, add_server_options, report_runs, settings_grid, str_list
-from harness.probes.explain import PlanVerdict, plan_verdict, prepare_plan_table
-from harness.provision import Server, provide_server
-from harness.report import print_server
-from harness.session import run_all, run_schema
-from harness.strategy import Strategy, load_strategy
-from scenarios import CATALOG
+from claimcheck.commands._options import add_run_options, add_server_options, report_runs, settings_grid, str_list
+from claimcheck.probes.explain import PlanVerdict, plan_verdict, prepare_plan_table
+from claimcheck.provision import Server, provide_server
+from claimcheck.report import print_server
+from claimcheck.session import run_all, run_schema
+from claimcheck.strategy import Strategy, load_strategy
+from claimcheck.scenarios import CATALOG
 
 EVIDENCE_JOBS = 1  # per violating run: the table is the point, one story each is enough
 

@@ -8,16 +8,16 @@ from pathlib import Path
 
 from rich.console import Console
 
-from harness.commands._options import (add_run_options, add_server_options, plain_settings, report_runs,
+from claimcheck.commands._options import (add_run_options, add_server_options, plain_settings, report_runs,
                                        settings_grid)
-from harness.errors import UsageError
-from harness.interleave.search import DEFAULT_EXAMPLES, search
-from harness.interleave.trace import render
-from harness.provision import provide_server
-from harness.report import document, print_server
-from harness.session import run_all
-from harness.settings import FaultPlan
-from harness.strategy import load_strategy
+from claimcheck.errors import UsageError
+from claimcheck.interleave.search import DEFAULT_EXAMPLES, search
+from claimcheck.interleave.trace import render
+from claimcheck.provision import provide_server
+from claimcheck.report import document, print_server
+from claimcheck.session import run_all
+from claimcheck.settings import FaultPlan
+from claimcheck.strategy import load_strategy
 
 EVIDENCE_JOBS = 5
 DEFAULT_DATABASE = Path(".hypothesis") / "claimcheck"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from harness.compare import DEFAULT_MAX_DROP_PCT, compare, comparison_table, load_report
+from claimcheck.compare import DEFAULT_MAX_DROP_PCT, compare, comparison_table, load_report
 
 
 def percent(text: str) -> float:

@@ -9,14 +9,14 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from harness.commands._options import add_json_option, add_server_options
-from harness.probes._report import maybe_write, probe_document
-from harness.probes._work import positive
-from harness.probes.explain import FINISHED_JOBS, READY_JOBS, PlanVerdict, plan_verdict, prepare_plan_table
-from harness.provision import provide_server
-from harness.report import print_server
-from harness.session import run_schema
-from harness.strategy import load_strategy, validate_on_server
+from claimcheck.commands._options import add_json_option, add_server_options
+from claimcheck.probes._report import maybe_write, probe_document
+from claimcheck.probes._work import positive
+from claimcheck.probes.explain import FINISHED_JOBS, READY_JOBS, PlanVerdict, plan_verdict, prepare_plan_table
+from claimcheck.provision import provide_server
+from claimcheck.report import print_server
+from claimcheck.session import run_schema
+from claimcheck.strategy import load_strategy, validate_on_server
 
 MAX_FINISHED_JOBS = 10_000_000
 

@@ -8,13 +8,13 @@ import dataclasses
 from rich.console import Console
 from rich.table import Table
 
-from harness.commands._options import add_run_options, add_server_options, report_runs, settings_grid, str_list
-from harness.faults import recovery_s
-from harness.provision import provide_server
-from harness.report import print_server
-from harness.session import run_all
-from harness.settings import FaultPlan
-from harness.strategy import load_strategy
+from claimcheck.commands._options import add_run_options, add_server_options, report_runs, settings_grid, str_list
+from claimcheck.faults import recovery_s
+from claimcheck.provision import provide_server
+from claimcheck.report import print_server
+from claimcheck.session import run_all
+from claimcheck.settings import FaultPlan
+from claimcheck.strategy import load_strategy
 
 DEFAULT_STRATEGIES = ("skip-locked",)
 EVIDENCE_JOBS = 3

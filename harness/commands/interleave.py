@@ -6,11 +6,11 @@ import json
 
 from rich.console import Console
 
-from harness.commands._options import add_json_option, add_server_options
-from harness.interleave.session import load_spec, run_spec
-from harness.interleave.trace import render
-from harness.provision import provide_server
-from harness.report import print_server
+from claimcheck.commands._options import add_json_option, add_server_options
+from claimcheck.interleave.session import load_spec, run_spec
+from claimcheck.interleave.trace import render
+from claimcheck.provision import provide_server
+from claimcheck.report import print_server
 
 
 def register(verbs: argparse._SubParsersAction) -> None:

@@ -8,15 +8,15 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from harness.commands._options import add_json_option, add_server_options, int_list
-from harness.probes._report import maybe_write, probe_document
-from harness.probes._work import PROBE_STRATEGY, positive
-from harness.probes.notify import NotifyFacts, notify_facts
-from harness.probes.wakeup import Variant, WakeResult, run_wakeup
-from harness.provision import provide_server
-from harness.report import print_server
-from harness.session import run_schema
-from harness.strategy import load_strategy
+from claimcheck.commands._options import add_json_option, add_server_options, int_list
+from claimcheck.probes._report import maybe_write, probe_document
+from claimcheck.probes._work import PROBE_STRATEGY, positive
+from claimcheck.probes.notify import NotifyFacts, notify_facts
+from claimcheck.probes.wakeup import Variant, WakeResult, run_wakeup
+from claimcheck.provision import provide_server
+from claimcheck.report import print_server
+from claimcheck.session import run_schema
+from claimcheck.strategy import load_strategy
 
 DEFAULT_ENQUEUES = 50
 MAX_ENQUEUES = 10_000

@@ -6,17 +6,17 @@ import argparse
 
 from rich.console import Console
 
-from harness.commands._options import add_json_option, add_server_options, str_list
-from harness.errors import UsageError
-from harness.probes._report import maybe_write, probe_document
-from harness.probes._work import PROBE_STRATEGY, positive
-from harness.probes.soak import run_soak
-from harness.probes.tables import archive_table, soak_table, vacuum_table
-from harness.probes.vacuum import HOLDERS, archive, run_vacuum_probe
-from harness.provision import provide_server
-from harness.report import print_server
-from harness.session import run_schema
-from harness.strategy import load_strategy
+from claimcheck.commands._options import add_json_option, add_server_options, str_list
+from claimcheck.errors import UsageError
+from claimcheck.probes._report import maybe_write, probe_document
+from claimcheck.probes._work import PROBE_STRATEGY, positive
+from claimcheck.probes.soak import run_soak
+from claimcheck.probes.tables import archive_table, soak_table, vacuum_table
+from claimcheck.probes.vacuum import HOLDERS, archive, run_vacuum_probe
+from claimcheck.provision import provide_server
+from claimcheck.report import print_server
+from claimcheck.session import run_schema
+from claimcheck.strategy import load_strategy
 
 DEFAULT_JOBS = 2_000  # seed 003: "let other workers process 2,000 jobs"
 MAX_JOBS = 1_000_000

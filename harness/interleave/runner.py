@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 import psycopg
 from psycopg import sql
 
-from harness.interleave.spec import Spec, SpecError, Step
-from harness.queries import QUERIES
+from claimcheck.interleave.spec import Spec, SpecError, Step
+from claimcheck.queries import QUERIES
 
 BLOCK_POLL_S = 0.002
 STEP_TIMEOUT_S = 10.0

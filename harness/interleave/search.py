@@ -20,11 +20,11 @@ from hypothesis import strategies as st
 from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import NoSuchExample
 
-from harness.interleave.runner import InterleavingRunner, PermutationResult
-from harness.interleave.spec import Spec, Step, render_spec
-from harness.provision import Server
-from harness.session import run_schema
-from harness.strategy import Strategy
+from claimcheck.interleave.runner import InterleavingRunner, PermutationResult
+from claimcheck.interleave.spec import Spec, Step, render_spec
+from claimcheck.provision import Server
+from claimcheck.session import run_schema
+from claimcheck.strategy import Strategy
 
 SESSION_NAMES = ("A", "B", "C")
 MAX_JOBS = 4

@@ -4,11 +4,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from harness.interleave.runner import InterleavingRunner, PermutationResult
-from harness.interleave.spec import Spec, SpecError, read_spec
-from harness.provision import Server
-from harness.session import run_schema
-from scenarios import SCENARIO_DIR
+from claimcheck.interleave.runner import InterleavingRunner, PermutationResult
+from claimcheck.interleave.spec import Spec, SpecError, read_spec
+from claimcheck.provision import Server
+from claimcheck.session import run_schema
+from claimcheck.scenarios import SCENARIO_DIR
 
 SPEC_DIR = SCENARIO_DIR / "specs"
 

@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.errors import ClaimcheckError, read_input
+from claimcheck.errors import ClaimcheckError, read_input
 
 DEFAULT_JOBS = 20
 STEP_KINDS = ("step", "claim", "pick")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from harness.interleave.runner import PermutationResult, StepResult
+from claimcheck.interleave.runner import PermutationResult, StepResult
 
 _WAIT_RE = re.compile(r"\(waited \d+ ms\)")
 

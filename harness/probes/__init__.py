@@ -2,12 +2,12 @@
 
 `vacuum` (dead tuples kept by held transactions, the archive step), `notify` (LISTEN/NOTIFY
 delivery, folding, payload limit, wake-up latency) and `explain` (the claim's plan shape).
-Each works inside the run's schema (:func:`harness.session.run_schema`) and returns plain
-results that `harness.probes.render` turns into tables and JSON.
+Each works inside the run's schema (:func:`claimcheck.session.run_schema`) and returns plain
+results that `claimcheck.probes._report` turns into tables and JSON.
 """
 from pathlib import Path
 
-from harness.sqlfile import load_queries
+from claimcheck.sqlfile import load_queries
 
 PROBE_QUERIES: dict[str, str] = load_queries(Path(__file__).parents[1] / "sql" / "probes.sql")
 """The probes' SQL, by name, from `harness/sql/probes.sql`."""

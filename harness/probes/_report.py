@@ -8,9 +8,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from harness.commands._options import plain_settings
-from harness.provision import Server
-from harness.report import document, write_json
+from claimcheck.commands._options import plain_settings
+from claimcheck.provision import Server
+from claimcheck.report import document, write_json
 
 
 def probe_document(server: Server, args: argparse.Namespace, probe: str, figures: dict) -> dict:

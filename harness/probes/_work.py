@@ -12,9 +12,9 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql
 
-from harness.errors import UsageError
-from harness.probes import PROBE_QUERIES
-from harness.strategy import Strategy, sample_params
+from claimcheck.errors import UsageError
+from claimcheck.probes import PROBE_QUERIES
+from claimcheck.strategy import Strategy, sample_params
 
 PROBE_STRATEGY = "skip-locked"
 CLAIM_BATCH = 10  # jobs per claim, as in seed 003's claim

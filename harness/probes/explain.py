@@ -16,11 +16,11 @@ from typing import Iterator
 import psycopg
 from psycopg import ClientCursor, sql
 
-from harness.errors import SqlFileError
-from harness.probes import PROBE_QUERIES
-from harness.schema import build_jobs_table
-from harness.strategy import Strategy, sample_params
-from harness.queries import QUERIES
+from claimcheck.errors import SqlFileError
+from claimcheck.probes import PROBE_QUERIES
+from claimcheck.schema import build_jobs_table
+from claimcheck.strategy import Strategy, sample_params
+from claimcheck.queries import QUERIES
 
 FINISHED_JOBS = 50_000
 READY_JOBS = 20

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 import psycopg
 from psycopg import sql
 
-from harness.probes import PROBE_QUERIES
-from harness.probes._work import connect
-from harness.schema import build_jobs_table
+from claimcheck.probes import PROBE_QUERIES
+from claimcheck.probes._work import connect
+from claimcheck.schema import build_jobs_table
 
 LISTENER_CHECKS = 3  # looks the listener takes while the producer's transaction is open
 CHECK_WAIT_S = 0.3  # each look waits this long for a notification

@@ -16,12 +16,12 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import IsolationLevel
 
-from harness.probes import PROBE_QUERIES
-from harness.probes._work import (CLAIM_BATCH, TableStats, claim, complete, connect, flush_stats, table_stats)
-from harness.probes._verbose import VacuumFigures
-from harness.probes.vacuum import horizon_of, vacuum_verbose
-from harness.schema import build_jobs_table
-from harness.strategy import Strategy
+from claimcheck.probes import PROBE_QUERIES
+from claimcheck.probes._work import (CLAIM_BATCH, TableStats, claim, complete, connect, flush_stats, table_stats)
+from claimcheck.probes._verbose import VacuumFigures
+from claimcheck.probes.vacuum import horizon_of, vacuum_verbose
+from claimcheck.schema import build_jobs_table
+from claimcheck.strategy import Strategy
 
 SOAK_PHASES = ("none", "repeatable-read")
 SOAK_BACKLOG_JOBS = 500  # queued at the start, so workers never find the queue empty

@@ -4,9 +4,9 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
-from harness.probes._work import human_bytes
-from harness.probes.soak import SoakPhase
-from harness.probes.vacuum import HOLDERS, ArchiveResult, VacuumRow
+from claimcheck.probes._work import human_bytes
+from claimcheck.probes.soak import SoakPhase
+from claimcheck.probes.vacuum import HOLDERS, ArchiveResult, VacuumRow
 
 KEPT_SHARE_WORTH_FLAGGING = 0.5  # of the row versions the workload made: a held horizon, not noise
 

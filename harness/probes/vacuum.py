@@ -17,12 +17,12 @@ from typing import Callable, Iterator
 import psycopg
 from psycopg import IsolationLevel
 
-from harness.errors import ServerError
-from harness.probes import PROBE_QUERIES
-from harness.probes._verbose import VacuumFigures, parse_vacuum_verbose
-from harness.probes._work import LEASE_SECONDS, TableStats, connect, flush_stats, process_jobs, table_stats
-from harness.schema import build_jobs_table
-from harness.strategy import Strategy, sample_params
+from claimcheck.errors import ServerError
+from claimcheck.probes import PROBE_QUERIES
+from claimcheck.probes._verbose import VacuumFigures, parse_vacuum_verbose
+from claimcheck.probes._work import LEASE_SECONDS, TableStats, connect, flush_stats, process_jobs, table_stats
+from claimcheck.schema import build_jobs_table
+from claimcheck.strategy import Strategy, sample_params
 
 HOLDERS: dict[str, str] = {
     "none": "no transaction held open (baseline)",

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 
 import psycopg
 
-from harness.probes import PROBE_QUERIES
-from harness.probes._work import claim, complete, connect
-from harness.probes.notify import channel_name, install_trigger, listen
-from harness.stats import latency_summary
-from harness.strategy import Strategy
+from claimcheck.probes import PROBE_QUERIES
+from claimcheck.probes._work import claim, complete, connect
+from claimcheck.probes.notify import channel_name, install_trigger, listen
+from claimcheck.stats import latency_summary
+from claimcheck.strategy import Strategy
 
 GAP_MS = (20.0, 80.0)  # between enqueues: uniform, so jobs arrive at random points of a poll cycle
 RNG_SEED = 3  # the same arrival pattern for every variant

@@ -19,6 +19,10 @@ def run_user_suite(server, tmp_path, claim_sql: str, workers: int, jobs: int, *a
     (tmp_path / "sql").mkdir()
     (tmp_path / "sql" / "claim.sql").write_text(claim_sql)
     (tmp_path / "test_queue.py").write_text(USER_TEST.format(workers=workers, jobs=jobs))
+    # A user project with packages of its own named like our repository's folders must not shadow ours.
+    for own in ("scenarios", "harness"):
+        (tmp_path / own).mkdir()
+        (tmp_path / own / "__init__.py").write_text("MINE = True\n")
     env = dict(os.environ, CLAIMCHECK_DSN=server.dsn)
     env.pop("PYTEST_XDIST_WORKER", None)
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args], cwd=tmp_path,
@@ -39,3 +43,22 @@ def test_unsafe_claim_fails_with_the_evidence(server, tmp_path):
     out = done.stdout
     assert "sql/claim.sql is not exactly-once" in out and "handed to more than one worker" in out
     assert "worker w" in out and "attempt 1" in out and "attempt 2" in out and "claimed +" in out
+
+
+def test_public_api_from_a_plain_script(server, tmp_path):
+    script = tmp_path / "use_api.py"
+    script.write_text(
+        "import claimcheck\n"
+        "from claimcheck import RunResult, assert_exactly_once, run\n"
+        f"result = run('skip-locked', workers=2, jobs=200, dsn={server.dsn!r})\n"
+        "assert isinstance(result, RunResult) and result.exactly_once\n"
+        "try:\n"
+        f"    assert_exactly_once('naive-subquery', workers=8, jobs=2000, dsn={server.dsn!r})\n"
+        "except AssertionError as exc:\n"
+        "    print('violated:', str(exc).splitlines()[0])\n"
+        "print('version', claimcheck.__version__)\n")
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=PYTEST_TIMEOUT_S)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "naive_subquery.sql is not exactly-once" in done.stdout
+    assert "version 0" in done.stdout

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import psutil
 
-from harness.provision import provide_server
-from harness.schema import build_jobs_table
-from harness.session import run_schema
+from claimcheck.provision import provide_server
+from claimcheck.schema import build_jobs_table
+from claimcheck.session import run_schema
 
 CLAIM_AND_FINISH_100 = """\
 -- name: claim
@@ -36,7 +36,7 @@ RETURNING j.id, j.attempts;
 
 
 def cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "harness", *args]
+    return [sys.executable, "-m", "claimcheck", *args]
 
 
 def check_wall_time() -> None:

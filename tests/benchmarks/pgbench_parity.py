@@ -20,7 +20,7 @@ BENCH = ["bench", "--strategies", "skip-locked", "--workers", "8", "--mode", "le
 
 def one_run(scratch: Path) -> dict:
     out = scratch / "parity.json"
-    done = subprocess.run([sys.executable, "-m", "harness", *BENCH, "--json", str(out)], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "claimcheck", *BENCH, "--json", str(out)], capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"bench failed (exit {done.returncode}): {done.stderr.strip()[-500:]}")
     (run,) = json.loads(out.read_text())["runs"]

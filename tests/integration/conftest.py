@@ -1,10 +1,10 @@
 import pytest
 
-from harness.driver import run_strategy
-from harness.result import RunResult
-from harness.session import run_schema
-from harness.settings import RunSettings
-from harness.strategy import load_strategy
+from claimcheck.driver import run_strategy
+from claimcheck.result import RunResult
+from claimcheck.session import run_schema
+from claimcheck.settings import RunSettings
+from claimcheck.strategy import load_strategy
 
 
 @pytest.fixture

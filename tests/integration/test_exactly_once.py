@@ -1,4 +1,4 @@
-"""The verdicts of DESIGN.md, measured on a real server with `claimcheck check`'s defaults
+"""The verdicts of the catalog, measured on a real server with `claimcheck check`'s defaults
 (16 workers, 20,000 jobs, batch 10, lease mode). Every assertion is about what the ledger and
 the table say happened; a strategy's `expected` label is only compared with it."""
 import pytest

@@ -1,11 +1,11 @@
 """The plan guard for every built-in strategy, on a queue with history (50,000 done + 20 ready)."""
 import pytest
 
-from harness.errors import SqlFileError
-from harness.probes.explain import plan_verdict, prepare_plan_table
-from harness.session import run_schema
-from harness.strategy import load_strategy
-from scenarios import builtin_names
+from claimcheck.errors import SqlFileError
+from claimcheck.probes.explain import plan_verdict, prepare_plan_table
+from claimcheck.session import run_schema
+from claimcheck.strategy import load_strategy
+from claimcheck.scenarios import builtin_names
 
 # skip-locked-unfenced claims like skip-locked: its flaw is in the completion, not the plan.
 LOCKING_CLAIMS = {"for-update", "skip-locked", "skip-locked-done", "skip-locked-unfenced"}

@@ -1,10 +1,10 @@
 """LISTEN/NOTIFY on the test server: the three documented properties and the wake-up comparison."""
 import psycopg
 
-from harness.probes.notify import channel_name, notify_facts
-from harness.probes.wakeup import Variant, run_wakeup
-from harness.session import run_schema
-from harness.strategy import load_strategy
+from claimcheck.probes.notify import channel_name, notify_facts
+from claimcheck.probes.wakeup import Variant, run_wakeup
+from claimcheck.session import run_schema
+from claimcheck.strategy import load_strategy
 
 
 def test_delivery_folding_and_payload_limit(server):

@@ -3,10 +3,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import SqlFileError
-from harness.session import run_schema
-from harness.schema import build_jobs_table
-from harness.strategy import load_strategy, validate_on_server
+from claimcheck.errors import SqlFileError
+from claimcheck.session import run_schema
+from claimcheck.schema import build_jobs_table
+from claimcheck.strategy import load_strategy, validate_on_server
 
 
 @pytest.fixture

@@ -2,11 +2,11 @@
 
 import pytest
 
-from harness.compare import compare, load_report
-from harness.errors import UsageError
-from harness.pgbench import build_script
-from harness.settings import RunSettings, WorkTime
-from harness.strategy import load_strategy
+from claimcheck.compare import compare, load_report
+from claimcheck.errors import UsageError
+from claimcheck.pgbench import build_script
+from claimcheck.settings import RunSettings, WorkTime
+from claimcheck.strategy import load_strategy
 
 
 def doc(*runs):
@@ -64,7 +64,7 @@ def test_pgbench_script_in_lock_mode_is_one_transaction():
 
 
 def test_fast_path_numbers_placeholders_by_first_use():
-    from harness.fastpath import to_positional
+    from claimcheck.fastpath import to_positional
 
     text, names = to_positional("UPDATE jobs SET w = %(worker)s WHERE id = %(id)s AND a = %(attempts)s "
                                 "AND w2 = %(worker)s AND note LIKE 'x%%'")

@@ -1,6 +1,6 @@
 import pytest
 
-from harness.interleave.spec import SpecError, interleavings, parse_spec, render_spec
+from claimcheck.interleave.spec import SpecError, interleavings, parse_spec, render_spec
 
 GOOD = """
 # two sessions

@@ -3,13 +3,13 @@ from io import StringIO
 
 from rich.console import Console
 
-from harness.commands.notify import wakeup_table
-from harness.probes._verbose import VacuumFigures
-from harness.probes._work import TableStats, human_bytes
-from harness.probes.notify import Delivery, Folding
-from harness.probes.tables import archive_table, vacuum_table
-from harness.probes.vacuum import ArchiveResult, Horizon, Outside, VacuumRow
-from harness.probes.wakeup import Variant, WakeResult
+from claimcheck.commands.notify import wakeup_table
+from claimcheck.probes._verbose import VacuumFigures
+from claimcheck.probes._work import TableStats, human_bytes
+from claimcheck.probes.notify import Delivery, Folding
+from claimcheck.probes.tables import archive_table, vacuum_table
+from claimcheck.probes.vacuum import ArchiveResult, Horizon, Outside, VacuumRow
+from claimcheck.probes.wakeup import Variant, WakeResult
 
 
 def render(renderable) -> str:

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.probes._verbose import VacuumFigures, parse_vacuum_verbose
-from harness.probes.vacuum import VerboseCapture
+from claimcheck.probes._verbose import VacuumFigures, parse_vacuum_verbose
+from claimcheck.probes.vacuum import VerboseCapture
 
 CAPTURED = sorted((Path(__file__).parent / "verbose").glob("pg*.json"))
 

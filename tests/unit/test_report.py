@@ -5,14 +5,14 @@ from collections import Counter
 
 from rich.console import Console
 
-from harness.result import RunResult, TableOutcome
-from harness.faults import FaultEvent
-from harness.ledger import DONE, LIVE, WorkerLog, judge
-from harness.report import evidence_lines, faults_table, print_evidence, results_table
-from harness.sampler import WaitSamples
-from harness.schema import SeededJobs
-from harness.settings import FaultPlan, RunSettings
-from harness.strategy import Strategy
+from claimcheck.result import RunResult, TableOutcome
+from claimcheck.faults import FaultEvent
+from claimcheck.ledger import DONE, LIVE, WorkerLog, judge
+from claimcheck.report import evidence_lines, faults_table, print_evidence, results_table
+from claimcheck.sampler import WaitSamples
+from claimcheck.schema import SeededJobs
+from claimcheck.settings import FaultPlan, RunSettings
+from claimcheck.strategy import Strategy
 
 
 def result(name: str, logs, expected: str | None, *, faults=None, waits=None) -> RunResult:

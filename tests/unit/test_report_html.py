@@ -1,10 +1,10 @@
 """The HTML report and its charts, from hand-built run objects: parsed, not eyeballed."""
 from html.parser import HTMLParser
 
-from harness import svg
-from harness.ledger import WorkerLog
-from harness.report_html import lock_wait_stacks, render, throughput_series
-from harness.timeline import claims_over_time
+from claimcheck import svg
+from claimcheck.ledger import WorkerLog
+from claimcheck.report_html import lock_wait_stacks, render, throughput_series
+from claimcheck.timeline import claims_over_time
 
 
 def run(strategy, workers, jobs_per_s, doubles=0, waits=None, mode="lease", timeline=True):

@@ -2,9 +2,9 @@ import random
 
 import pytest
 
-from harness.errors import UsageError
-from harness.settings import RunSettings, WorkTime
-from harness.stats import latency_summary, percentile
+from claimcheck.errors import UsageError
+from claimcheck.settings import RunSettings, WorkTime
+from claimcheck.stats import latency_summary, percentile
 
 
 @pytest.mark.parametrize("field,value,message", [

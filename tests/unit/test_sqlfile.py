@@ -2,10 +2,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import SqlFileError, UsageError
-from harness.sqlfile import parse_sql_text
-from harness.strategy import HEADER_KEYS, load_strategy, strategy_from_file
-from scenarios import CATALOG, builtin_names
+from claimcheck.errors import SqlFileError, UsageError
+from claimcheck.sqlfile import parse_sql_text
+from claimcheck.strategy import HEADER_KEYS, load_strategy, strategy_from_file
+from claimcheck.scenarios import CATALOG, builtin_names
 
 
 def strategy(text: str):

@@ -1,0 +1,78 @@
+"""The public API: run a claim file from Python and judge it, without the CLI or pytest.
+
+    >>> import claimcheck
+    >>> result = claimcheck.run("sql/claim.sql", workers=8, jobs=5_000, dsn="postgresql://…")  # doctest: +SKIP
+    >>> result.exactly_once                                                                    # doctest: +SKIP
+    True
+    >>> claimcheck.assert_exactly_once("sql/claim.sql", workers=16)                            # doctest: +SKIP
+
+The server is `dsn`, else `$CLAIMCHECK_DSN`, else an embedded PostgreSQL started for the call
+(and stopped after it). Every call works in a schema of its own and drops it when it ends.
+`settings` are :class:`claimcheck.settings.RunSettings` fields; `work_ms` also takes the CLI's
+forms (``5``, ``"1-10"``, ``"exp:5"``). The pytest plugin's fixture calls the same functions.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from claimcheck.provision import Server
+    from claimcheck.result import RunResult
+
+
+class ExactlyOnceViolated(AssertionError):
+    """A run finished and some job was not handled exactly once; the message is the evidence."""
+
+    def __init__(self, message: str, result: "RunResult") -> None:
+        super().__init__(message)
+        self.result = result
+
+
+def run(strategy: str | os.PathLike, *, dsn: str | None = None, server: "Server | None" = None,
+        **settings: Any) -> "RunResult":
+    """Run a `.sql` file or a built-in strategy once and return the full result."""
+    from claimcheck.driver import run_strategy
+    from claimcheck.provision import provide_server
+    from claimcheck.schema import new_run_id
+    from claimcheck.session import run_schema
+    from claimcheck.settings import RunSettings, WorkTime
+    from claimcheck.strategy import load_strategy
+
+    if "work_ms" in settings:
+        settings["work"] = WorkTime.parse(str(settings.pop("work_ms")))
+    loaded = load_strategy(str(strategy))
+    run_settings = RunSettings(**settings)
+    with contextlib.ExitStack() as stack:
+        if server is None:
+            server = stack.enter_context(provide_server(dsn=dsn))
+        conn, schema, run_id = stack.enter_context(run_schema(server, run_id=new_run_id()))
+        return run_strategy(conn, server, schema, run_id, loaded, run_settings)
+
+
+def assert_exactly_once(strategy: str | os.PathLike, *, workers: int = 16, jobs: int = 20_000, batch: int = 10,
+                        mode: str = "lease", dsn: str | None = None, server: "Server | None" = None,
+                        **settings: Any) -> "RunResult":
+    """Raise :class:`ExactlyOnceViolated` with the evidence unless every job was handled exactly once
+    (the same verdict the CLI's exit code gives)."""
+    result = run(strategy, dsn=dsn, server=server, workers=workers, jobs=jobs, batch=batch, mode=mode,
+                 **settings)
+    if not result.exactly_once:
+        raise ExactlyOnceViolated(failure_message(result), result)
+    return result
+
+
+def failure_message(result: "RunResult") -> str:
+    """The verdict in one line, then the counterexample: each claim of the first violated jobs."""
+    from claimcheck.report import evidence_lines
+
+    v, s = result.verdict, result.settings
+    head = (f"{result.strategy.source or result.strategy.name} is not exactly-once: "
+            f"{v.double_claimed_jobs:,} job(s) handed to more than one worker, {v.extra_claims:,} extra claims, "
+            f"{v.unclaimed_jobs:,} unclaimed, {v.unexpected_jobs:,} unexpected ids "
+            f"({s.workers} workers, {s.jobs:,} jobs, batch {s.batch}, {s.mode} mode)")
+    if not result.lifecycle_ok:
+        head += (f"; after the drain {result.unfinished_jobs:,} job(s) were unfinished and "
+                 f"{result.table.over_max_attempts:,} over max_attempts")
+    return "\n".join([head + ". Evidence (times from the start of the run):", *evidence_lines(v.violations)])
