@@ -25,7 +25,8 @@ from claimcheck.queries import QUERIES
 from claimcheck.reaper import Reaper
 from claimcheck.result import RunResult, TableOutcome
 from claimcheck.sampler import LockWaitSampler, WaitSamples
-from claimcheck.schema import SeededJobs, build_jobs_table, use_schema
+from claimcheck.runcontext import RunContext
+from claimcheck.schema import SeededJobs, build_jobs_table
 from claimcheck.settings import RunSettings
 from claimcheck.stats import latency_summary
 from claimcheck.strategy import Strategy, validate_on_server
@@ -48,8 +49,7 @@ def run_strategy(conn: psycopg.Connection, server: Server, schema: str, run_id: 
     seeded = build_jobs_table(conn, schema, settings.jobs)
     validate_on_server(conn, strategy)
     _check_headroom(conn, settings.workers + (1 if settings.faults else 0))
-    plan = WorkerPlan(dsn=server.dsn, schema=schema, app_prefix=f"claimcheck/{run_id}/", strategy=strategy,
-                      settings=settings)
+    plan = WorkerPlan(run=RunContext(server.dsn, run_id), strategy=strategy, settings=settings)
     run = _Run(plan, server.restart, on_progress)
     run.go()
     if any(f.kind == "restart" for f in run.faults):
@@ -100,10 +100,7 @@ def _unrecorded(conn: psycopg.Connection, verdict: Verdict, logs: list[WorkerLog
 
 def coordinator_connection(dsn: str, run_id: str, schema: str | None = None) -> psycopg.Connection:
     """The coordinator's connection, named for the run, in the run's schema once it exists."""
-    conn = psycopg.connect(dsn, autocommit=True, application_name=f"claimcheck/{run_id}/coordinator")
-    if schema is not None:
-        use_schema(conn, schema)
-    return conn
+    return RunContext(dsn, run_id).connect("coordinator", in_schema=schema is not None)
 
 
 def _check_headroom(conn: psycopg.Connection, workers: int) -> None:
@@ -174,7 +171,7 @@ class _Run:
         try:
             for index in range(settings.workers):
                 self._spawn(index, barrier)
-            sampler = LockWaitSampler(self.plan.dsn, self.plan.app_prefix)
+            sampler = LockWaitSampler(self.plan.run)
             sampler.start()
             try:
                 barrier.wait(BARRIER_TIMEOUT_S)
@@ -185,10 +182,9 @@ class _Run:
                                   "they did not reach the start barrier")) from None
             started = time.monotonic()
             if settings.reap_every_s is not None:
-                reaper = Reaper(self.plan.dsn, self.plan.schema, self.plan.app_prefix, self.plan.strategy,
-                                settings.reap_every_s)
+                reaper = Reaper(self.plan.run, self.plan.strategy, settings.reap_every_s)
                 reaper.start()
-            injector = FaultInjector(settings.faults, settings.jobs, self.plan.dsn, self.plan.app_prefix, started,
+            injector = FaultInjector(settings.faults, settings.jobs, self.plan.run, started,
                                      self.restart) if settings.faults else None
             self._monitor(started, injector)
             self.waits = sampler.stop()

@@ -16,10 +16,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-import psycopg
-
 from claimcheck.ledger import LIVE, OUTCOME_NAMES, WorkerLog
 from claimcheck.queries import QUERIES
+from claimcheck.runcontext import RunContext
 from claimcheck.settings import FaultPlan
 
 FIRST_AT, LAST_AT = 0.08, 0.75
@@ -58,14 +57,12 @@ def schedule(plan: FaultPlan) -> list[str]:
 class FaultInjector:
     """Called by the driver's monitor loop; injects the next fault when progress passes its mark."""
 
-    def __init__(self, plan: FaultPlan, jobs: int, dsn: str, app_prefix: str, origin: float,
+    def __init__(self, plan: FaultPlan, jobs: int, run: RunContext, origin: float,
                  restart: Callable[[], None] | None, seed: int = 0) -> None:
         self.kinds = schedule(plan)  # a restart without a server of ours is reported as not injected
         n = len(self.kinds)
         self.marks = [math.ceil(jobs * (FIRST_AT + (LAST_AT - FIRST_AT) * i / max(n - 1, 1))) for i in range(n)]
-        # LIKE pattern: a run id may contain '_', which LIKE would take for any character.
-        pattern = app_prefix.replace("_", r"\_") + "%"
-        self.dsn, self.params, self.origin, self.restart = dsn, {"app_prefix": pattern}, origin, restart
+        self.run, self.params, self.origin, self.restart = run, {"app_prefix": run.app_pattern()}, origin, restart
         self.rng = random.Random(seed)
         self.events: list[FaultEvent] = []
         self.killed: set[int] = set()
@@ -105,7 +102,7 @@ class FaultInjector:
     def _terminate(self, at: float) -> None:
         """Terminate a worker backend caught inside a transaction; with short transactions that
         takes a few looks at pg_stat_activity, and after TERMINATE_LOOKS any worker backend will do."""
-        with psycopg.connect(self.dsn, autocommit=True, connect_timeout=5) as conn:
+        with self.run.connect("injector", in_schema=False) as conn:
             row, caught = None, True
             for _ in range(TERMINATE_LOOKS):
                 if row := conn.execute(QUERIES["busy_worker_backends"], self.params).fetchone():

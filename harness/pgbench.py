@@ -35,6 +35,7 @@ import psycopg
 
 from claimcheck.errors import ServerError, UsageError
 from claimcheck.queries import QUERIES
+from claimcheck.runcontext import RunContext
 from claimcheck.settings import RunSettings
 from claimcheck.strategy import Strategy, sample_params
 
@@ -150,7 +151,7 @@ def run_pgbench(conn: psycopg.Connection, dsn: str, bin_dir: Path | None, schema
         per_client = max(1, math.ceil(settings.jobs / (settings.workers * settings.batch)))
     script = build_script(strategy, settings, claim_returns_attempts(conn, strategy, settings))
     env = dict(os.environ, PGOPTIONS=_pgoptions(schema, strategy.isolation),
-               PGAPPNAME=f"claimcheck/{run_id}/pgbench")
+               PGAPPNAME=RunContext(dsn, run_id).app_name("pgbench"))
     with tempfile.TemporaryDirectory(prefix="claimcheck-pgbench-") as tmp:
         path = Path(tmp) / f"{strategy.name}.pgbench.sql"
         path.write_text(script)

@@ -10,18 +10,18 @@ import threading
 import time
 
 import psycopg
-from psycopg import sql
 
 from claimcheck.ledger import Reap
 from claimcheck.queries import QUERIES
+from claimcheck.runcontext import RunContext
 from claimcheck.strategy import Strategy
 
 RECONNECT_PAUSE_S = 0.2
 
 
 class Reaper:
-    def __init__(self, dsn: str, schema: str, app_prefix: str, strategy: Strategy, every_s: float) -> None:
-        self.dsn, self.schema, self.app_name = dsn, schema, f"{app_prefix}reaper"
+    def __init__(self, run: RunContext, strategy: Strategy, every_s: float) -> None:
+        self.run = run
         self.statement = strategy.statements.get("reap", QUERIES["reap_expired"])
         self.every_s = every_s
         self.reaps: list[Reap] = []
@@ -29,9 +29,7 @@ class Reaper:
         self._thread = threading.Thread(target=self._run, name="claimcheck-reaper", daemon=True)
 
     def _connect(self) -> psycopg.Connection:
-        conn = psycopg.connect(self.dsn, autocommit=True, application_name=self.app_name)
-        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
-        return conn
+        return self.run.connect("reaper")
 
     def start(self) -> None:
         self._thread.start()

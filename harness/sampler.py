@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import psycopg
 
 from claimcheck.queries import QUERIES
+from claimcheck.runcontext import RunContext
 
 SAMPLE_INTERVAL_S = 0.05
 
@@ -41,16 +42,16 @@ class WaitSamples:
 class LockWaitSampler:
     """Samples in a background thread between `start()` and `stop()`."""
 
-    def __init__(self, dsn: str, app_prefix: str) -> None:
-        self.dsn = dsn
-        self.params = {"app_prefix": app_prefix.replace("_", r"\_") + "%"}
+    def __init__(self, run: RunContext) -> None:
+        self.run = run
+        self.params = {"app_prefix": run.app_pattern()}
         self.result = WaitSamples()
         self._halt = threading.Event()
         self._thread = threading.Thread(target=self._run, name="claimcheck-sampler", daemon=True)
         self._conn: psycopg.Connection | None = None
 
     def _connect(self) -> psycopg.Connection:
-        conn = psycopg.connect(self.dsn, autocommit=True, application_name="claimcheck-sampler")
+        conn = self.run.connect("sampler", in_schema=False)
         conn.prepare_threshold = 0
         return conn
 

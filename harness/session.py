@@ -20,6 +20,7 @@ from claimcheck.driver import coordinator_connection, run_strategy
 from claimcheck.result import RunResult
 from claimcheck.errors import UsageError
 from claimcheck.provision import Server
+from claimcheck.runcontext import RunContext
 from claimcheck.pgbench import pgbench_path, run_pgbench
 from claimcheck.schema import build_jobs_table, create_schema, drop_schema, new_run_id, schema_name
 from claimcheck.settings import RunSettings
@@ -55,14 +56,15 @@ def run_schema(server: Server, run_id: str | None = None) -> Iterator[tuple[psyc
         yield conn, schema, run_id
     finally:
         conn.close()
-        _drop_quietly(server.dsn, schema)
+        _drop_quietly(RunContext(server.dsn, run_id))
 
 
-def _drop_quietly(dsn: str, schema: str) -> None:
+def _drop_quietly(run: RunContext) -> None:
     """Drop the run's schema on a fresh connection (the coordinator's may be mid-query after an
     interrupt). A failure here must not hide the error that brought us here, so it only warns."""
+    schema = run.schema
     try:
-        with psycopg.connect(dsn, autocommit=True, connect_timeout=5) as cleanup:
+        with run.connect("cleanup", in_schema=False) as cleanup:
             cleanup.execute(f"SET lock_timeout = '{CLEANUP_LOCK_TIMEOUT}'")
             drop_schema(cleanup, schema)
     except psycopg.Error as exc:

@@ -25,6 +25,7 @@ from claimcheck.fastpath import PreparedStatement
 from claimcheck.ledger import ABANDONED, CLAIM_IS_COMPLETION, DONE, FAILED, STALE, WorkerLog
 from claimcheck.logstream import LogStream, summary
 from claimcheck.queries import QUERIES
+from claimcheck.runcontext import RunContext
 from claimcheck.settings import RunSettings
 from claimcheck.strategy import Strategy, sample_params
 
@@ -43,12 +44,18 @@ _PR_SET_PDEATHSIG = 1
 class WorkerPlan:
     """What every worker of a run shares."""
 
-    dsn: str
-    schema: str
-    app_prefix: str
-    """`application_name` is this plus the worker number: it names the run and the worker."""
+    run: RunContext
+    """Names every worker's connection `claimcheck/<run id>/wNN`, in the run's schema."""
     strategy: Strategy
     settings: RunSettings
+
+    @property
+    def dsn(self) -> str:
+        return self.run.dsn
+
+    @property
+    def schema(self) -> str:
+        return self.run.schema
 
 
 @dataclass
@@ -64,14 +71,13 @@ class Shared:
     """The job a worker stalled on, for the fault report."""
 
 
-def application_name(prefix: str, index: int) -> str:
-    return f"{prefix}w{index:02d}"
+def worker_role(index: int) -> str:
+    return f"w{index:02d}"
 
 
 def connect_worker(plan: WorkerPlan, index: int) -> psycopg.Connection:
-    conn = psycopg.connect(plan.dsn, autocommit=True, application_name=application_name(plan.app_prefix, index))
+    conn = plan.run.connect(worker_role(index))
     conn.prepare_threshold = 0  # server-side prepared statements from the first execution
-    conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(plan.schema)))
     # The session default, so that single statements run in autocommit keep the strategy's level.
     conn.execute(sql.SQL("SET default_transaction_isolation TO {}").format(sql.Literal(plan.strategy.isolation)))
     return conn

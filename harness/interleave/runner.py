@@ -18,6 +18,7 @@ from psycopg import sql
 
 from claimcheck.interleave.spec import Spec, SpecError, Step
 from claimcheck.queries import QUERIES
+from claimcheck.runcontext import RunContext
 
 BLOCK_POLL_S = 0.002
 STEP_TIMEOUT_S = 10.0
@@ -90,10 +91,7 @@ class InterleavingRunner:
                 await conn.close()
 
     async def _connect(self, role: str) -> psycopg.AsyncConnection:
-        conn = await psycopg.AsyncConnection.connect(
-            self.dsn, autocommit=True, application_name=f"claimcheck/{self.run_id}/{role}"[:63])
-        await conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
-        return conn
+        return await RunContext(self.dsn, self.run_id).connect_async(role)
 
     async def reset_table(self, spec: Spec) -> None:
         """The same starting table for every permutation: `spec.jobs` queued jobs, then the setup."""

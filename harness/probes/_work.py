@@ -10,10 +10,11 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 
 import psycopg
-from psycopg import sql
 
 from claimcheck.errors import UsageError
 from claimcheck.probes import PROBE_QUERIES
+from claimcheck.runcontext import RunContext
+from claimcheck.schema import schema_name
 from claimcheck.strategy import Strategy, sample_params
 
 PROBE_STRATEGY = "skip-locked"
@@ -26,9 +27,8 @@ STATS_SETTLE_TIMEOUT_S = 3.0  # before 15: wait this long at most for n_dead_tup
 
 def connect(dsn: str, schema: str, run_id: str, role: str, stack: ExitStack) -> psycopg.Connection:
     """An autocommit connection in the run's schema, closed when `stack` closes (also on error)."""
-    conn = stack.enter_context(psycopg.connect(dsn, autocommit=True, application_name=f"claimcheck/{run_id}/{role}"))
-    conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
-    return conn
+    assert schema == schema_name(run_id), (schema, run_id)
+    return stack.enter_context(RunContext(dsn, run_id).connect(role))
 
 
 def positive(name: str, value: float, *, minimum: float = 1, maximum: float | None = None) -> None:

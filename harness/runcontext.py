@@ -1,0 +1,72 @@
+"""Where a run's connections are made and named: one home for the run id, its schema and its DSN.
+
+Every connection of a run is named `claimcheck/<run id>/<role>` in `pg_stat_activity` (roles:
+`coordinator`, `w07`, `sampler`, `reaper`, `monitor`, `s-<session>`, `vacuum-worker`, ...), and
+works inside the run's schema. The queries that look for a run's backends (the sampler, the
+fault injector, cleanup) match :meth:`RunContext.app_pattern`, so naming and matching cannot drift.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import psycopg
+from psycopg import sql
+
+from claimcheck.schema import schema_name
+
+APP_PREFIX = "claimcheck/"
+MAX_APP_NAME = 63  # PostgreSQL truncates application_name to NAMEDATALEN - 1 bytes
+CONNECT_TIMEOUT_S = 10
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """One run on one server: what every connection of it needs."""
+
+    dsn: str
+    run_id: str
+
+    @property
+    def schema(self) -> str:
+        return schema_name(self.run_id)
+
+    @property
+    def app_prefix(self) -> str:
+        """Every connection's application_name starts with this."""
+        return f"{APP_PREFIX}{self.run_id}/"
+
+    def app_name(self, role: str) -> str:
+        return f"{self.app_prefix}{role}"[:MAX_APP_NAME]
+
+    def app_pattern(self) -> str:
+        """A LIKE pattern for the application_name of every connection of this run (run ids are
+        [a-z0-9_], so `_` is the only character LIKE would read as a wildcard)."""
+        return self.app_prefix.replace("_", r"\_") + "%"
+
+    def _options(self, role: str) -> dict:
+        return {"autocommit": True, "application_name": self.app_name(role), "connect_timeout": CONNECT_TIMEOUT_S}
+
+    def connect(self, role: str, *, in_schema: bool = True) -> psycopg.Connection:
+        """An autocommit connection named for `role`, in the run's schema unless `in_schema` is False
+        (the schema may not exist yet, or may be gone)."""
+        conn = psycopg.connect(self.dsn, **self._options(role))
+        if in_schema:
+            try:
+                conn.execute(_set_search_path(self.schema))
+            except BaseException:
+                conn.close()
+                raise
+        return conn
+
+    async def connect_async(self, role: str) -> psycopg.AsyncConnection:
+        conn = await psycopg.AsyncConnection.connect(self.dsn, **self._options(role))
+        try:
+            await conn.execute(_set_search_path(self.schema))
+        except BaseException:
+            await conn.close()
+            raise
+        return conn
+
+
+def _set_search_path(schema: str) -> sql.Composed:
+    return sql.SQL("SET search_path TO {}").format(sql.Identifier(schema))
