@@ -7,6 +7,7 @@ Each verb lives in its own module under `harness/commands/`.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import time
 from typing import Sequence
@@ -17,6 +18,8 @@ from rich.console import Console
 from claimcheck import __version__
 from claimcheck.commands import VERBS
 from claimcheck.errors import ClaimcheckError, Interrupted
+from claimcheck.provision import DSN_ENV
+from claimcheck.redaction import remember, scrub
 
 REPORT_WIDTH_WHEN_PIPED = 400  # tables take their natural width; a CI log does not wrap
 
@@ -35,9 +38,16 @@ def _terminate_as_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def _say(err: Console, text: str) -> None:
+    """One error paragraph, password-free; one line in a CI log (wrapped only on a terminal)."""
+    err.print(scrub(text), highlight=False, markup=False, soft_wrap=not err.is_terminal)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    remember(getattr(args, "dsn", None))
+    remember(os.environ.get(DSN_ENV))
     console, err = Console(), Console(stderr=True)
     if not console.is_terminal:  # a pipe or a CI log: don't squeeze the table into 80 columns
         console = Console(width=REPORT_WIDTH_WHEN_PIPED)
@@ -46,21 +56,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code = args.func(args, console, err)
     except KeyboardInterrupt:
-        err.print("claimcheck: interrupted; workers stopped, schema dropped, any server we started stopped.")
+        _say(err, "claimcheck: interrupted; workers stopped, schema dropped, any server we started stopped.")
         return 2
     except Interrupted as exc:
-        err.print(f"claimcheck: {exc}; schema dropped, any server we started stopped.")
+        _say(err, f"claimcheck: {exc}; schema dropped, any server we started stopped.")
         return 2
     except ClaimcheckError as exc:
-        err.print(f"claimcheck: error: {exc}", highlight=False, markup=False)
+        _say(err, f"claimcheck: error: {exc}")
         return 2
     except psycopg.Error as exc:  # the server went away or refused us mid-run: an environment error
         message = str(exc).strip().replace("\n", " ") or type(exc).__name__
-        err.print(f"claimcheck: error: PostgreSQL: {message}. Nothing was judged; any schema and server "
-                  "of this run were cleaned up.", highlight=False, markup=False)
+        _say(err, f"claimcheck: error: PostgreSQL: {message}. Nothing was judged; any schema and server "
+                  "of this run were cleaned up.")
         return 2
     except OSError as exc:  # a report or spec file that cannot be written
-        err.print(f"claimcheck: error: {exc}", highlight=False, markup=False)
+        _say(err, f"claimcheck: error: {exc}")
         return 2
     err.print(f"finished in {time.monotonic() - started:.1f}s", highlight=False)
     return code

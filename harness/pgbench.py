@@ -34,7 +34,9 @@ from pathlib import Path
 import psycopg
 
 from claimcheck.errors import ServerError, UsageError
+from claimcheck.postmaster import die_with_parent
 from claimcheck.queries import QUERIES
+from claimcheck.redaction import scrub, split_password
 from claimcheck.runcontext import RunContext
 from claimcheck.settings import RunSettings
 from claimcheck.strategy import Strategy, sample_params
@@ -150,22 +152,29 @@ def run_pgbench(conn: psycopg.Connection, dsn: str, bin_dir: Path | None, schema
     else:
         per_client = max(1, math.ceil(settings.jobs / (settings.workers * settings.batch)))
     script = build_script(strategy, settings, claim_returns_attempts(conn, strategy, settings))
+    # The password travels in the environment, never on the command line (visible in `ps`).
+    conninfo, password = split_password(dsn)
     env = dict(os.environ, PGOPTIONS=_pgoptions(schema, strategy.isolation),
                PGAPPNAME=RunContext(dsn, run_id).app_name("pgbench"))
+    if password is not None:
+        env["PGPASSWORD"] = password
     with tempfile.TemporaryDirectory(prefix="claimcheck-pgbench-") as tmp:
         path = Path(tmp) / f"{strategy.name}.pgbench.sql"
         path.write_text(script)
         command = [str(executable), "--no-vacuum", "--protocol=prepared", f"--client={settings.workers}",
                    f"--jobs={settings.workers}", f"--transactions={per_client}", f"--max-tries={MAX_TRIES}",
-                   f"--file={path}", dsn]
+                   f"--file={path}", conninfo]
         try:
-            done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=PGBENCH_TIMEOUT_S)
+            # Like a worker, pgbench dies with us: a SIGKILLed coordinator must not leave it loading the server.
+            done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=PGBENCH_TIMEOUT_S,
+                                  preexec_fn=die_with_parent)
         except subprocess.TimeoutExpired:
             raise ServerError(f"pgbench did not finish {strategy.name} within {PGBENCH_TIMEOUT_S} s") from None
     tps, processed = _TPS_RE.search(done.stdout), _PROCESSED_RE.search(done.stdout)
     if done.returncode not in (0, 2) or tps is None or processed is None:
         message = (done.stderr.strip() or done.stdout.strip()).splitlines()[-3:]
-        raise ServerError(f"pgbench failed on {strategy.name} (exit {done.returncode}): {' / '.join(message)}")
+        raise ServerError(f"pgbench failed on {strategy.name} (exit {done.returncode}): "
+                          f"{scrub(' / '.join(message))}")
     failed = _FAILED_RE.search(done.stdout)
     jobs_done = conn.execute(QUERIES["table_outcome"]).fetchone()[0]
     scripts, rate = int(processed.group("n")), float(tps.group("tps"))

@@ -61,6 +61,11 @@ def _die_with_parent() -> None:
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGINT, 0, 0, 0)
 
 
+def die_with_parent() -> None:
+    """Runs in a client child process (pgbench) before exec: SIGTERM when we die, as workers get."""
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
 class LocalPostmaster:
     """One postgres process over a temporary data directory; `start()` then `stop()`."""
 

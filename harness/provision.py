@@ -21,6 +21,7 @@ import psycopg
 
 from claimcheck.errors import ServerError, UsageError
 from claimcheck.postmaster import LocalPostmaster
+from claimcheck.redaction import redact_dsn, remember, scrub
 
 DSN_ENV = "CLAIMCHECK_DSN"
 EMBEDDED_DEFAULT_MAJOR = 18
@@ -54,22 +55,11 @@ def server_version(dsn: str) -> tuple[str, int]:
             version = conn.execute("SHOW server_version").fetchone()[0]
             return version, conn.info.server_version
     except psycopg.Error as exc:
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        message = scrub(str(exc).strip().splitlines()[0]) if str(exc).strip() else type(exc).__name__
         raise ServerError(
-            f"cannot connect to PostgreSQL at {redact(dsn)}: {message}. Check the DSN "
+            f"cannot connect to PostgreSQL at {redact_dsn(dsn)}: {message}. Check the DSN "
             f"(--dsn or {DSN_ENV}) and that the server is running and accepts this user."
         ) from None
-
-
-def redact(dsn: str) -> str:
-    """The DSN with any password hidden, fit for a message or a report."""
-    try:
-        params = psycopg.conninfo.conninfo_to_dict(dsn)
-    except psycopg.ProgrammingError:
-        return "<unparsable DSN>"
-    if "password" in params:
-        params["password"] = "***"
-    return psycopg.conninfo.make_conninfo(**params)
 
 
 def embedded_bin_dir(major: int) -> Path:
@@ -120,6 +110,7 @@ def provide_server(dsn: str | None = None, pg: str | None = None) -> Iterator[Se
     if pg is None:
         dsn = dsn or os.environ.get(DSN_ENV) or None
     if dsn:
+        remember(dsn)
         version, num = server_version(dsn)
         yield Server(dsn=dsn, source="dsn", version=version, version_num=num, bin_dir=_client_bin_dir())
         return

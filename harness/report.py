@@ -18,6 +18,7 @@ from claimcheck import __version__
 from claimcheck.result import RunResult
 from claimcheck.ledger import Violation
 from claimcheck.provision import Server
+from claimcheck.redaction import scrub, scrub_all
 
 REPORTS_DIR = Path("reports")
 EVIDENCE_SHOWN = 5
@@ -27,11 +28,11 @@ FATES_SHOWN = 3
 def document(server: Server, runs: Iterable[RunResult], command: str, settings: dict) -> dict:
     """The JSON contract: `postgres`, `settings`, `runs` (one object per strategy x setting)."""
     return {
-        "tool": {"name": "claimcheck", "version": __version__, "command": command},
+        "tool": {"name": "claimcheck", "version": __version__, "command": scrub(command)},
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"platform": platform.platform(), "python": platform.python_version()},
         "postgres": {"version": server.version, "version_num": server.version_num, "source": server.source},
-        "settings": settings,
+        "settings": scrub_all(settings),
         "runs": [run.as_dict() for run in runs],
     }
 
@@ -41,7 +42,7 @@ def write_json(doc: dict, path: Path | None, verb: str) -> Path:
         REPORTS_DIR.mkdir(exist_ok=True)
         path = REPORTS_DIR / f"{verb}-{time.strftime('%Y%m%d-%H%M%S')}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc, indent=2) + "\n")
+    path.write_text(json.dumps(scrub_all(doc), indent=2) + "\n")
     return path
 
 

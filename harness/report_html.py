@@ -10,6 +10,7 @@ from html import escape
 from pathlib import Path
 
 from claimcheck import svg
+from claimcheck.redaction import scrub_all
 
 TIMELINES_SHOWN = 4
 """Per-worker timelines beyond the first are folded away; past this many runs they are left out."""
@@ -127,5 +128,5 @@ def render(doc: dict) -> str:
 def write_html(doc: dict, json_path: Path) -> Path:
     """Write the report next to the JSON file, same name, `.html`."""
     path = json_path.with_suffix(".html")
-    path.write_text(render(doc), encoding="utf-8")
+    path.write_text(render(scrub_all(doc)), encoding="utf-8")
     return path

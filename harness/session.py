@@ -20,6 +20,7 @@ from claimcheck.driver import coordinator_connection, run_strategy
 from claimcheck.result import RunResult
 from claimcheck.errors import UsageError
 from claimcheck.provision import Server
+from claimcheck.redaction import scrub
 from claimcheck.runcontext import RunContext
 from claimcheck.pgbench import pgbench_path, run_pgbench
 from claimcheck.schema import build_jobs_table, create_schema, drop_schema, new_run_id, schema_name
@@ -68,7 +69,7 @@ def _drop_quietly(run: RunContext) -> None:
             cleanup.execute(f"SET lock_timeout = '{CLEANUP_LOCK_TIMEOUT}'")
             drop_schema(cleanup, schema)
     except psycopg.Error as exc:
-        Console(stderr=True).print(f"claimcheck: warning: could not drop schema {schema}: {str(exc).strip()}; "
+        Console(stderr=True).print(f"claimcheck: warning: could not drop schema {schema}: {scrub(str(exc).strip())}; "
                                    f"drop it by hand with DROP SCHEMA {schema} CASCADE", markup=False)
 
 

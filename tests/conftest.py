@@ -33,7 +33,8 @@ def pytest_report_header(config: pytest.Config) -> str:
     dsn = config.getoption("--test-dsn")
     if not dsn:
         return "claimcheck server: an embedded PostgreSQL per (xdist) worker"
-    from claimcheck.provision import redact, server_version
+    from claimcheck.provision import server_version
+    from claimcheck.redaction import redact_dsn as redact
 
     try:
         version, _ = server_version(dsn)

@@ -1,0 +1,96 @@
+"""A password in the DSN never shows: not in any verb's output, report or HTML, not in an error,
+not on any process's command line (pgbench gets it through its environment)."""
+from __future__ import annotations
+
+import secrets
+import subprocess
+import sys
+import time
+
+import psutil
+import psycopg
+import pytest
+from psycopg import sql
+
+PASSWORD = "Pw" + secrets.token_hex(8)
+
+
+@pytest.fixture
+def password_dsn(server):
+    """A login role of the test's own with a password, allowed to create the run's schema; dropped after."""
+    role = "cc_pw_" + secrets.token_hex(4)
+    with psycopg.connect(server.dsn, autocommit=True) as admin:
+        database = admin.execute("SELECT current_database()").fetchone()[0]
+        admin.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(sql.Identifier(role), sql.Literal(PASSWORD)))
+        admin.execute(sql.SQL("GRANT CREATE ON DATABASE {} TO {}").format(sql.Identifier(database),
+                                                                        sql.Identifier(role)))
+        try:
+            params = psycopg.conninfo.conninfo_to_dict(server.dsn)
+            params.update(user=role, password=PASSWORD)
+            yield psycopg.conninfo.make_conninfo(**params)
+        finally:
+            admin.execute(sql.SQL("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = {}")
+                          .format(sql.Literal(role)))
+            admin.execute(sql.SQL("DROP OWNED BY {} CASCADE").format(sql.Identifier(role)))
+            admin.execute(sql.SQL("REVOKE CREATE ON DATABASE {} FROM {}").format(sql.Identifier(database),
+                                                                               sql.Identifier(role)))
+            admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+
+
+def _run_watching_ps(cli, args: list[str], env: dict) -> tuple[int, str, str, list[str]]:
+    """Run the CLI; while it runs, look at every process's command line for the password."""
+    proc = subprocess.Popen([sys.executable, "-m", "claimcheck", *args], env=env, text=True, cwd=cli.scratch,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    seen: list[str] = []
+    while proc.poll() is None:
+        for other in psutil.process_iter(["pid", "cmdline"]):
+            cmdline = " ".join(other.info["cmdline"] or [])
+            if PASSWORD in cmdline:
+                seen.append(f"{other.info['pid']}: {cmdline[:200]}")
+        time.sleep(0.05)
+    out, err = proc.communicate(timeout=60)
+    return proc.returncode, out, err, seen
+
+
+def test_no_verb_shows_the_password(cli, password_dsn):
+    env = dict(cli.env(False), CLAIMCHECK_DSN=password_dsn)
+    s = cli.scratch
+    verbs = {
+        "check": (["check", "skip-locked", "--workers", "2", "--jobs", "200", "--json", str(s / "check.json")], 0),
+        "search": (["check", "skip-locked", "--search", "--max-examples", "5", "--seed", "1",
+                    "--hypothesis-db", str(s / "hdb"), "--json", str(s / "search.json")], 0),
+        "bench": (["bench", "--strategies", "skip-locked", "--workers", "2", "--jobs", "200", "--mode", "lease",
+                   "--pgbench", "--json", str(s / "bench.json")], 0),
+        "faults": (["faults", "--strategies", "skip-locked", "--workers", "3", "--jobs", "300", "--mode", "lease",
+                    "--json", str(s / "faults.json")], 0),
+        "vacuum": (["vacuum", "--jobs", "100", "--holders", "none", "--json", str(s / "vacuum.json")], 0),
+        "notify": (["notify", "--enqueues", "3", "--poll-ms", "50", "--fallback-ms", "300",
+                    "--json", str(s / "notify.json")], 0),
+        "explain": (["explain", "skip-locked", "--json", str(s / "explain.json")], 0),
+        "interleave": (["interleave", "seed000_naive_subquery", "--json", str(s / "interleave.json")], 1),
+    }
+    outputs = []
+    for name, (args, expected) in verbs.items():
+        code, out, err, seen = _run_watching_ps(cli, args, env)
+        assert code == expected, (name, err)
+        assert not seen, (name, seen)
+        outputs += [(name, out), (name, err)]
+    # The password on our own command line (the user's choice), and a DSN libpq cannot parse.
+    code, out, err, _ = _run_watching_ps(cli, ["check", "skip-locked", "--workers", "2", "--jobs", "100",
+                                               "--dsn", password_dsn, "--json", str(s / "argv.json")], env)
+    assert code == 0, err
+    outputs += [("argv", out), ("argv", err)]
+    broken = f"postgresql://someone:{PASSWORD}@[::1:5432/postgres"
+    code, out, err, _ = _run_watching_ps(cli, ["check", "skip-locked", "--dsn", broken], env)
+    assert code == 2 and "cannot connect" in err, err
+    outputs += [("unparsable", out), ("unparsable", err)]
+    code, out, err, _ = _run_watching_ps(cli, ["compare", str(s / "check.json"), str(s / "argv.json")], env)
+    outputs += [("compare", out), ("compare", err)]
+
+    written = [p for p in s.rglob("*") if p.is_file() and p.suffix in (".json", ".html", ".spec")]
+    assert {p.name for p in written} >= {"check.json", "check.html", "bench.json", "bench.html", "vacuum.json",
+                                         "argv.json", "argv.html", "search.json", "interleave.json"}
+    leaks = [name for name, text in outputs if PASSWORD in text]
+    leaks += [str(p) for p in written if PASSWORD in p.read_text(errors="replace")]
+    assert not leaks, leaks
+    assert "***" in (s / "argv.json").read_text()  # the DSN is shown, with its password hidden
