@@ -15,7 +15,7 @@ from typing import Sequence
 import psycopg
 from rich.console import Console
 
-from claimcheck import __version__
+from claimcheck import __version__, interrupts
 from claimcheck.commands import VERBS
 from claimcheck.errors import ClaimcheckError, Interrupted
 from claimcheck.provision import DSN_ENV
@@ -43,6 +43,18 @@ def _say(err: Console, text: str) -> None:
     err.print(scrub(text), highlight=False, markup=False, soft_wrap=not err.is_terminal)
 
 
+def _ignore_further_interrupts() -> None:
+    """Cleanup is done; another Ctrl-C on the way out must not turn exit code 2 into death by SIGINT."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_IGN)
+
+
+def _cleanup_account() -> str:
+    """What cleanup actually did, as recorded by each step (see claimcheck.interrupts)."""
+    steps = interrupts.cleaned_up()
+    return ", ".join(steps) if steps else "nothing of this run was left to clean up"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -56,10 +68,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code = args.func(args, console, err)
     except KeyboardInterrupt:
-        _say(err, "claimcheck: interrupted; workers stopped, schema dropped, any server we started stopped.")
+        _ignore_further_interrupts()
+        _say(err, f"claimcheck: interrupted; {_cleanup_account()}.")
         return 2
     except Interrupted as exc:
-        _say(err, f"claimcheck: {exc}; schema dropped, any server we started stopped.")
+        _ignore_further_interrupts()
+        _say(err, f"claimcheck: {exc}; {_cleanup_account()}.")
         return 2
     except ClaimcheckError as exc:
         _say(err, f"claimcheck: error: {exc}")

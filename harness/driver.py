@@ -17,6 +17,8 @@ import time
 import psycopg
 
 from claimcheck.errors import ClaimcheckError, Interrupted, ServerError, UsageError
+from claimcheck import interrupts
+from claimcheck.interrupts import shielded
 from claimcheck.faults import FaultEvent, FaultInjector, fates
 from claimcheck.ledger import Verdict, WorkerLog, judge
 from claimcheck.logstream import apply_summary, merge_delta
@@ -150,7 +152,8 @@ class _Run:
         receiver, sender = self.ctx.Pipe(duplex=False)
         process = self.ctx.Process(target=worker_main, args=(self.plan, index, barrier, self.shared, sender),
                                    name=f"claimcheck-w{index:02d}", daemon=True)
-        process.start()
+        with interrupts.deferred():  # a Ctrl-C mid-fork would leave a half-started child untracked
+            process.start()
         sender.close()
         self.processes[index], self.receivers[index] = process, receiver
         self.selector.register(receiver, selectors.EVENT_READ, data=index)
@@ -204,7 +207,8 @@ class _Run:
             for thread in (sampler, reaper):
                 if thread is not None:
                     thread.stop()
-            _reap(list(self.processes.values()), graceful=done)
+            with shielded():  # a second Ctrl-C must not leave workers behind
+                _reap(list(self.processes.values()), graceful=done)
             self.selector.close()
             for receiver in self.receivers.values():
                 receiver.close()

@@ -18,6 +18,7 @@ import shutil
 import signal
 import stat
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -25,6 +26,8 @@ from pathlib import Path
 import psycopg
 
 from claimcheck.errors import ServerError
+from claimcheck.interrupts import done, shielded
+from claimcheck.ownership import owner_dead, read_owner_file, write_owner_file
 
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 15.0
@@ -33,6 +36,7 @@ READY_POLL_S = 0.05
 MAX_PARENT_PATH = 70
 SOCKET_PORT = 5432  # only names the socket file; nothing listens on TCP
 _PR_SET_PDEATHSIG = 1
+CLUSTER_PREFIX = "claimcheck-pg-"
 # Accounts we may run the server as when we are root (initdb refuses to run as root).
 _SERVER_ACCOUNTS = ("postgres", "pgserver")
 
@@ -104,7 +108,11 @@ class LocalPostmaster:
         for tool in ("initdb", "postgres"):
             if not (self.bin_dir / tool).exists():
                 raise ServerError(f"{self.label}: no {tool} in {self.bin_dir}; is PostgreSQL installed there?")
-        self.root = Path(tempfile.mkdtemp(prefix="claimcheck-pg-", dir=self._parent_dir()))
+        parent = self._parent_dir()
+        for note in sweep_clusters(Path(parent or tempfile.gettempdir())):
+            print(f"claimcheck: {note}", file=sys.stderr)
+        self.root = Path(tempfile.mkdtemp(prefix=CLUSTER_PREFIX, dir=parent))
+        write_owner_file(self.root)
         if self.account:
             entry = pwd.getpwnam(self.account)
             os.chown(self.root, entry.pw_uid, entry.pw_gid)
@@ -165,8 +173,47 @@ class LocalPostmaster:
         self.process = None
 
     def stop(self) -> None:
-        """Fast shutdown (clients disconnected, no recovery needed), then delete the cluster."""
-        self._shutdown()
-        if self.root is not None:
-            shutil.rmtree(self.root, ignore_errors=True)
-            self.root = None
+        """Fast shutdown (clients disconnected, no recovery needed), then delete the cluster; a
+        second Ctrl-C meanwhile waits until both are done (see claimcheck.interrupts)."""
+        with shielded():
+            running = self.process is not None
+            self._shutdown()
+            if self.root is not None:
+                shutil.rmtree(self.root, ignore_errors=True)
+                gone = not self.root.exists()
+                if gone:
+                    done(f"the server we started stopped and its directory {self.root} deleted" if running
+                         else f"the directory of the server we were starting, {self.root}, deleted")
+                else:
+                    print(f"claimcheck: warning: could not delete {self.root}; delete it by hand", file=sys.stderr)
+                self.root = None
+
+
+def sweep_clusters(parent: Path) -> list[str]:
+    """Delete cluster directories of earlier runs whose owner is proven dead and whose postmaster
+    no longer runs (see claimcheck.ownership); return what was swept."""
+    swept = []
+    for directory in parent.glob(f"{CLUSTER_PREFIX}*"):
+        owner = read_owner_file(directory)
+        if owner is None or not owner_dead(owner) or _postmaster_running(directory / "data"):
+            continue
+        shutil.rmtree(directory, ignore_errors=True)
+        if not directory.exists():
+            swept.append(f"swept {directory}, left by process {owner['pid']} on this host, which no longer runs")
+    return swept
+
+
+def _postmaster_running(data: Path) -> bool:
+    try:
+        pid = int((data / "postmaster.pid").read_text().split()[0])
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError, IndexError):
+        return True  # unreadable or half-written: not proven stopped
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

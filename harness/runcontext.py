@@ -12,11 +12,20 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql
 
-from claimcheck.schema import schema_name
-
 APP_PREFIX = "claimcheck/"
 MAX_APP_NAME = 63  # PostgreSQL truncates application_name to NAMEDATALEN - 1 bytes
 CONNECT_TIMEOUT_S = 10
+SCHEMA_PREFIX = "claimcheck_"
+
+
+def schema_name(run_id: str) -> str:
+    return f"{SCHEMA_PREFIX}{run_id}"
+
+
+def app_pattern(run_id: str) -> str:
+    """A LIKE pattern for the application_name of every connection of a run (run ids are
+    [a-z0-9_], so `_` is the only character LIKE would read as a wildcard)."""
+    return f"{APP_PREFIX}{run_id}/".replace("_", r"\_") + "%"
 
 
 @dataclass(frozen=True)
@@ -39,9 +48,7 @@ class RunContext:
         return f"{self.app_prefix}{role}"[:MAX_APP_NAME]
 
     def app_pattern(self) -> str:
-        """A LIKE pattern for the application_name of every connection of this run (run ids are
-        [a-z0-9_], so `_` is the only character LIKE would read as a wildcard)."""
-        return self.app_prefix.replace("_", r"\_") + "%"
+        return app_pattern(self.run_id)
 
     def _options(self, role: str) -> dict:
         return {"autocommit": True, "application_name": self.app_name(role), "connect_timeout": CONNECT_TIMEOUT_S}

@@ -19,11 +19,14 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from claimcheck.driver import coordinator_connection, run_strategy
 from claimcheck.result import RunResult
 from claimcheck.errors import UsageError
+from claimcheck import interrupts
+from claimcheck.interrupts import shielded
 from claimcheck.provision import Server
+from claimcheck.queries import QUERIES
 from claimcheck.redaction import scrub
 from claimcheck.runcontext import RunContext
 from claimcheck.pgbench import pgbench_path, run_pgbench
-from claimcheck.schema import build_jobs_table, create_schema, drop_schema, new_run_id, schema_name
+from claimcheck.schema import build_jobs_table, create_schema, drop_schema, new_run_id, schema_name, sweep_leftovers
 from claimcheck.settings import RunSettings
 from claimcheck.strategy import Strategy
 
@@ -51,23 +54,32 @@ def run_schema(server: Server, run_id: str | None = None) -> Iterator[tuple[psyc
     """
     run_id = run_id or _run_id()
     schema = schema_name(run_id)
+    created = False
     conn = coordinator_connection(server.dsn, run_id)
     try:
+        for note in sweep_leftovers(conn, schema):
+            Console(stderr=True).print(f"claimcheck: {note}", markup=False, highlight=False)
         create_schema(conn, schema)
+        created = True
         yield conn, schema, run_id
     finally:
-        conn.close()
-        _drop_quietly(RunContext(server.dsn, run_id))
+        with shielded():  # a second Ctrl-C must not leave the schema behind
+            conn.close()
+            if created:  # only what this run made: a schema it failed to create is another run's
+                _drop_quietly(RunContext(server.dsn, run_id))
 
 
 def _drop_quietly(run: RunContext) -> None:
-    """Drop the run's schema on a fresh connection (the coordinator's may be mid-query after an
-    interrupt). A failure here must not hide the error that brought us here, so it only warns."""
+    """End the run's remaining connections (a statement still running after an interrupt), then
+    drop its schema, on a fresh connection. A failure here must not hide the error that brought
+    us here, so it only warns."""
     schema = run.schema
     try:
         with run.connect("cleanup", in_schema=False) as cleanup:
+            cleanup.execute(QUERIES["terminate_run_backends"], {"app_pattern": run.app_pattern()})
             cleanup.execute(f"SET lock_timeout = '{CLEANUP_LOCK_TIMEOUT}'")
             drop_schema(cleanup, schema)
+        interrupts.done(f"schema {schema} dropped")
     except psycopg.Error as exc:
         Console(stderr=True).print(f"claimcheck: warning: could not drop schema {schema}: {scrub(str(exc).strip())}; "
                                    f"drop it by hand with DROP SCHEMA {schema} CASCADE", markup=False)

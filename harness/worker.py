@@ -22,6 +22,7 @@ import psycopg
 from psycopg import errors, pq, sql
 
 from claimcheck.fastpath import PreparedStatement
+from claimcheck.interrupts import INTERRUPTS
 from claimcheck.ledger import ABANDONED, CLAIM_IS_COMPLETION, DONE, FAILED, STALE, WorkerLog
 from claimcheck.logstream import LogStream, summary
 from claimcheck.queries import QUERIES
@@ -90,6 +91,7 @@ def worker_main(plan: WorkerPlan, index: int, barrier: Any, shared: Shared, pipe
     # terminate() sends SIGTERM: die at once (the server rolls our transaction back). The CLI's
     # handler, inherited through fork, would turn it into a KeyboardInterrupt and a traceback.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, INTERRUPTS)  # blocked by the coordinator while it forked us
     ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
     log = WorkerLog(worker=index)
     stream = LogStream(pipe, log)

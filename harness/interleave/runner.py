@@ -22,6 +22,7 @@ from claimcheck.runcontext import RunContext
 
 BLOCK_POLL_S = 0.002
 STEP_TIMEOUT_S = 10.0
+CANCEL_TIMEOUT_S = 5.0
 # SQLSTATE classes that mean the spec itself is wrong (syntax, unknown objects, unsupported),
 # not an outcome of the interleaving such as a serialization failure.
 _SPEC_ERROR_CLASSES = ("42", "0A", "26", "34")
@@ -142,6 +143,9 @@ class InterleavingRunner:
                     result.events.append(("cancelled" if step_result.cancelled else "ran", step_result))
                     state.after(step, step_result, self.conns[step.session])
                 await self._settle_waiting(spec, waiting, result, state)
+        except BaseException:  # Ctrl-C (the task is cancelled) or an error: stop what still runs, at once
+            await self._cancel_running()
+            raise
         finally:
             await self._finish(waiting, result, state)
         result.owned = state.owned
@@ -163,6 +167,13 @@ class InterleavingRunner:
                 state.after(step_result.step, step_result, self.conns[session])
                 del waiting[session]
                 progressed = True
+
+    async def _cancel_running(self) -> None:
+        """Cancel every session's statement still running on the server, so that neither the rollback
+        below nor the user waits for it (a step may be a long pg_sleep or blocked for good)."""
+        for conn in self.conns.values():
+            if conn.pgconn.transaction_status == psycopg.pq.TransactionStatus.ACTIVE:
+                await conn.cancel_safe(timeout=CANCEL_TIMEOUT_S)
 
     async def _finish(self, waiting: dict, result: PermutationResult, state: "_Ownership") -> None:
         """Cancel steps still waiting at the end and roll back every open transaction."""

@@ -111,3 +111,18 @@ SELECT id, status, attempts FROM jobs WHERE id = ANY(%(ids)s);
 
 -- name: finished_among
 SELECT count(*) FROM jobs WHERE id = ANY(%(ids)s) AND status IN ('done', 'failed');
+
+-- name: leftover_schemas
+-- Schemas of claimcheck runs, with the owner record each run writes as the schema's comment.
+SELECT nspname, obj_description(oid, 'pg_namespace') FROM pg_namespace
+WHERE nspname LIKE %(pattern)s AND nspname <> %(ours)s;
+
+-- name: run_backends
+-- Connections of one run (its application_name pattern), other than this one.
+SELECT pid FROM pg_stat_activity WHERE application_name LIKE %(app_pattern)s AND pid <> pg_backend_pid();
+
+-- name: terminate_run_backends
+-- Cleanup: end every connection of this run still open (an interrupted statement, a step still
+-- running), so nothing of the run keeps running and DROP SCHEMA does not wait on its locks.
+SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+WHERE application_name LIKE %(app_pattern)s AND pid <> pg_backend_pid();

@@ -105,7 +105,7 @@ def test_docker_without_an_engine_is_a_clear_error(cli):
     cli.assert_nothing_left()
 
 
-@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm", "double-ctrl-c"])
 def test_interrupt_stops_workers_server_and_schema(cli, how):
     proc = cli.start("check", "skip-locked", "--workers", "4", "--jobs", "100000", "--work-ms", "5",
                      "--pg", "embedded", dsn=False)
@@ -116,11 +116,16 @@ def test_interrupt_stops_workers_server_and_schema(cli, how):
     time.sleep(1)
     if how == "ctrl-c":  # a terminal sends SIGINT to the whole foreground process group
         os.killpg(proc.pid, signal.SIGINT)
+    elif how == "double-ctrl-c":  # an impatient user: the second arrives while cleanup runs
+        os.killpg(proc.pid, signal.SIGINT)
+        time.sleep(0.15)
+        os.killpg(proc.pid, signal.SIGINT)
     else:
         proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 2, err
     assert "interrupted" in one_paragraph(err)
+    assert "stopped and its directory" in one_paragraph(err)  # said because it was done
     cli.assert_nothing_left()
 
 
