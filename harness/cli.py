@@ -17,6 +17,7 @@ from rich.console import Console
 
 from claimcheck import __version__, interrupts
 from claimcheck.commands import VERBS
+from claimcheck.commands._options import check_writable
 from claimcheck.errors import ClaimcheckError, Interrupted
 from claimcheck.provision import DSN_ENV
 from claimcheck.redaction import remember, scrub
@@ -66,6 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _terminate_as_interrupt)
     started = time.monotonic()
     try:
+        check_writable(getattr(args, "json", None))  # every verb's --json, before anything runs
         code = args.func(args, console, err)
     except KeyboardInterrupt:
         _ignore_further_interrupts()

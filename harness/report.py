@@ -41,7 +41,6 @@ def write_json(doc: dict, path: Path | None, verb: str) -> Path:
     if path is None:
         REPORTS_DIR.mkdir(exist_ok=True)
         path = REPORTS_DIR / f"{verb}-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(scrub_all(doc), indent=2) + "\n")
     return path
 

@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import os
 import sys
 from pathlib import Path
 
 from rich.console import Console
 
+from claimcheck.errors import UsageError
 from claimcheck.result import RunResult
 from claimcheck.provision import DSN_ENV, Server
 from claimcheck.report import document, faults_table, print_evidence, results_table, write_json
@@ -31,6 +33,20 @@ def add_server_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--dsn", help=f"connect to this server and start nothing (default: ${DSN_ENV})")
     g.add_argument("--pg", metavar="KIND", help="start a server: embedded (default, PostgreSQL 18), embedded:16, "
                                                 "system (the machine's pg_ctl), docker:VERSION")
+
+
+def check_writable(path: Path | None) -> None:
+    """A --json path that cannot be written is said before the run, not after it. No directory the
+    user did not name is created, so the file's directory must exist already."""
+    if path is None:
+        return
+    parent = path.parent
+    if path.is_dir():
+        raise UsageError(f"--json {path}: is a directory; name a file")
+    if not parent.is_dir():
+        raise UsageError(f"--json {path}: the directory {parent} does not exist; create it first")
+    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise UsageError(f"--json {path}: not writable here")
 
 
 def add_json_option(p: argparse.ArgumentParser) -> None:
@@ -73,8 +89,9 @@ def settings_grid(args: argparse.Namespace, faults: FaultPlan | None = None) -> 
     """Every mode x workers x batch of the command line. Faults need short leases and a reaper,
     so they default to FAULT_LEASE_S and FAULT_REAP_EVERY_S unless given."""
     work = WorkTime.parse(args.work_ms)
-    lease = args.lease_seconds or (FAULT_LEASE_S if faults else DEFAULT_LEASE_S)
-    reap = args.reap_every or (FAULT_REAP_EVERY_S if faults else None)
+    # `is None`, not `or`: an explicit 0 must reach RunSettings' check and be refused, not replaced.
+    lease = args.lease_seconds if args.lease_seconds is not None else (FAULT_LEASE_S if faults else DEFAULT_LEASE_S)
+    reap = args.reap_every if args.reap_every is not None else (FAULT_REAP_EVERY_S if faults else None)
     return [RunSettings(workers=w, jobs=args.jobs, batch=b, mode=m, work=work, poll_ms=args.poll_ms,
                         lease_seconds=lease, duration_s=args.duration, claims_per_worker=args.claims_per_worker,
                         fail_rate=args.fail_rate, backoff_unit_s=args.backoff_unit, backoff_cap_s=args.backoff_cap,

@@ -7,6 +7,8 @@ import json
 from rich.console import Console
 
 from claimcheck.commands._options import add_json_option, add_server_options
+from claimcheck.errors import UsageError
+from claimcheck.interleave.spec import DEFAULT_MAX_PERMUTATIONS
 from claimcheck.interleave.session import load_spec, run_spec
 from claimcheck.interleave.trace import render
 from claimcheck.provision import provide_server
@@ -16,17 +18,23 @@ from claimcheck.report import print_server
 def register(verbs: argparse._SubParsersAction) -> None:
     p = verbs.add_parser("interleave", help="run a spec's sessions step by step and print the trace")
     p.add_argument("spec", help="a .spec file, or a built-in (e.g. seed000_naive_subquery)")
+    p.add_argument("--max-permutations", type=int, default=DEFAULT_MAX_PERMUTATIONS,
+                   help=f"refuse a spec with more permutations than this (default {DEFAULT_MAX_PERMUTATIONS:,}); "
+                        "without a permutation line every interleaving runs, and they multiply fast")
     add_json_option(p)
     add_server_options(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace, console: Console, err: Console) -> int:
+    if args.max_permutations < 1:
+        raise UsageError(f"--max-permutations must be at least 1, got {args.max_permutations}")
     spec = load_spec(args.spec)
-    err.print(f"Parsed spec with {len(spec.sessions)} sessions, {len(spec.all_permutations())} permutation(s)")
+    err.print(f"Parsed spec with {len(spec.sessions)} sessions, {spec.permutation_count():,} permutation(s)")
+    spec.check_permutation_cap(args.max_permutations)
     with provide_server(args.dsn, args.pg) as server:
         print_server(err, server)
-        results = run_spec(server, spec)
+        results = run_spec(server, spec, args.max_permutations)
     for result in results:
         for line in render(result):
             console.print(line, markup=False, highlight=False, soft_wrap=True)

@@ -16,13 +16,15 @@ from claimcheck.probes.vacuum import HOLDERS, archive, run_vacuum_probe
 from claimcheck.provision import provide_server
 from claimcheck.report import print_server
 from claimcheck.session import run_schema
-from claimcheck.strategy import load_strategy
+from claimcheck.schema import build_jobs_table
+from claimcheck.strategy import load_strategy, validate_on_server
 
 DEFAULT_JOBS = 2_000  # seed 003: "let other workers process 2,000 jobs"
 MAX_JOBS = 1_000_000
 DEFAULT_ARCHIVE_BATCH = 1_000  # seed 003 deletes 10,000 at a time from a larger table
 MAX_SOAK_S = 3_600.0
 MIN_SOAK_S = 0.5
+VALIDATION_JOBS = 10  # a small table to run the strategy's statements on once, rolled back
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
@@ -59,6 +61,8 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     with provide_server(args.dsn, args.pg) as server:
         print_server(err, server)
         with run_schema(server) as (conn, schema, run_id):
+            build_jobs_table(conn, schema, VALIDATION_JOBS)
+            validate_on_server(conn, strategy)  # as `check` does: a broken file is one clear error, first
             rows = run_vacuum_probe(conn, server.dsn, schema, run_id, strategy, args.jobs, args.holders,
                                     progress=lambda text: err.print(f"  {text}", highlight=False))
             err.print(f"  archive: {args.jobs:,} jobs processed, then deleted in batches", highlight=False)

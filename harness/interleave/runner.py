@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from decimal import Decimal
 from dataclasses import dataclass, field
 
 import psycopg
@@ -119,7 +120,7 @@ class InterleavingRunner:
     async def run(self, spec: Spec, permutation: tuple[str, ...]) -> PermutationResult:
         await self.reset_table(spec)
         result = PermutationResult(permutation=permutation)
-        state = _Ownership()
+        state = _Ownership(spec.path)
         waiting: dict[str, tuple[StepResult, asyncio.Task, float]] = {}
         try:
             for name in permutation:
@@ -227,7 +228,8 @@ class InterleavingRunner:
 class _Ownership:
     """Claims pending in each session's transaction, and those committed (owned)."""
 
-    def __init__(self) -> None:
+    def __init__(self, path: str) -> None:
+        self.path = path
         self.pending: dict[str, list[tuple[int, int]]] = {}
         self.ids: dict[str, list[int]] = {}
         self.owned: dict[int, list[tuple[str, int]]] = {}
@@ -237,9 +239,11 @@ class _Ownership:
         if result.error is None and result.rows:
             if step.kind == "claim":
                 self.pending.setdefault(session, []).extend(
-                    (int(r[0]), int(r[1]) if len(r) > 1 and r[1] is not None else 0) for r in result.rows)
+                    (self._integer(step, r[0], "the job id"),
+                     self._integer(step, r[1], "the attempt number") if len(r) > 1 and r[1] is not None else 0)
+                    for r in result.rows)
             elif step.kind == "pick":
-                self.ids[session] = [int(r[0]) for r in result.rows]
+                self.ids[session] = [self._integer(step, r[0], "the job id") for r in result.rows]
         if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
             # The transaction ended with this step: its claims count only if it committed
             # (an explicit COMMIT, or a claim run on its own in autocommit).
@@ -247,6 +251,17 @@ class _Ownership:
             if result.error is None and result.status != "ROLLBACK":
                 for job, attempt in claims:
                     self.owned.setdefault(job, []).append((session, attempt))
+
+
+    def _integer(self, step: Step, value: object, what: str) -> int:
+        """A claim's or pick's value as an integer job id or attempt; anything else is a spec error."""
+        if isinstance(value, Decimal) and value.is_finite() and value == value.to_integral_value():
+            return int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise SpecError(f"{self.path}:{step.line}: {step.kind} step {step.name} must return {what} as an "
+                            f"integer in column {1 if 'id' in what else 2}, but returned {value!r} "
+                            f"({type(value).__name__}); return `id, attempts`")
+        return value
 
 
 def _message(exc: psycopg.Error) -> str:

@@ -5,7 +5,7 @@ import asyncio
 from pathlib import Path
 
 from claimcheck.interleave.runner import InterleavingRunner, PermutationResult
-from claimcheck.interleave.spec import Spec, SpecError, read_spec
+from claimcheck.interleave.spec import DEFAULT_MAX_PERMUTATIONS, Spec, SpecError, read_spec
 from claimcheck.provision import Server
 from claimcheck.session import run_schema
 from claimcheck.scenarios import SCENARIO_DIR
@@ -25,11 +25,12 @@ def load_spec(name_or_path: str) -> Spec:
     return read_spec(path)
 
 
-def run_spec(server: Server, spec: Spec) -> list[PermutationResult]:
+def run_spec(server: Server, spec: Spec, max_permutations: int = DEFAULT_MAX_PERMUTATIONS) -> list[PermutationResult]:
+    spec.check_permutation_cap(max_permutations)
     with run_schema(server) as (_, schema, run_id):
         return asyncio.run(_run_permutations(server.dsn, schema, run_id, spec))
 
 
 async def _run_permutations(dsn: str, schema: str, run_id: str, spec: Spec) -> list[PermutationResult]:
     async with InterleavingRunner(dsn, schema, run_id, list(spec.sessions)) as runner:
-        return [await runner.run(spec, permutation) for permutation in spec.all_permutations()]
+        return [await runner.run(spec, permutation) for permutation in spec.iter_permutations()]

@@ -88,6 +88,8 @@ def test_bad_dsn_exits_2(cli):
     (["--batch", "0"], "--batch must be at least 1"),
     (["--work-ms", "soon"], "--work-ms 'soon'"),
     (["--pg", "oracle"], "--pg 'oracle'"),
+    (["--lease-seconds", "0"], "--lease-seconds must be positive, got 0"),
+    (["--reap-every", "0"], "--reap-every must be positive, got 0"),
 ])
 def test_bad_options_exit_2_before_anything_starts(cli, args, message):
     result = cli("check", "skip-locked", *args)

@@ -64,7 +64,7 @@ def test_double_ctrl_c_during_interleave_still_cleans_up_and_says_so(cli):
 
 
 def test_a_reused_run_id_is_refused_and_the_live_run_is_untouched(cli):
-    first = cli.start("interleave", _spec(cli, 2))
+    first = cli.start("interleave", _spec(cli, 4))  # two permutations of 4 s: still running when the second starts
     _wait_for_schema(cli)
     second = cli("interleave", _spec(cli, 0))
     assert second.code == 2
@@ -110,3 +110,56 @@ def test_the_next_run_sweeps_a_killed_runs_embedded_cluster(cli):
     assert after.code == 0, after.stderr
     assert f"swept {left}" in " ".join(after.stderr.split())
     cli.assert_nothing_left()
+
+
+def test_interleave_counts_and_refuses_too_many_permutations_before_starting(cli):
+    path = cli.scratch / "huge.spec"
+    path.write_text("".join(f"session S{i}\n" + "".join(f"step s{i}_{j} {{ SELECT 1 }}\n" for j in range(6))
+                            for i in range(4)))
+    result = cli("interleave", str(path))
+    assert result.code == 2
+    text = " ".join(result.stderr.split())
+    assert "2,308,743,493,056 permutation(s)" in text and "--max-permutations" in text
+    assert "PostgreSQL" not in text  # refused before any server was reached
+    small = cli("interleave", "seed000_naive_subquery", "--max-permutations", "1")
+    assert small.code == 1, small.stderr  # one given permutation: within the cap
+    cli.assert_nothing_left()
+
+
+def test_a_claim_step_returning_text_is_a_clear_error(cli):
+    path = cli.scratch / "text.spec"
+    path.write_text("session A\nclaim a_claim { SELECT 'job-1'::text AS id, 1 AS attempts }\n")
+    result = cli("interleave", str(path))
+    assert result.code == 2
+    text = " ".join(result.stderr.split())
+    assert "Traceback" not in text
+    assert "text.spec:2: claim step a_claim must return the job id as an integer" in text
+    cli.assert_nothing_left()
+
+
+def test_a_bad_json_path_is_refused_before_the_run_and_no_directory_is_made(cli):
+    target = cli.scratch / "no" / "such" / "dir" / "x.json"
+    for verb in (["check", "skip-locked"], ["bench", "--strategies", "skip-locked"], ["interleave", "seed000_naive_subquery"],
+                 ["vacuum"], ["explain", "skip-locked"], ["notify"], ["faults"]):
+        result = cli(*verb, "--json", str(target))
+        assert result.code == 2, (verb, result.stderr)
+        text = " ".join(result.stderr.split())
+        assert f"--json {target}: the directory" in text and "PostgreSQL" not in text, (verb, text)
+    assert not (cli.scratch / "no").exists()
+    cli.assert_nothing_left()
+
+
+def test_vacuum_validates_the_strategy_file_like_check(cli):
+    path = cli.scratch / "bad.sql"
+    path.write_text("-- name: claim\nSELECT id, attempts FROM jobz LIMIT %(batch)s\n")
+    result = cli("vacuum", "--strategy", str(path), "--jobs", "50")
+    assert result.code == 2
+    assert "section 'claim' fails on the server: relation \"jobz\" does not exist" in " ".join(result.stderr.split())
+    cli.assert_nothing_left()
+
+
+def test_errors_are_one_line_when_stderr_is_not_a_terminal(cli):
+    result = cli("check", "skip-locked", "--dsn", "postgresql://nobody@127.0.0.1:1/" + "x" * 120)
+    assert result.code == 2
+    (line,) = [l for l in result.stderr.splitlines() if l.startswith("claimcheck: error")]
+    assert len(line) > 200 and "Check the DSN" in line  # not hard-wrapped at 80 columns
