@@ -59,6 +59,7 @@ def _cleanup_account() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    interrupts.reset()  # the closing message reports this invocation's cleanup only
     remember(getattr(args, "dsn", None))
     remember(os.environ.get(DSN_ENV))
     console, err = Console(), Console(stderr=True)

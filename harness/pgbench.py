@@ -27,6 +27,7 @@ import math
 import os
 import re
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +35,8 @@ from pathlib import Path
 import psycopg
 
 from claimcheck.errors import ServerError, UsageError
-from claimcheck.postmaster import die_with_parent
+from claimcheck.ownership import write_owner_file
+from claimcheck.postmaster import die_with_parent, sweep_clusters
 from claimcheck.queries import QUERIES
 from claimcheck.redaction import scrub, split_password
 from claimcheck.runcontext import RunContext
@@ -42,6 +44,7 @@ from claimcheck.settings import RunSettings
 from claimcheck.strategy import Strategy, sample_params
 
 PGBENCH_TIMEOUT_S = 600
+SCRIPT_DIR_PREFIX = "claimcheck-pgbench-"
 MAX_TRIES = 100
 """Serialization failures and deadlocks are retried by pgbench (--max-tries), as by our workers."""
 _PARAM_RE = re.compile(r"%\((?P<name>[^)]*)\)s")
@@ -158,7 +161,10 @@ def run_pgbench(conn: psycopg.Connection, dsn: str, bin_dir: Path | None, schema
                PGAPPNAME=RunContext(dsn, run_id).app_name("pgbench"))
     if password is not None:
         env["PGPASSWORD"] = password
-    with tempfile.TemporaryDirectory(prefix="claimcheck-pgbench-") as tmp:
+    for note in sweep_clusters(Path(tempfile.gettempdir()), SCRIPT_DIR_PREFIX):
+        print(f"claimcheck: {note}", file=sys.stderr)
+    with tempfile.TemporaryDirectory(prefix=SCRIPT_DIR_PREFIX) as tmp:
+        write_owner_file(Path(tmp))  # a SIGKILLed coordinator leaves this directory; the next run sweeps it
         path = Path(tmp) / f"{strategy.name}.pgbench.sql"
         path.write_text(script)
         command = [str(executable), "--no-vacuum", "--protocol=prepared", f"--client={settings.workers}",

@@ -189,11 +189,11 @@ class LocalPostmaster:
                 self.root = None
 
 
-def sweep_clusters(parent: Path) -> list[str]:
-    """Delete cluster directories of earlier runs whose owner is proven dead and whose postmaster
-    no longer runs (see claimcheck.ownership); return what was swept."""
+def sweep_clusters(parent: Path, prefix: str = CLUSTER_PREFIX) -> list[str]:
+    """Delete directories named `prefix*` of earlier runs (clusters, pgbench scripts) whose owner is
+    proven dead and on which no postmaster runs (see claimcheck.ownership); return what was swept."""
     swept = []
-    for directory in parent.glob(f"{CLUSTER_PREFIX}*"):
+    for directory in parent.glob(f"{prefix}*"):
         owner = read_owner_file(directory)
         if owner is None or not owner_dead(owner) or _postmaster_running(directory / "data"):
             continue

@@ -58,7 +58,7 @@ def run_schema(server: Server, run_id: str | None = None) -> Iterator[tuple[psyc
     conn = coordinator_connection(server.dsn, run_id)
     try:
         for note in sweep_leftovers(conn, schema):
-            Console(stderr=True).print(f"claimcheck: {note}", markup=False, highlight=False)
+            Console(stderr=True).print(f"claimcheck: {note}", markup=False, highlight=False, soft_wrap=True)
         create_schema(conn, schema)
         created = True
         yield conn, schema, run_id
@@ -82,7 +82,7 @@ def _drop_quietly(run: RunContext) -> None:
         interrupts.done(f"schema {schema} dropped")
     except psycopg.Error as exc:
         Console(stderr=True).print(f"claimcheck: warning: could not drop schema {schema}: {scrub(str(exc).strip())}; "
-                                   f"drop it by hand with DROP SCHEMA {schema} CASCADE", markup=False)
+                                   f"drop it by hand with DROP SCHEMA {schema} CASCADE", markup=False, soft_wrap=True)
 
 
 def _alive(conn: psycopg.Connection, server: Server, schema: str, run_id: str) -> psycopg.Connection:
