@@ -48,16 +48,17 @@ def scrub(text: str) -> str:
     text = _URI_PASSWORD.sub(lambda m: f"{m.group('head')}{HIDDEN}@", text)
     text = _KV_PASSWORD.sub(lambda m: f"{m.group('head')}{HIDDEN}", text)
     for secret in sorted(_known, key=len, reverse=True):
-        text = text.replace(secret, HIDDEN)
+        # As a whole token only: a password like "postgres" must not mangle "postgresql://" or a report key.
+        text = re.sub(rf"(?<![A-Za-z0-9_]){re.escape(secret)}(?![A-Za-z0-9_])", HIDDEN, text)
     return text
 
 
 def scrub_all(value: Any) -> Any:
-    """A JSON-like document with every string in it scrubbed (keys included)."""
+    """A JSON-like document with every string value in it scrubbed (keys are ours, and stay)."""
     if isinstance(value, str):
         return scrub(value)
     if isinstance(value, dict):
-        return {scrub_all(k): scrub_all(v) for k, v in value.items()}
+        return {k: scrub_all(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [scrub_all(v) for v in value]
     return value
