@@ -2,7 +2,7 @@
 import string
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from claimcheck.redaction import redact_dsn, remember, scrub, scrub_all, split_password
@@ -37,6 +37,7 @@ def test_split_password_for_a_child_process():
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet=SAFE, min_size=3, max_size=30), st.sampled_from(["uri", "kv", "quoted"]))
 def test_no_password_survives(password, form):
+    assume(password not in "error at postgresql://u:@h:5432/d host=h password= user=u dbname=d port=5432 ***")
     dsn = {"uri": f"postgresql://u:{password}@h:5432/d",
            "kv": f"host=h password={password} user=u" if "=" not in password else f"host=h user=u",
            "quoted": "host=h password='" + password.replace("\\", "\\\\").replace("'", "\\'") + "' user=u"}[form]
