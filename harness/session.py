@@ -109,8 +109,11 @@ def run_all(server: Server, strategies: list[Strategy], grid: list[RunSettings],
         progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[status]}"),
                             TimeElapsedColumn(), console=err, transient=True, auto_refresh=False)
         with progress:
-            for strategy, settings in itertools.product(strategies, grid):
-                label = f"{strategy.name} · {settings.mode} · {settings.workers}w"
+            runs = list(itertools.product(strategies, grid))
+            for number, (strategy, settings) in enumerate(runs, start=1):
+                # A sweep says where it is: "run 3 of 18" before the run's own progress.
+                label = (f"run {number} of {len(runs)} · " if len(runs) > 1 else "") + \
+                    f"{strategy.name} · {settings.mode} · {settings.workers}w"
                 task = progress.add_task(label, total=settings.jobs, status="seeding")
                 progress.refresh()
 
@@ -127,7 +130,7 @@ def run_all(server: Server, strategies: list[Strategy], grid: list[RunSettings],
                 status = "[green]exactly-once[/]" if result.exactly_once else "[red]violated[/]"
                 parity = "" if result.pgbench is None else (
                     f" · pgbench {result.pgbench.jobs_per_s:,.0f} jobs/s, ratio {result.pgbench_ratio:.2f}")
-                err.print(f"  {label}: {result.table.done:,} done in {result.elapsed_s:.2f}s "
+                err.print(f"  {label}: {result.jobs_done:,} done in {result.elapsed_s:.2f}s "
                           f"({result.throughput_jobs_per_s:,.0f} jobs/s){parity} {status}")
                 results.append(result)
         if conn is not original:  # replaced after a restart fault; run_schema closes the original
