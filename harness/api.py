@@ -55,7 +55,9 @@ def assert_exactly_once(strategy: str | os.PathLike, *, workers: int = 16, jobs:
                         mode: str = "lease", dsn: str | None = None, server: "Server | None" = None,
                         **settings: Any) -> "RunResult":
     """Raise :class:`ExactlyOnceViolated` with the evidence unless every job was handled exactly once
-    (the same verdict the CLI's exit code gives)."""
+    (the same verdict the CLI's exit code gives). Like `claimcheck check`, it stops at the first
+    proven violation, so a broken claim fails in seconds; pass ``stop_early=False`` to drain."""
+    settings.setdefault("stop_early", True)
     result = run(strategy, dsn=dsn, server=server, workers=workers, jobs=jobs, batch=batch, mode=mode,
                  **settings)
     if not result.exactly_once:
