@@ -74,6 +74,10 @@ def failure_message(result: "RunResult") -> str:
             f"{v.double_claimed_jobs:,} job(s) handed to more than one worker, {v.extra_claims:,} extra claims, "
             f"{v.unclaimed_jobs:,} unclaimed, {v.unexpected_jobs:,} unexpected ids "
             f"({s.workers} workers, {s.jobs:,} jobs, batch {s.batch}, {s.mode} mode)")
+    if v.never_finished:
+        head += f"; {v.never_finished:,} claimed job(s) never finished (their completion changed no row)"
+    if result.stop_reason:
+        head += f"; {'stopped early' if result.stopped_early else 'ended'}: {result.stop_reason}"
     if not result.lifecycle_ok:
         head += (f"; after the drain {result.unfinished_jobs:,} job(s) were unfinished and "
                  f"{result.table.over_max_attempts:,} over max_attempts")

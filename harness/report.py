@@ -210,7 +210,7 @@ def print_evidence(console: Console, run: RunResult, limit: int = EVIDENCE_SHOWN
     v = run.verdict
     if run.exactly_once:
         return
-    problems = [f"{v.double_claimed_jobs:,} job(s) handed to more than one worker"]
+    problems = [f"{v.double_claimed_jobs:,} job(s) handed to more than one worker"] if v.double_claimed_jobs else []
     if v.never_finished:
         problems.append(f"{v.never_finished:,} claimed job(s) never finished: their completion changed no row "
                         "although nothing had released the claim (does `complete` match the row the claim took?)")
@@ -226,7 +226,7 @@ def print_evidence(console: Console, run: RunResult, limit: int = EVIDENCE_SHOWN
     if not run.lifecycle_ok:
         problems.append(f"{run.unfinished_jobs:,} job(s) neither done nor failed, "
                         f"{run.table.over_max_attempts:,} over max_attempts")
-    console.print(f"[bold red]{run.strategy.name} ({run.settings.mode}): {'; '.join(problems)}[/]. "
+    console.print(f"[bold red]{run.strategy.name} ({run.settings.mode}): {'; '.join(problems) or 'violated'}[/]. "
                   f"{v.extra_claims:,} extra claims, {v.redeliveries:,} redeliveries. "
                   "Evidence (times from the start of the run):")
     for line in evidence_lines(v.violations, limit):
