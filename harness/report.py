@@ -153,7 +153,7 @@ def _compact_table(runs: list[RunResult], title: str) -> Table:
             f"{run.throughput_jobs_per_s:,.0f}", _ms(run.claim_latency_ms["p95"]), verdict_text(run, compact=True))
     shown = sorted({n for run in runs for n in _notes(run)}, key=list(_NOTES).index)
     lines = [f"{_NOTES[n][0]} {_NOTES[n][1]}" for n in shown]
-    table.caption = "\n".join(lines + ["--wide shows every column (claims, done, latency p50/p99, lock waits and more)"])
+    table.caption = "\n".join(lines + ["--wide: every column (claims, done, p50/p99, lock waits)"])
     return table
 
 
