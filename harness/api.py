@@ -55,7 +55,9 @@ def assert_exactly_once(strategy: str | os.PathLike, *, workers: int = 16, jobs:
                         mode: str = "lease", dsn: str | None = None, server: "Server | None" = None,
                         **settings: Any) -> "RunResult":
     """Raise :class:`ExactlyOnceViolated` with the evidence unless every job was handled exactly once
-    (the same verdict the CLI's exit code gives)."""
+    (the same verdict the CLI's exit code gives). Like `claimcheck check`, it stops at the first
+    proven violation, so a broken claim fails in seconds; pass ``stop_early=False`` to drain."""
+    settings.setdefault("stop_early", True)
     result = run(strategy, dsn=dsn, server=server, workers=workers, jobs=jobs, batch=batch, mode=mode,
                  **settings)
     if not result.exactly_once:
@@ -72,6 +74,10 @@ def failure_message(result: "RunResult") -> str:
             f"{v.double_claimed_jobs:,} job(s) handed to more than one worker, {v.extra_claims:,} extra claims, "
             f"{v.unclaimed_jobs:,} unclaimed, {v.unexpected_jobs:,} unexpected ids "
             f"({s.workers} workers, {s.jobs:,} jobs, batch {s.batch}, {s.mode} mode)")
+    if v.never_finished:
+        head += f"; {v.never_finished:,} claimed job(s) never finished (their completion changed no row)"
+    if result.stop_reason:
+        head += f"; {'stopped early' if result.stopped_early else 'ended'}: {result.stop_reason}"
     if not result.lifecycle_ok:
         head += (f"; after the drain {result.unfinished_jobs:,} job(s) were unfinished and "
                  f"{result.table.over_max_attempts:,} over max_attempts")

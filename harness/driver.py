@@ -33,11 +33,13 @@ from claimcheck.settings import RunSettings
 from claimcheck.stats import latency_summary
 from claimcheck.strategy import Strategy, validate_on_server
 from claimcheck.timeline import claims_over_time
+from claimcheck.watch import RunWatch
 from claimcheck.worker import BARRIER_TIMEOUT_S, Shared, WorkerPlan, worker_main
 
 MONITOR_INTERVAL_S = 0.1
 STALL_TIMEOUT_S = 30.0
-"""No claim by any worker for this long (plus the time a batch of work may take) ends a run."""
+"""No claim by any worker for this long (plus the time a batch of work may take) ends a run
+(`stalled`); claims that go on while no job is finished for as long end it too (`no-progress`)."""
 JOIN_TIMEOUT_S = 10.0
 MAX_REPLACEMENTS = 32
 
@@ -52,7 +54,8 @@ def run_strategy(conn: psycopg.Connection, server: Server, schema: str, run_id: 
     validate_on_server(conn, strategy)
     _check_headroom(conn, settings.workers + (1 if settings.faults else 0))
     plan = WorkerPlan(run=RunContext(server.dsn, run_id), strategy=strategy, settings=settings)
-    run = _Run(plan, server.restart, on_progress)
+    run = _Run(plan, server.restart, on_progress, RunWatch(seeded.first_id, seeded.last_id,
+                                                           proves=settings.stop_early and not settings.lifecycle))
     run.go()
     if any(f.kind == "restart" for f in run.faults):
         with coordinator_connection(server.dsn, run_id, schema) as fresh:  # the restart closed the coordinator's connection too
@@ -69,8 +72,10 @@ def _judge(conn: psycopg.Connection, run: "_Run", strategy: Strategy, settings: 
     # to the last worker's end (the coordinator wakes from the barrier a little later than they do).
     started = min(log.started_at for log in logs if log.started_at)
     finished = max(log.finished_at for log in logs)
-    verdict = judge(logs, seeded.first_id, seeded.last_id, drained=settings.drains, origin=started,
-                    reaps=run.reaps)
+    # A run ended early (a proven violation, no progress) did not drain: its unclaimed jobs are not lost.
+    drained = settings.drains and run.stopped_by in ("drained", "stalled")
+    verdict = judge(logs, seeded.first_id, seeded.last_id, drained=drained, origin=started, reaps=run.reaps,
+                    releases=settings.lifecycle)
     if run.killed and verdict.unclaimed_jobs:
         verdict = _unrecorded(conn, verdict, logs, seeded)
     if run.faults:
@@ -88,6 +93,7 @@ def _judge(conn: psycopg.Connection, run: "_Run", strategy: Strategy, settings: 
         empty_claims=sum(log.empty_claims for log in logs), faults_skipped=run.faults_skipped,
         reconnects=sum(log.reconnects for log in logs), reaped=len(run.reaps), faults=run.faults,
         claims_over_time=claims_over_time(logs, started, finished - started),
+        stop_reason=run.stop_reason(started),
     )
 
 
@@ -97,7 +103,8 @@ def _unrecorded(conn: psycopg.Connection, verdict: Verdict, logs: list[WorkerLog
     claimed = {job for log in logs for job in log.job}
     never = [job for job in range(seeded.first_id, seeded.last_id + 1) if job not in claimed]
     finished = conn.execute(QUERIES["finished_among"], {"ids": never}).fetchone()[0]
-    return dataclasses.replace(verdict, unclaimed_jobs=verdict.unclaimed_jobs - finished, unrecorded_claims=finished)
+    return dataclasses.replace(verdict, unclaimed_jobs=verdict.unclaimed_jobs - finished, unrecorded_claims=finished,
+                               jobs_finished=verdict.jobs_finished + finished)
 
 
 def coordinator_connection(dsn: str, run_id: str, schema: str | None = None) -> psycopg.Connection:
@@ -116,8 +123,11 @@ def _check_headroom(conn: psycopg.Connection, workers: int) -> None:
 class _Run:
     """The processes, shared memory and background threads of one run."""
 
-    def __init__(self, plan: WorkerPlan, restart, on_progress) -> None:
+    def __init__(self, plan: WorkerPlan, restart, on_progress, watch: RunWatch) -> None:
         self.plan, self.settings, self.restart, self.on_progress = plan, plan.settings, restart, on_progress
+        self.watch = watch
+        """Progress and proven violations, from the records as they arrive."""
+        self.no_progress_s: float | None = None
         # fork: workers start in milliseconds. No thread of ours runs when the first ones are forked
         # (the previous run's sampler has been joined); replacements may be forked while the
         # sampler and reaper threads run, which is safe because the child only opens a new connection.
@@ -143,6 +153,15 @@ class _Run:
         self.waits = WaitSamples()
         self.stopped_by = "drained" if self.settings.drains else (
             "duration" if self.settings.duration_s is not None else "claims-per-worker")
+
+    def stop_reason(self, started: float) -> str | None:
+        """Why the run ended before its drain, in words, for the report."""
+        if self.stopped_by == "violation":
+            return f"{self.watch.proof} at +{self.watch.proof_at - started:.2f}s"
+        if self.stopped_by == "no-progress":
+            return (f"workers kept claiming but no job was finished for {self.no_progress_s:.0f}s: the claim "
+                    "hands out jobs it does not take, or `complete` never changes a row")
+        return None
 
     @property
     def logs(self) -> list[WorkerLog]:
@@ -219,11 +238,15 @@ class _Run:
         if settings.faults:
             stall_limit += settings.lease_seconds * (settings.faults.stall_factor + 2)
         last_claims, last_change = -1, started
+        last_progress, last_progress_at = 0, started
         next_tick, stopped_at = started, 0.0
         while len(self.finished) < len(self.processes):
             # Workers' messages are taken as they come; everything else (progress, faults, limits)
             # runs once per MONITOR_INTERVAL_S, so the coordinator stays off the CPU the server needs.
             self._drain_messages(timeout=max(0.0, next_tick - time.monotonic()))
+            if self.watch.proof is not None and not self.shared.stop.value:
+                # Proven from a prefix of the run: nothing recorded later can undo it (see claimcheck.watch).
+                self.shared.stop.value, self.stopped_by = 1, "violation"
             now = time.monotonic()
             if now < next_tick:
                 continue
@@ -231,17 +254,23 @@ class _Run:
             claims = sum(self.shared.progress)
             if claims != last_claims:
                 last_claims, last_change = claims, now
+            if self.watch.progress != last_progress:
+                last_progress, last_progress_at = self.watch.progress, now
             if self.on_progress:
                 self.on_progress(claims, now - started)
             if injector is not None and injector.due(claims) and not self.shared.stop.value:
                 alive = {i: p.pid for i, p in self.processes.items() if i not in self.finished and p.is_alive()}
                 injector.inject(alive, self.shared, self._spawn_replacement)
                 self.killed |= injector.killed
-                last_change = time.monotonic()
-            if settings.duration_s is not None and now - started >= settings.duration_s:
+                last_change = last_progress_at = time.monotonic()
+            if self.shared.stop.value:
+                pass
+            elif settings.duration_s is not None and now - started >= settings.duration_s:
                 self.shared.stop.value = 1
-            elif now - last_change > stall_limit and not self.shared.stop.value:
+            elif now - last_change > stall_limit:
                 self.shared.stop.value, self.stopped_by = 1, "stalled"
+            elif now - last_progress_at > stall_limit:
+                self.shared.stop.value, self.stopped_by, self.no_progress_s = 1, "no-progress", now - last_progress_at
             if self.shared.stop.value:
                 stopped_at = stopped_at or now
                 if now - stopped_at > JOIN_TIMEOUT_S + settings.lease_seconds:
@@ -266,7 +295,9 @@ class _Run:
                     self._died(index)
                     continue
                 if kind == "log":
-                    merge_delta(self.logs_by_worker[index], payload)
+                    log = self.logs_by_worker[index]
+                    first_new = len(log)
+                    self.watch.see(log, first_new, merge_delta(log, payload))
                 else:
                     apply_summary(self.logs_by_worker[index], payload)
                     self._finish(index)

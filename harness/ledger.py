@@ -14,7 +14,13 @@ rules in docs/contracts.md (section 2):
 - a completion (or failure) that changed the row after its claim had been reaped is a **stale
   completion** violation; one that changed no row was fenced off and is only counted;
 - a seeded job never claimed by the end of a drain is `unclaimed`; a claimed id that was never
-  seeded is `unexpected`. Both fail the run, like Jepsen's lost / unexpected.
+  seeded is `unexpected`. Both fail the run, like Jepsen's lost / unexpected;
+- in a run where nothing releases a claim (no reaper, no failures, no faults), a claimed job that
+  no claim finished (its completion changed no row) is **never finished**: `complete` does not
+  match the row the claim took, and the job can never be finished without a double claim;
+- a job is **finished** (counted as done) when a claim of it finished it: a completion that
+  changed the row, or a claim that is itself the completion. The ledger counts them, not the
+  table, so a queue that deletes finished jobs is counted too.
 
 Times are `time.monotonic()` readings, which Linux keeps system-wide, so the logs of different
 processes share one clock.
@@ -41,8 +47,10 @@ ABANDONED = 5
 OUTCOME_NAMES = {LIVE: "live", DONE: "done", STALE: "stale completion", CLAIM_IS_COMPLETION: "claim completes",
                  FAILED: "failed", ABANDONED: "abandoned"}
 _CHANGED_ROW = (DONE, FAILED)
+_FINISHED = (DONE, CLAIM_IS_COMPLETION)
 
 MAX_EVIDENCE = 20  # violations kept with full evidence; the counts are always complete
+MAX_CLAIMS_SHOWN = 50  # claims kept per violation
 
 
 @dataclass
@@ -111,11 +119,16 @@ class Violation:
     job: int
     kind: str
     """`concurrent`: claimed again while an earlier claim was live; `after-done`: claimed again
-    after an earlier claim completed it; `stale-completion`: a reaped claim's worker changed the row."""
+    after an earlier claim completed it; `stale-completion`: a reaped claim's worker changed the row;
+    `never-finished`: nothing released the claim, yet its completion changed no row."""
     claims: tuple[Claim, ...]
+    """The first MAX_CLAIMS_SHOWN claims of the job, in attempt order."""
+    times_claimed: int = 0
+    """All its claims (a claim that takes nothing hands one job out thousands of times)."""
 
     def as_dict(self) -> dict:
-        return {"job": self.job, "kind": self.kind, "claims": [c.__dict__ for c in self.claims]}
+        return {"job": self.job, "kind": self.kind, "times_claimed": self.times_claimed,
+                "claims": [c.__dict__ for c in self.claims]}
 
 
 @dataclass(frozen=True)
@@ -141,12 +154,17 @@ class Verdict:
     unrecorded_claims: int = 0
     """Jobs finished in the table whose claim died with a killed worker before it was streamed:
     not lost, so not counted as unclaimed."""
+    jobs_finished: int = 0
+    """Distinct jobs a claim finished: its completion changed the row, or the claim completes the job."""
+    never_finished: int = 0
+    """Claimed jobs whose every claim ended with a completion that changed no row, in a run where
+    nothing releases a claim (judged with `releases=False`): `complete` never matched."""
 
     @property
     def exactly_once(self) -> bool:
         lost = self.unclaimed_jobs if self.drained else 0
         return (self.double_claimed_jobs == 0 and self.stale_completion_violations == 0
-                and self.unexpected_jobs == 0 and lost == 0)
+                and self.unexpected_jobs == 0 and lost == 0 and self.never_finished == 0)
 
 
 @dataclass
@@ -159,10 +177,12 @@ class _Seen:
 
 
 def judge(logs: list[WorkerLog], first_id: int, last_id: int, *, drained: bool, origin: float = 0.0,
-          reaps: list[Reap] | None = None) -> Verdict:
+          reaps: list[Reap] | None = None, releases: bool = True) -> Verdict:
     """Judge the combined logs of a run over seeded ids `first_id..last_id`.
 
     `drained` says the run went until no job was left, so unclaimed jobs are lost jobs.
+    `releases` says claims may be released (reaper, failures, faults), so a completion that
+    changed no row may have been fenced off rightly; without releases it is a broken `complete`.
     `reaps` are the reaper's returns, each timed before its statement was sent (so before it
     committed).
     `origin` is subtracted from times shown in evidence. Memory stays linear in the number of
@@ -174,21 +194,32 @@ def judge(logs: list[WorkerLog], first_id: int, last_id: int, *, drained: bool, 
     span = max(last_id - first_id + 1, 0)
     counts = array("i", bytes(4 * span))
     unexpected: set[int] = set()
+    finished = bytearray(span)  # one byte per seeded job: memory stays linear in the jobs
+    finished_unexpected: set[int] = set()
+    unmatched: set[int] = set()
     claims = stale = 0
     for log in logs:
         claims += len(log)
         stale += log.outcome.count(STALE)
-        for job in log.job:
+        for job, how in zip(log.job, log.outcome):
             slot = job - first_id
             if 0 <= slot < span:
                 counts[slot] += 1
+                if how in _FINISHED:
+                    finished[slot] = 1
             else:
                 unexpected.add(job)
+                if how in _FINISHED:
+                    finished_unexpected.add(job)
+        if not releases and (log.outcome.count(STALE) or log.outcome.count(ABANDONED)):
+            unmatched.update(job for job, how in zip(log.job, log.outcome) if how in (STALE, ABANDONED))
     repeated = {first_id + slot for slot, n in enumerate(counts) if n > 1}
     reaped_jobs = {job for job, _ in reaped}
-    history = _history(logs, repeated | reaped_jobs)
+    unmatched = {job for job in unmatched
+                 if not (finished[job - first_id] if 0 <= job - first_id < span else job in finished_unexpected)}
+    history = _history(logs, repeated | reaped_jobs | unmatched)
     violations: list[Violation] = []
-    doubled = redelivered = stale_violations = 0
+    doubled = redelivered = stale_violations = never_finished = 0
     for job in sorted(history):
         seen = sorted(history[job], key=lambda c: (c.attempt, c.claimed_at))
         kind, legit = _reclaims(job, seen, reaped)
@@ -197,15 +228,20 @@ def judge(logs: list[WorkerLog], first_id: int, last_id: int, *, drained: bool, 
             doubled += 1
         late = _stale_change(job, seen, reaped)
         stale_violations += late
-        if (kind or late) and len(violations) < MAX_EVIDENCE:
-            violations.append(_evidence(job, kind or "stale-completion", seen, reaped, origin))
+        # Finished by nobody and held by nobody: every claim's completion changed no row.
+        lost = job in unmatched and not kind and not any(c.outcome in (LIVE, FAILED) for c in seen)
+        never_finished += lost
+        if (kind or late or lost) and len(violations) < MAX_EVIDENCE:
+            violations.append(_evidence(job, kind or ("stale-completion" if late else "never-finished"), seen,
+                                        reaped, origin))
     never = counts.count(0)
     unique = span - never + len(unexpected)
     return Verdict(
         claims=claims, unique_jobs_claimed=unique, double_claimed_jobs=doubled, extra_claims=claims - unique,
         unclaimed_jobs=never, unexpected_jobs=len(unexpected), stale_completions=stale,
         violations=tuple(violations), drained=drained, redeliveries=redelivered,
-        stale_completion_violations=stale_violations,
+        stale_completion_violations=stale_violations, jobs_finished=finished.count(1) + len(finished_unexpected),
+        never_finished=never_finished,
     )
 
 
@@ -232,7 +268,14 @@ def _released(job: int, earlier: _Seen, later: _Seen, reaped: dict) -> bool:
 def _reclaims(job: int, seen: list[_Seen], reaped: dict) -> tuple[str | None, int]:
     """The kind of the first illegitimate re-claim (or None), and how many re-claims were legit."""
     kind, legit = None, 0
+    held_for_good = False
     for i, later in enumerate(seen[1:], start=1):
+        # An earlier claim nothing ever released holds the job for every later claim: once the kind
+        # is known there is nothing left to count (this keeps a job claimed 10^5 times linear).
+        earlier = seen[i - 1]
+        held_for_good = held_for_good or ((job, earlier.attempt) not in reaped and earlier.outcome != FAILED)
+        if held_for_good and kind is not None:
+            break
         holders = [e for e in seen[:i] if not _released(job, e, later, reaped)]
         if not holders:
             legit += 1
@@ -257,8 +300,8 @@ def _evidence(job: int, kind: str, seen: list[_Seen], reaped: dict, origin: floa
     def shown(t: float) -> float | None:
         return None if math.isnan(t) else round(t - origin, 6)
 
-    return Violation(job=job, kind=kind, claims=tuple(
+    return Violation(job=job, kind=kind, times_claimed=len(seen), claims=tuple(
         Claim(worker=c.worker, attempt=c.attempt, claimed_at_s=round(c.claimed_at - origin, 6),
               ended_at_s=shown(c.ended_at), outcome=OUTCOME_NAMES[c.outcome],
               reaped_at_s=shown(reaped[(job, c.attempt)]) if (job, c.attempt) in reaped else None)
-        for c in seen))
+        for c in seen[:MAX_CLAIMS_SHOWN]))

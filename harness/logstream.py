@@ -56,8 +56,9 @@ def apply_summary(log: WorkerLog, fields: dict) -> None:
         setattr(log, name, value)
 
 
-def merge_delta(log: WorkerLog, payload: tuple) -> None:
-    """The coordinator's side of :class:`LogStream`: apply one flush to its copy of the log."""
+def merge_delta(log: WorkerLog, payload: tuple) -> list[int]:
+    """The coordinator's side of :class:`LogStream`: apply one flush to its copy of the log.
+    Returns the slots of older records that ended in it."""
     start, job, attempt, claimed_at, ended_at, outcome, endings = payload
     if start != len(log):  # messages arrive in order on one pipe; anything else is a harness bug
         raise RuntimeError(f"worker {log.worker}: log delta starts at {start}, {len(log)} records known")
@@ -68,3 +69,4 @@ def merge_delta(log: WorkerLog, payload: tuple) -> None:
     log.outcome.extend(outcome)
     for slot, ended, how in endings:
         log.ended_at[slot], log.outcome[slot] = ended, how
+    return [slot for slot, _, _ in endings]

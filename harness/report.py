@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Iterable
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -58,22 +59,51 @@ def _top_wait(run: RunResult) -> str:
     return f"{key} {samples:,}"
 
 
-def verdict_text(run: RunResult) -> Text:
+_NOTES = {
+    "uncaught": ("*", "unsafe by its header, but no violation was caught in this run"),
+    "surprise": ("!", "expected safe, yet violated"),
+    "stalled": ("s", "stalled: no claim for a while"),
+    "no-progress": ("p", "no progress: claims went on but no job was finished"),
+    "violation": ("e", "stopped early at a proven violation; `check --drain` runs to the end"),
+}
+
+
+def _notes(run: RunResult) -> list[str]:
+    """What the verdict column must also say about a run, as keys of _NOTES."""
+    notes = []
+    if run.strategy.expected == "unsafe" and run.exactly_once:
+        notes.append("uncaught")
+    elif run.strategy.expected == "safe" and not run.exactly_once:
+        notes.append("surprise")
+    if run.stopped_by in ("stalled", "no-progress", "violation"):
+        notes.append(run.stopped_by)
+    return notes
+
+
+def verdict_text(run: RunResult, compact: bool = False) -> Text:
+    """`exactly-once` or `VIOLATED` (RunResult.exactly_once, the one verdict), and its notes: in
+    words, or as the marks a compact table explains in its caption."""
     if run.exactly_once:
         text = Text("exactly-once", style="bold green")
     else:
         text = Text("VIOLATED", style="bold red")
-    expected = run.strategy.expected
-    if expected == "unsafe" and run.exactly_once:
-        text.append(" (unsafe, not caught this run)", style="yellow")
-    elif expected == "safe" and not run.exactly_once:
-        text.append(" (expected safe!)", style="bold red")
-    if run.stopped_by == "stalled":
-        text.append(" stalled", style="red")
+    notes = _notes(run)
+    if compact:
+        if notes:
+            text.append(" " + "".join(_NOTES[n][0] for n in notes), style="yellow")
+        return text
+    words = {"uncaught": (" (unsafe, not caught this run)", "yellow"), "surprise": (" (expected safe!)", "bold red"),
+             "stalled": (" stalled", "red"), "no-progress": (" no progress", "red"),
+             "violation": (" stopped early", "yellow")}
+    for note in notes:
+        text.append(*words[note])
     return text
 
 
-def results_table(runs: list[RunResult], title: str) -> Table:
+def results_table(runs: list[RunResult], title: str, wide: bool = True) -> Table:
+    """The results: every column with `wide`, else the columns a person reads first, in 80 columns."""
+    if not wide:
+        return _compact_table(runs, title)
     table = Table(title=title, header_style="bold", title_justify="left")
     for name, justify in (("strategy", "left"), ("mode", "left"), ("work-\ners", "right"), ("batch", "right"),
                           ("claims", "right"), ("unique", "right"),
@@ -94,13 +124,36 @@ def results_table(runs: list[RunResult], title: str) -> Table:
             f"{v.claims:,}", f"{v.unique_jobs_claimed:,}",
             Text(f"{v.double_claimed_jobs:,}", style="red" if v.double_claimed_jobs else ""),
             f"{v.extra_claims:,}", Text(f"{v.unclaimed_jobs:,}", style="red" if v.unclaimed_jobs and v.drained else ""),
-            f"{run.table.done:,}", f"{run.serialization_failures:,}", f"{run.throughput_jobs_per_s:,.0f}",
+            f"{run.jobs_done:,}", f"{run.serialization_failures:,}", f"{run.throughput_jobs_per_s:,.0f}",
             f"{_ms(lat['p50'])}/{_ms(lat['p95'])}/{_ms(lat['p99'])}", _top_wait(run),
             str(run.waits.max_waiting_workers),
             *_parity_cells(run, any(r.pgbench for r in runs)),
             *_plan_cells(run, any(r.plan for r in runs)),
             verdict_text(run),
         )
+    return table
+
+
+def _compact_table(runs: list[RunResult], title: str) -> Table:
+    """strategy, mode, workers, double claimed, unclaimed, jobs/s, claim p95 and the verdict: the
+    figures that decide, narrow enough for an 80-column terminal (`--wide` shows the rest)."""
+    table = Table(title=title, header_style="bold", title_justify="left", box=box.SIMPLE_HEAD, padding=0, show_edge=False,
+                  caption_justify="left")
+    table.add_column("strategy", justify="left", overflow="fold", min_width=12)
+    table.add_column("mode", justify="left", no_wrap=True)
+    for name in ("work-\ners", "double\nclaimed", "un-\nclaimed", "jobs/s", "claim\np95 ms"):
+        table.add_column(name, justify="right", no_wrap=True)
+    table.add_column("verdict", justify="left", no_wrap=True, min_width=12)
+    for run in runs:
+        v = run.verdict
+        table.add_row(
+            run.strategy.name, run.settings.mode, str(run.settings.workers),
+            Text(f"{v.double_claimed_jobs:,}", style="red" if v.double_claimed_jobs else ""),
+            Text(f"{v.unclaimed_jobs:,}", style="red" if v.unclaimed_jobs and v.drained else ""),
+            f"{run.throughput_jobs_per_s:,.0f}", _ms(run.claim_latency_ms["p95"]), verdict_text(run, compact=True))
+    shown = sorted({n for run in runs for n in _notes(run)}, key=list(_NOTES).index)
+    lines = [f"{_NOTES[n][0]} {_NOTES[n][1]}" for n in shown]
+    table.caption = "\n".join(lines + ["--wide: every column (claims, done, p50/p99, lock waits)"])
     return table
 
 
@@ -130,13 +183,23 @@ def evidence_lines(violations: Iterable[Violation], limit: int = EVIDENCE_SHOWN)
     """A few violations as readable lines: job id, kind, then each claim of it."""
     lines: list[str] = []
     for violation in list(violations)[:limit]:
-        lines.append(f"job {violation.job}: claimed {len(violation.claims)} times ({violation.kind})")
+        times = max(violation.times_claimed, len(violation.claims))
+        lines.append(f"job {violation.job}: claimed {times:,} times ({violation.kind})"
+                     + (f", the first {len(violation.claims)} shown" if times > len(violation.claims) else ""))
         for claim in violation.claims:
             ended = "never ended" if claim.ended_at_s is None else f"ended +{claim.ended_at_s:.4f}s"
             reaped = "" if claim.reaped_at_s is None else f"  reaped +{claim.reaped_at_s:.4f}s"
             lines.append(f"    worker w{claim.worker:02d}  attempt {claim.attempt}  "
                          f"claimed +{claim.claimed_at_s:.4f}s  {ended}  ({claim.outcome}){reaped}")
     return lines
+
+
+def print_stop(console: Console, run: RunResult) -> None:
+    """Say that a run stopped before its drain, why, and how to run it to the end."""
+    if run.stopped_early:
+        console.print(f"[yellow]{run.strategy.name} ({run.settings.mode}): stopped early[/]: {run.stop_reason}. "
+                      f"The figures cover the {run.verdict.claims:,} claims committed until the workers stopped; "
+                      "add --drain to run it to the end.", highlight=False)
 
 
 def print_server(console: Console, server: Server) -> None:
@@ -147,7 +210,12 @@ def print_evidence(console: Console, run: RunResult, limit: int = EVIDENCE_SHOWN
     v = run.verdict
     if run.exactly_once:
         return
-    problems = [f"{v.double_claimed_jobs:,} job(s) handed to more than one worker"]
+    problems = [f"{v.double_claimed_jobs:,} job(s) handed to more than one worker"] if v.double_claimed_jobs else []
+    if v.never_finished:
+        problems.append(f"{v.never_finished:,} claimed job(s) never finished: their completion changed no row "
+                        "although nothing had released the claim (does `complete` match the row the claim took?)")
+    if not run.progressed:
+        problems.append(f"no progress ({run.stop_reason})")
     if v.stale_completion_violations:
         problems.append(f"{v.stale_completion_violations:,} stale completion(s) that changed a row "
                         "the worker no longer owned")
@@ -158,7 +226,7 @@ def print_evidence(console: Console, run: RunResult, limit: int = EVIDENCE_SHOWN
     if not run.lifecycle_ok:
         problems.append(f"{run.unfinished_jobs:,} job(s) neither done nor failed, "
                         f"{run.table.over_max_attempts:,} over max_attempts")
-    console.print(f"[bold red]{run.strategy.name} ({run.settings.mode}): {'; '.join(problems)}[/]. "
+    console.print(f"[bold red]{run.strategy.name} ({run.settings.mode}): {'; '.join(problems) or 'violated'}[/]. "
                   f"{v.extra_claims:,} extra claims, {v.redeliveries:,} redeliveries. "
                   "Evidence (times from the start of the run):")
     for line in evidence_lines(v.violations, limit):

@@ -42,7 +42,9 @@ class RunResult:
     table: TableOutcome
     elapsed_s: float
     stopped_by: str
-    """`drained`, `duration`, `claims-per-worker` or `stalled`."""
+    """`drained`, `duration`, `claims-per-worker`, `stalled` (no claim for a while), `violation`
+    (a `check` stopped once a violation was proven, see RunSettings.stop_early) or `no-progress`
+    (workers kept claiming but no job was finished for a while: a broken queue)."""
     claim_latency_ms: dict
     serialization_failures: int
     deadlocks: int
@@ -60,6 +62,8 @@ class RunResult:
     """Faults asked for but not injected (a restart of a server we did not start, no worker left)."""
     plan: "PlanVerdict | None" = None
     """The plan guard's verdict on the claim (`bench` asks for it; see `claimcheck explain`)."""
+    stop_reason: str | None = None
+    """Why the run ended before its drain (a proven violation, no progress), in words."""
 
     @property
     def pgbench_ratio(self) -> float | None:
@@ -69,8 +73,13 @@ class RunResult:
         return self.throughput_jobs_per_s / self.pgbench.jobs_per_s
 
     @property
+    def jobs_done(self) -> int:
+        """Jobs finished, from the ledger (a queue that deletes finished jobs leaves no 'done' row)."""
+        return self.verdict.jobs_finished
+
+    @property
     def throughput_jobs_per_s(self) -> float:
-        return self.table.done / self.elapsed_s if self.elapsed_s > 0 else 0.0
+        return self.jobs_done / self.elapsed_s if self.elapsed_s > 0 else 0.0
 
     @property
     def unfinished_jobs(self) -> int:
@@ -84,8 +93,20 @@ class RunResult:
         return self.unfinished_jobs == 0 and self.table.over_max_attempts == 0
 
     @property
+    def progressed(self) -> bool:
+        """False when the run was ended because workers kept claiming and no job was finished."""
+        return self.stopped_by != "no-progress"
+
+    @property
+    def stopped_early(self) -> bool:
+        """A `check` ended before the drain once a violation was proven (`--drain` runs to the end)."""
+        return self.stopped_by == "violation"
+
+    @property
     def exactly_once(self) -> bool:
-        return self.verdict.exactly_once and self.lifecycle_ok
+        """The one verdict: the CLI's exit code, bench, compare, the reports, the pytest plugin and
+        claimcheck.assert_exactly_once all use it."""
+        return self.verdict.exactly_once and self.lifecycle_ok and self.progressed
 
     def as_dict(self) -> dict:
         """One run object of the JSON contract in docs/contracts.md (section 3)."""
@@ -96,7 +117,8 @@ class RunResult:
             "mode": s.mode, "work_ms": str(s.work), "claims": v.claims, "unique_jobs_claimed": v.unique_jobs_claimed,
             "double_claimed_jobs": v.double_claimed_jobs, "extra_claims": v.extra_claims,
             "unclaimed_jobs": v.unclaimed_jobs, "unexpected_jobs": v.unexpected_jobs,
-            "stale_completions": v.stale_completions, "jobs_done": self.table.done,
+            "stale_completions": v.stale_completions, "never_finished_jobs": v.never_finished,
+            "jobs_done": self.jobs_done,
             "jobs_failed": self.table.failed, "max_attempts": self.table.max_attempts,
             "serialization_failures": self.serialization_failures, "deadlocks": self.deadlocks,
             "claim_statements": self.claim_statements, "empty_claims": self.empty_claims,
@@ -104,6 +126,7 @@ class RunResult:
             "throughput_jobs_per_s": round(self.throughput_jobs_per_s, 1), "claim_latency_ms": self.claim_latency_ms,
             "wait_events": dict(self.waits.events.most_common()), "wait_samples": self.waits.samples,
             "max_waiting_workers": self.waits.max_waiting_workers, "stopped_by": self.stopped_by,
+            "stop_reason": self.stop_reason,
             "seed_seconds": round(self.seeded.seconds, 3), "exactly_once": self.exactly_once,
             "violations": [x.as_dict() for x in v.violations],
             "pgbench_jobs_per_s": None if self.pgbench is None else round(self.pgbench.jobs_per_s, 1),

@@ -15,6 +15,7 @@ from typing import Iterator
 import psycopg
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Column
 
 from claimcheck.driver import coordinator_connection, run_strategy
 from claimcheck.result import RunResult
@@ -107,7 +108,7 @@ def _progress_callback(progress: Progress, task, jobs: int):
         then, before = window[0]
         rate = (claims - before) / (elapsed - then) if elapsed > then else 0.0
         progress.update(task, completed=min(claims, jobs),
-                        status=f"{min(claims, jobs):,}/{jobs:,} jobs drained · {rate:,.0f} jobs/s now")
+                        status=f"{min(claims, jobs):,}/{jobs:,} jobs · {rate:,.0f}/s")
         progress.refresh()
 
     return show
@@ -121,11 +122,18 @@ def run_all(server: Server, strategies: list[Strategy], grid: list[RunSettings],
     results = []
     with run_schema(server) as (original, schema, run_id):
         conn = original
-        progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[status]}"),
-                            TimeElapsedColumn(), console=err, transient=True, auto_refresh=False)
+        # Fits 80 columns: the description gives way (with an ellipsis) before the figures do.
+        progress = Progress(TextColumn("{task.description}", table_column=Column(no_wrap=True, overflow="ellipsis",
+                                                                                 ratio=2)),
+                            BarColumn(bar_width=None, table_column=Column(ratio=1)),
+                            TextColumn("{task.fields[status]}", table_column=Column(no_wrap=True)),
+                            TimeElapsedColumn(), console=err, transient=True, auto_refresh=False, expand=True)
         with progress:
-            for strategy, settings in itertools.product(strategies, grid):
-                label = f"{strategy.name} · {settings.mode} · {settings.workers}w"
+            runs = list(itertools.product(strategies, grid))
+            for number, (strategy, settings) in enumerate(runs, start=1):
+                # A sweep says where it is: "run 3 of 18" before the run's own progress.
+                label = (f"run {number} of {len(runs)}: " if len(runs) > 1 else "") + \
+                    f"{strategy.name} {settings.mode} {settings.workers}w"
                 task = progress.add_task(label, total=settings.jobs, status="seeding")
                 progress.refresh()
 
@@ -142,7 +150,7 @@ def run_all(server: Server, strategies: list[Strategy], grid: list[RunSettings],
                 status = "[green]exactly-once[/]" if result.exactly_once else "[red]violated[/]"
                 parity = "" if result.pgbench is None else (
                     f" · pgbench {result.pgbench.jobs_per_s:,.0f} jobs/s, ratio {result.pgbench_ratio:.2f}")
-                err.print(f"  {label}: {result.table.done:,} done in {result.elapsed_s:.2f}s "
+                err.print(f"  {label}: {result.jobs_done:,} done in {result.elapsed_s:.2f}s "
                           f"({result.throughput_jobs_per_s:,.0f} jobs/s){parity} {status}")
                 results.append(result)
         if conn is not original:  # replaced after a restart fault; run_schema closes the original

@@ -95,6 +95,9 @@ class RunSettings:
     reap_every_s: float | None = None
     """Run the reaper (expired leases back to the queue) this often; None: no reaper."""
     faults: FaultPlan | None = None
+    stop_early: bool = False
+    """Stop once a violation is proven (`check`'s default; `--drain` turns it off). Applies only where
+    nothing releases a claim (no reaper, failures or faults): see claimcheck.watch."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.workers <= MAX_WORKERS:

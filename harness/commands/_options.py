@@ -12,7 +12,7 @@ from rich.console import Console
 from claimcheck.errors import UsageError
 from claimcheck.result import RunResult
 from claimcheck.provision import DSN_ENV, Server
-from claimcheck.report import document, faults_table, print_evidence, results_table, write_json
+from claimcheck.report import REPORTS_DIR, document, faults_table, print_evidence, results_table, write_json
 from claimcheck.report_html import write_html
 from claimcheck.settings import FaultPlan, RunSettings, WorkTime
 
@@ -53,7 +53,10 @@ def add_json_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", type=Path, help="write the JSON report here")
 
 
-def add_run_options(p: argparse.ArgumentParser, *, workers: str, jobs: int, modes: str, work_ms: str) -> None:
+def add_run_options(p: argparse.ArgumentParser, *, workers: str, jobs: int, modes: str, work_ms: str,
+                    faults: bool, reports: bool) -> None:
+    """The load and lifecycle options of check, bench and faults. `faults`: the verb injects faults
+    (so defaults that change under them are worded so); `reports`: it always writes its reports."""
     g = p.add_argument_group("load")
     g.add_argument("--workers", type=int_list, default=int_list(workers),
                    help=f"worker processes, or a comma list to sweep (default {workers})")
@@ -64,11 +67,19 @@ def add_run_options(p: argparse.ArgumentParser, *, workers: str, jobs: int, mode
                         f"lock: claim, work and complete in one transaction; a comma list runs both (default {modes})")
     g.add_argument("--work-ms", default=work_ms, help=f"work per job: 5, a range 1-10, or exp:5 (default {work_ms})")
     g.add_argument("--poll-ms", type=float, default=10.0, help="sleep after an empty claim (default 10)")
-    g.add_argument("--lease-seconds", type=float, help="lease written by the claim (default 300; 2 with --faults)")
+    g.add_argument("--lease-seconds", type=float, help="lease written by the claim (default 300"
+                   + ("; 2 with faults)" if faults else ")"))
     g.add_argument("--duration", type=float, help="stop after this many seconds even if jobs remain")
     g.add_argument("--claims-per-worker", type=int, help="stop each worker after this many claim transactions "
                                                          "(like pgbench -t)")
-    add_json_option(g)
+    if reports:
+        g.add_argument("--json", type=Path, metavar="PATH",
+                       help=f"write the JSON report here, and the HTML report next to it (default: "
+                            f"{REPORTS_DIR}/{p.prog.split()[-1]}-TIME.json under the current directory, created if needed)")
+    else:
+        add_json_option(g)
+    g.add_argument("--wide", action="store_true",
+                   help="show every column of the results table (the default fits 80 columns; a pipe gets every column)")
     life = p.add_argument_group("lifecycle (retries, leases, reaper)")
     life.add_argument("--fail-rate", type=float, default=0.0,
                       help="fraction of jobs failed by their worker and retried with the strategy's backoff")
@@ -76,8 +87,8 @@ def add_run_options(p: argparse.ArgumentParser, *, workers: str, jobs: int, mode
                       help="seconds: a failed job waits unit * 2^attempts (default 10, the seed's 20 s first retry)")
     life.add_argument("--backoff-cap", type=float, default=3600.0, help="seconds, the backoff's cap (default 3600)")
     life.add_argument("--reap-every", type=float,
-                      help="run the reaper (expired leases back to the queue) every N seconds (default: off; "
-                           "0.5 with --faults)")
+                      help="run the reaper (expired leases back to the queue) every N seconds (default: off"
+                           + ("; 0.5 with faults)" if faults else ")"))
 
 
 FAULT_LEASE_S = 2.0
@@ -85,7 +96,8 @@ FAULT_REAP_EVERY_S = 0.5
 DEFAULT_LEASE_S = 300.0
 
 
-def settings_grid(args: argparse.Namespace, faults: FaultPlan | None = None) -> list[RunSettings]:
+def settings_grid(args: argparse.Namespace, faults: FaultPlan | None = None,
+                  stop_early: bool = False) -> list[RunSettings]:
     """Every mode x workers x batch of the command line. Faults need short leases and a reaper,
     so they default to FAULT_LEASE_S and FAULT_REAP_EVERY_S unless given."""
     work = WorkTime.parse(args.work_ms)
@@ -95,7 +107,7 @@ def settings_grid(args: argparse.Namespace, faults: FaultPlan | None = None) -> 
     return [RunSettings(workers=w, jobs=args.jobs, batch=b, mode=m, work=work, poll_ms=args.poll_ms,
                         lease_seconds=lease, duration_s=args.duration, claims_per_worker=args.claims_per_worker,
                         fail_rate=args.fail_rate, backoff_unit_s=args.backoff_unit, backoff_cap_s=args.backoff_cap,
-                        reap_every_s=reap, faults=faults)
+                        reap_every_s=reap, faults=faults, stop_early=stop_early)
             for m, w, b in itertools.product(args.mode, args.workers, args.batch)]
 
 
@@ -107,7 +119,8 @@ def plain_settings(args: argparse.Namespace) -> dict:
 
 def report_runs(server: Server, results: list[RunResult], args: argparse.Namespace, console: Console,
                 verb: str, title: str, always_write: bool, evidence: int) -> None:
-    console.print(results_table(results, title))
+    # A terminal gets the columns that decide; a pipe or a CI log (a wide console) gets them all.
+    console.print(results_table(results, title, wide=args.wide or not console.is_terminal))
     for result in results:
         print_evidence(console, result, evidence)
         if result.faults:
@@ -115,5 +128,6 @@ def report_runs(server: Server, results: list[RunResult], args: argparse.Namespa
     doc = document(server, results, command=" ".join(["claimcheck", *sys.argv[1:]]), settings=plain_settings(args))
     if args.json or always_write:
         path = write_json(doc, args.json, verb)
-        console.print(f"JSON report: {path}")
-        console.print(f"HTML report: {write_html(doc, path)}")
+        where = "" if args.json else f" (in {Path.cwd()}; --json PATH writes elsewhere)"
+        console.print(f"JSON report: {path}{where}", highlight=False)
+        console.print(f"HTML report: {write_html(doc, path)}", highlight=False)

@@ -18,10 +18,13 @@ EVIDENCE_JOBS = 1  # per violating run: the table is the point, one story each i
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
-    p = verbs.add_parser("bench", help="claim strategies side by side on one server")
+    p = verbs.add_parser("bench", help="claim strategies side by side on one server",
+                         description="Run claim strategies side by side on one server and print what each costs. "
+                                     "Writes a JSON and an HTML report to reports/ under the current directory "
+                                     "(created if needed), or to --json PATH.")
     p.add_argument("--strategies", type=str_list, default=list(CATALOG),
                    help="built-in names or .sql files, comma-separated (default: the whole catalog)")
-    add_run_options(p, workers="8", jobs=5_000, modes="lease,lock", work_ms="1")
+    add_run_options(p, workers="8", jobs=5_000, modes="lease,lock", work_ms="1", faults=False, reports=True)
     p.add_argument("--pgbench", action="store_true",
                    help="also run each strategy's SQL through pgbench (same clients, server and table size) "
                         "and report our jobs/s over pgbench's")

@@ -14,7 +14,7 @@ from claimcheck.errors import UsageError
 from claimcheck.interleave.search import DEFAULT_EXAMPLES, search
 from claimcheck.interleave.trace import render
 from claimcheck.provision import provide_server
-from claimcheck.report import document, print_server
+from claimcheck.report import document, print_server, print_stop
 from claimcheck.session import run_all
 from claimcheck.settings import FaultPlan
 from claimcheck.strategy import load_strategy
@@ -26,10 +26,13 @@ DEFAULT_DATABASE = Path(".hypothesis") / "claimcheck"
 def register(verbs: argparse._SubParsersAction) -> None:
     p = verbs.add_parser("check", help="the exactly-once verdict for one claim strategy")
     p.add_argument("strategy", help="a .sql file in the strategy contract, or a built-in name")
-    add_run_options(p, workers="16", jobs=20_000, modes="lease", work_ms="0")
+    add_run_options(p, workers="16", jobs=20_000, modes="lease", work_ms="0", faults=True, reports=False)
     p.add_argument("--faults", action="store_true",
                    help="inject faults while the load runs: SIGKILL workers, terminate backends, stall workers "
                         "past their lease, restart a server we started")
+    p.add_argument("--drain", action="store_true",
+                   help="run until every job is claimed even after a violation is proven (by default a check "
+                        "stops at the first proven double claim and reports what it saw)")
     g = p.add_argument_group("search (instead of the load run)")
     g.add_argument("--search", action="store_true",
                    help="let hypothesis search 2-3 session schedules for a double claim and shrink it")
@@ -47,13 +50,15 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     strategy = load_strategy(args.strategy)
     if args.search:
         return run_search(args, strategy, console, err)
-    grid = settings_grid(args, FaultPlan() if args.faults else None)
+    grid = settings_grid(args, FaultPlan() if args.faults else None, stop_early=not args.drain)
     with provide_server(args.dsn, args.pg) as server:
         print_server(err, server)
         results = run_all(server, [strategy], grid, err)
         report_runs(server, results, args, console, "check",
                     f"claimcheck check {strategy.name}: PostgreSQL {server.version} ({server.source})",
                     always_write=False, evidence=EVIDENCE_JOBS)
+    for result in results:
+        print_stop(console, result)
     held = all(r.exactly_once for r in results)
     console.print("[bold green]exactly-once held[/]" if held else "[bold red]exactly-once violated[/]")
     return 0 if held else 1

@@ -24,11 +24,19 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p = verbs.add_parser("faults", help="lifecycle under injected faults, lock vs lease, against a fault-free run")
     p.add_argument("--strategies", type=str_list, default=list(DEFAULT_STRATEGIES),
                    help="built-in names or .sql files (default: skip-locked)")
-    p.add_argument("--kills", type=int, default=FaultPlan.kills)
-    p.add_argument("--terminates", type=int, default=FaultPlan.terminates)
-    p.add_argument("--stalls", type=int, default=FaultPlan.stalls)
-    p.add_argument("--restarts", type=int, default=FaultPlan.restarts)
-    add_run_options(p, workers="16", jobs=20_000, modes="lease,lock", work_ms="0")
+    g = p.add_argument_group("faults injected into each run (spread over the run by progress)")
+    g.add_argument("--kills", type=int, default=FaultPlan.kills, metavar="N",
+                   help=f"SIGKILL a worker process mid-job; a replacement starts (default {FaultPlan.kills})")
+    g.add_argument("--terminates", type=int, default=FaultPlan.terminates, metavar="N",
+                   help="pg_terminate_backend a worker's backend inside a transaction; the worker reconnects "
+                        f"(default {FaultPlan.terminates})")
+    g.add_argument("--stalls", type=int, default=FaultPlan.stalls, metavar="N",
+                   help=f"make a worker sleep {FaultPlan.stall_factor:g} leases after a claim, then try to complete "
+                        f"(default {FaultPlan.stalls})")
+    g.add_argument("--restarts", type=int, default=FaultPlan.restarts, metavar="N",
+                   help="restart the server mid-run; only a server claimcheck started, so not with --dsn "
+                        f"(default {FaultPlan.restarts})")
+    add_run_options(p, workers="16", jobs=20_000, modes="lease,lock", work_ms="0", faults=True, reports=True)
     p.set_defaults(fail_rate=0.05, backoff_unit=0.05)
     add_server_options(p)
     p.set_defaults(func=run)

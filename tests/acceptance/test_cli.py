@@ -146,6 +146,7 @@ def test_bench_runs_a_subset_and_writes_the_reports(cli, record_property):
     assert "naive-subquery" in result.stdout and "skip-locked" in result.stdout and "ratio" in result.stdout
     reports = list((cli.scratch / "reports").glob("bench-*.json"))
     assert len(reports) == 1
+    assert f"(in {cli.scratch}; --json PATH writes elsewhere)" in result.stdout  # it says where it wrote
     runs = json.loads(reports[0].read_text())["runs"]
     assert [r["strategy"] for r in runs] == ["naive-subquery", "skip-locked"]
     for run in runs:
@@ -192,3 +193,46 @@ def test_search_prints_a_replayable_counterexample(cli):
     replay = cli("interleave", str(saved))
     assert replay.code == 1 and "DOUBLE CLAIM: job 1" in replay.stdout
     cli.assert_nothing_left()
+
+
+def test_check_of_an_unsafe_claim_stops_at_the_first_proven_violation(cli):
+    out = cli.scratch / "check.json"
+    result = cli("check", "naive-single", "--workers", "8", "--jobs", "5000", "--json", str(out))
+    assert result.code == 1, result.stderr
+    text = " ".join(result.stdout.split())
+    assert "stopped early: job" in text and "claimed a second time" in text and "add --drain" in text
+    (run,) = json.loads(out.read_text())["runs"]
+    assert run["stopped_by"] == "violation" and run["double_claimed_jobs"] > 0 and run["violations"]
+    assert run["exactly_once"] is False
+    cli.assert_nothing_left()
+
+
+def test_check_drain_runs_to_the_end(cli):
+    out = cli.scratch / "check.json"
+    result = cli("check", "naive-subquery", "--workers", "4", "--jobs", "500", "--drain", "--json", str(out))
+    assert result.code == 1, result.stderr
+    (run,) = json.loads(out.read_text())["runs"]
+    assert run["stopped_by"] == "drained" and run["unclaimed_jobs"] == 0
+    assert "stopped early" not in result.stdout
+
+
+def test_a_complete_that_never_changes_a_row_fails_the_check(cli):
+    claim = write(cli, SKIP_LOCKED.read_text().split("-- name: complete")[0] +
+                  "-- name: complete\nUPDATE jobs SET status = 'done' WHERE id = %(id)s AND status = 'queued';\n")
+    result = cli("check", claim, *SMALL, "--drain")
+    assert result.code == 1, result.stderr
+    text = " ".join(result.stdout.split())
+    assert "never finished: their completion changed no row" in text and "exactly-once violated" in text
+    cli.assert_nothing_left()
+
+
+def test_help_texts_say_what_each_verb_has(cli):
+    bench = cli("bench", "--help")
+    assert bench.code == 0 and "--faults" not in bench.stdout and "faults" not in bench.stdout
+    assert "reports/" in bench.stdout and "--wide" in bench.stdout
+    faults = cli("faults", "--help")
+    flat = " ".join(faults.stdout.split())
+    for option, words in (("--kills N", "SIGKILL"), ("--terminates N", "pg_terminate_backend"),
+                          ("--stalls N", "leases after a claim"), ("--restarts N", "restart the server")):
+        assert option in flat and words in flat, option
+    assert "--drain" in cli("check", "--help").stdout

@@ -129,3 +129,27 @@ def test_a_reap_after_the_reclaim_does_not_excuse_it():
     # Attempt 1 was reaped only at 9.0, after attempt 2 had been claimed at 0.5: a double claim.
     logs = [log(0, (1, 1, 0.1, None, LIVE)), log(1, (1, 2, 0.5, 0.6, DONE))]
     assert judge(logs, 1, 1, drained=True, reaps=[Reap(1, 1, 9.0)]).double_claimed_jobs == 1
+
+
+def test_finished_jobs_are_counted_from_the_ledger_once_each():
+    # A queue that deletes what it finished: the claim completes the job; a re-claim is not a second job done.
+    v = judge([log(0, (1, 1, 0.1, 0.1, CLAIM_IS_COMPLETION), (2, 1, 0.1, 0.1, CLAIM_IS_COMPLETION)),
+               log(1, (2, 1, 0.2, 0.2, CLAIM_IS_COMPLETION), (3, 1, 0.2, None, LIVE))], 1, 3, drained=False)
+    assert v.jobs_finished == 2
+
+
+def test_a_completion_that_changed_no_row_where_nothing_releases_is_never_finished():
+    logs = [log(0, (1, 1, 0.1, 0.2, STALE), (2, 1, 0.1, 0.3, DONE))]
+    v = judge(logs, 1, 2, drained=True, releases=False)
+    assert v.never_finished == 1 and not v.exactly_once and v.jobs_finished == 1
+    assert [(x.job, x.kind) for x in v.violations] == [(1, "never-finished")]
+    # With a reaper or failures a fenced completion is the fence working, not a broken queue.
+    assert judge(logs, 1, 2, drained=True, releases=True).exactly_once
+
+
+def test_a_job_handed_out_thousands_of_times_is_judged_quickly_with_capped_evidence():
+    many = log(0, *[(1, i, i * 1e-4, i * 1e-4, CLAIM_IS_COMPLETION) for i in range(1, 20_001)])
+    v = judge([many], 1, 1, drained=False)
+    (violation,) = v.violations
+    assert v.double_claimed_jobs == 1 and violation.kind == "after-done"
+    assert violation.times_claimed == 20_000 and len(violation.claims) == 50

@@ -84,3 +84,34 @@ def test_faults_table_lists_each_fault_and_its_jobs():
     text = render(faults_table(run))
     assert "kill" in text and "w03" in text
     assert "job 7: w03 a1 +1.20s live → w09 a2 +3.40s done ⇒ done" in text
+
+
+def render_at(renderable, width: int) -> str:
+    console = Console(file=io.StringIO(), width=width, color_system=None)
+    console.print(renderable)
+    return console.file.getvalue()
+
+
+def test_the_default_table_fits_80_columns_and_keeps_strategy_and_verdict_whole():
+    runs = [result("skip-locked-unfenced", [log(0, (1, 1, 0.1, 0.2), (2, 1, 0.1, 0.2), (3, 1, 0.1, 0.2))], "unsafe"),
+            result("naive-subquery", [log(0, (1, 1, 0.1, 0.5), (2, 1, 0.1, 0.2), (3, 1, 0.1, 0.2)),
+                                      log(1, (1, 2, 0.3, 0.6))], "safe")]
+    for width in (80, 120):
+        text = render_at(results_table(runs, "claimcheck bench: PostgreSQL 18.1 (embedded)", wide=False), width)
+        assert max(len(line.rstrip()) for line in text.splitlines()) <= 80
+        assert "…" not in text
+        unfenced = next(line for line in text.splitlines() if line.startswith("skip-locked-unfenced"))
+        naive = next(line for line in text.splitlines() if line.startswith("naive-subquery"))
+        assert unfenced.split() == ["skip-locked-unfenced", "lease", "2", "0", "0", "6", "2.50", "exactly-once", "*"]
+        assert naive.split() == ["naive-subquery", "lease", "2", "1", "0", "6", "2.50", "VIOLATED", "!"]
+        assert "* unsafe by its header, but no violation was caught" in text and "! expected safe" in text
+        assert "--wide" in text
+
+
+def test_wide_shows_every_column():
+    run = result("skip-locked", [log(0, (1, 1, 0.1, 0.2), (2, 1, 0.1, 0.2), (3, 1, 0.1, 0.2))], "safe")
+    text = render_at(results_table([run], "t", wide=True), 200)
+    for header in ("claims", "unique", "extra", "done", "ser.", "p50/p95/p99", "top lock wait", "peak"):
+        assert header in text, header
+    compact = render_at(results_table([run], "t", wide=False), 200)
+    assert "unique" not in compact and "top lock wait" not in compact and "p50/p95/p99" not in compact

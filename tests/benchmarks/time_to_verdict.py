@@ -1,0 +1,75 @@
+"""Time to a verdict, printed, never asserted (run: .venv/bin/python tests/benchmarks/time_to_verdict.py).
+
+`claimcheck check NAME` with its defaults (16 workers, 20,000 jobs, batch 10, embedded server
+started for the run) for every built-in: wall seconds from the command's start to its exit, the
+exit code, the double-claimed jobs it reported and how the run stopped. The unsafe ones should
+fail within seconds (a `check` stops once a violation is proven); the safe ones drain as before.
+`skip-locked-unfenced` is caught only under faults, so it runs with `--faults` (which drains).
+
+Options: `--cap SECONDS` ends a run that takes longer (Ctrl-C, so it cleans up; shown as `>cap`),
+`--only a,b` runs only those built-ins, `--drain` passes `--drain` to every check (for the
+figures before early stop existed, run this file from an older checkout instead).
+Wall times on a shared 2-core machine are noisy: the load average is printed with each row.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from claimcheck.scenarios import builtin_names
+from claimcheck.strategy import load_strategy
+
+NEEDS_FAULTS = {"skip-locked-unfenced"}
+
+
+def one(name: str, cap: float, drain: bool) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "check.json"
+        cmd = [sys.executable, "-m", "claimcheck", "check", name, "--json", str(report)]
+        if name in NEEDS_FAULTS:
+            cmd.append("--faults")
+        if drain:
+            cmd.append("--drain")
+        started = time.perf_counter()
+        process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   start_new_session=True)
+        try:
+            out, err = process.communicate(timeout=cap)
+            capped = False
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGINT)  # our own child's group: claimcheck cleans up on Ctrl-C
+            out, err = process.communicate()
+            capped = True
+        seconds = time.perf_counter() - started
+        runs = json.loads(report.read_text())["runs"] if report.exists() else []
+    return {"name": name, "seconds": seconds, "capped": capped, "exit": process.returncode,
+            "double": sum(r["double_claimed_jobs"] for r in runs) if runs else None,
+            "stopped_by": ",".join(r["stopped_by"] for r in runs) or "-", "load": os.getloadavg()[0]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--cap", type=float, default=300.0)
+    parser.add_argument("--only", default="")
+    parser.add_argument("--drain", action="store_true")
+    args = parser.parse_args()
+    names = [n for n in builtin_names() if not args.only or n in args.only.split(",")]
+    print(f"{'strategy':22} {'expected':8} {'seconds':>9} {'exit':>4} {'double':>7}  stopped by       load")
+    for name in names:
+        row = one(name, args.cap, args.drain)
+        shown = f">{args.cap:.0f}" if row["capped"] else f"{row['seconds']:.2f}"
+        flag = " (--faults)" if name in NEEDS_FAULTS else ""
+        print(f"{name:22} {load_strategy(name).expected:8} {shown:>9} {row['exit']:>4} "
+              f"{'-' if row['double'] is None else format(row['double'], ','):>7}  {row['stopped_by']:15}  "
+              f"{row['load']:.2f}{flag}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
