@@ -1,0 +1,117 @@
+"""From the recording task's lines to the ledger's logs: pure functions of plain data.
+
+Each worker process appends to its own file (see `claimcheck.libs._adapter.Recorder`):
+
+    S <key> <library job id> <library attempt> <monotonic start> <library time>   an execution began
+    P <key> <monotonic>                                                          it stalled (blocked its loop)
+    E <key> <monotonic end>                                                      it returned
+
+The library judges itself by its own promise (at-least-once, see each adapter's docstring), and
+this module states that promise in the ledger's terms, so the SAME ledger judges it:
+
+- every execution is a claim; the ledger's attempt is the execution's ordinal among its key's
+  executions by start time (libraries number attempts differently, some not at all; the
+  library's own number is kept in `Execution.library_attempt`);
+- an execution is **released** (the ledger's reap) when its worker process died (a SIGKILL, or a
+  crash of the library's loop) while it ran: at the last moment the coordinator saw the worker
+  alive; or when its worker stalled while it ran: at the stall's start plus the adapter's
+  `stall_release_s`, the earliest its lease can have expired. A re-execution after a release is
+  a redelivery; before it, a double execution (`concurrent`), as is a second execution after a
+  first one returned without any release in between (`after-done`);
+- an execution that returned after it had been released is recorded as fenced (`STALE`): the
+  library had given the job up, a failure in between, so its finishing twice is allowed.
+"""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from claimcheck.ledger import DONE, LIVE, STALE, Reap, WorkerLog
+
+
+@dataclass
+class Execution:
+    worker: int
+    key: int
+    job_id: str
+    library_attempt: str
+    started: float
+    ended: float = math.nan
+    stalled_at: float = math.nan
+
+
+def parse(worker: int, text: str) -> tuple[list[Execution], list[float]]:
+    """One worker's file: its executions in start order, and the times it stalled.
+    A torn last line (the worker was killed while writing it) is ignored."""
+    executions: list[Execution] = []
+    stalls: list[float] = []
+    open_by_key: dict[int, Execution] = {}
+    for line in text.splitlines():
+        fields = line.split("\t")
+        try:
+            if fields[0] == "S" and len(fields) >= 5:
+                ex = Execution(worker, int(fields[1]), fields[2], fields[3], float(fields[4]))
+                executions.append(ex)
+                open_by_key[ex.key] = ex
+            elif fields[0] == "P" and len(fields) == 3:
+                at = float(fields[2])
+                stalls.append(at)
+                if (ex := open_by_key.get(int(fields[1]))) is not None:
+                    ex.stalled_at = at
+            elif fields[0] == "E" and len(fields) == 3:
+                if (ex := open_by_key.pop(int(fields[1]), None)) is not None:
+                    ex.ended = float(fields[2])
+        except ValueError:
+            continue
+    return executions, stalls
+
+
+def read_worker_files(directory: Path) -> dict[int, str]:
+    return {int(path.stem[1:]): path.read_text(errors="replace") for path in sorted(directory.glob("w*.tsv"))}
+
+
+def to_ledger(files: dict[int, str], deaths: dict[int, float], stall_release_s: float
+              ) -> tuple[list[WorkerLog], list[Reap], list[Execution]]:
+    """The ledger's logs and reaps for a library run, and every execution (for reports).
+    `deaths` maps a worker to the moment it was last seen alive before it died."""
+    executions: list[Execution] = []
+    releases: list[tuple[int, float, float]] = []  # worker, from, at: executions live at `from` released at `at`
+    for worker, text in files.items():
+        found, stalls = parse(worker, text)
+        executions += found
+        releases += [(worker, t, t + stall_release_s) for t in stalls]
+        if worker in deaths:
+            releases.append((worker, deaths[worker], deaths[worker]))
+    by_key: dict[int, list[Execution]] = defaultdict(list)
+    for ex in executions:
+        by_key[ex.key].append(ex)
+    ordinal: dict[int, int] = {}
+    for runs in by_key.values():
+        runs.sort(key=lambda e: e.started)
+        for n, ex in enumerate(runs, start=1):
+            ordinal[id(ex)] = n
+    released_at: dict[int, float] = {}
+    by_worker: dict[int, list[Execution]] = defaultdict(list)
+    for ex in executions:
+        by_worker[ex.worker].append(ex)
+    for worker, since, at in releases:
+        for ex in by_worker[worker]:
+            if ex.started <= since and (math.isnan(ex.ended) or ex.ended > since):
+                released_at[id(ex)] = min(at, released_at.get(id(ex), math.inf))
+    logs: dict[int, WorkerLog] = {}
+    reaps: list[Reap] = []
+    for ex in executions:
+        log = logs.setdefault(ex.worker, WorkerLog(worker=ex.worker))
+        release = released_at.get(id(ex))
+        if math.isnan(ex.ended):
+            outcome = LIVE
+        elif release is not None and ex.ended > release:
+            outcome = STALE
+        else:
+            outcome = DONE
+        log.record(ex.key, ordinal[id(ex)], ex.started, ex.ended, outcome)
+        if release is not None:
+            reaps.append(Reap(ex.key, ordinal[id(ex)], release))
+    return [logs[w] for w in sorted(logs)], reaps, executions

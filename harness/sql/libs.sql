@@ -1,0 +1,45 @@
+-- What the library adapters read from the libraries' own tables after (and during) a run.
+-- Reads only: every claim, completion and retry goes through the library's own API.
+-- Each runs in the run's own database, so the libraries' fixed table names are ours alone.
+
+-- name: procrastinate_outcome
+-- procrastinate keeps finished jobs (delete_jobs="never", its default), status in its own enum.
+SELECT count(*) FILTER (WHERE status = 'succeeded')                    AS done,
+       count(*) FILTER (WHERE status = 'todo')                         AS queued,
+       count(*) FILTER (WHERE status = 'doing')                        AS running,
+       count(*) FILTER (WHERE status IN ('failed', 'cancelled', 'aborted')) AS failed,
+       coalesce(max(attempts), 0)                                      AS max_attempts
+FROM procrastinate_jobs;
+
+-- name: procrastinate_status
+SELECT (args ->> 'key')::bigint, status::text, attempts FROM procrastinate_jobs
+WHERE (args ->> 'key')::bigint = ANY(%(keys)s);
+
+-- name: pgqueuer_outcome
+-- pgqueuer deletes a job when it finishes and writes its fate to pgqueuer_log: a job is done
+-- once the log has a final status for it and the queue no longer holds it.
+WITH final AS (
+    SELECT DISTINCT ON (job_id) job_id, status::text AS status
+    FROM pgqueuer_log
+    WHERE status::text IN ('successful', 'exception', 'canceled', 'deleted', 'failed')
+    ORDER BY job_id, id DESC
+), queue AS (
+    SELECT count(*) FILTER (WHERE status = 'queued') AS queued,
+           count(*) FILTER (WHERE status = 'picked') AS running,
+           coalesce(max(attempts), 0)                AS max_attempts
+    FROM pgqueuer
+)
+SELECT (SELECT count(*) FROM final WHERE status = 'successful')  AS done,
+       queue.queued, queue.running,
+       (SELECT count(*) FROM final WHERE status <> 'successful') AS failed,
+       queue.max_attempts
+FROM queue;
+
+-- name: pgqueuer_status
+-- The fate of each job in pgqueuer's words: its row while queued or picked, else its last log entry.
+WITH wanted AS (SELECT unnest(%(ids)s::bigint[]) AS job_id)
+SELECT w.job_id,
+       coalesce(q.status::text, (SELECT l.status::text FROM pgqueuer_log l WHERE l.job_id = w.job_id
+                                 ORDER BY l.id DESC LIMIT 1), 'unknown'),
+       coalesce(q.attempts, 0)
+FROM wanted w LEFT JOIN pgqueuer q ON q.id = w.job_id;
