@@ -23,6 +23,7 @@ from typing import ClassVar
 
 import psycopg
 
+from claimcheck.libs._sql import LIB_QUERIES
 from claimcheck.result import TableOutcome
 from claimcheck.settings import WorkTime
 
@@ -101,6 +102,10 @@ class LibraryAdapter:
     job for abandoned (its lease minus one heartbeat interval). A re-execution earlier than that
     while the stalled one still runs is a double execution, later it is a redelivery."""
 
+    completion_lag_s: ClassVar[float] = 0.0
+    """How long after the task returns the library may still not have recorded the job finished
+    (a completion buffer): a worker failure within it may make the job run again."""
+
     def install(self, dsn: str) -> None:
         """Create the library's schema with its own installer."""
         raise NotImplementedError
@@ -122,6 +127,12 @@ class LibraryAdapter:
     def outcome(self, conn: psycopg.Connection) -> TableOutcome:
         """The library's table after (or during) the run, in our terms."""
         raise NotImplementedError
+
+    def unfinished(self, conn: psycopg.Connection, limit: int) -> list[dict]:
+        """Jobs neither done nor failed in the library's table, in its own words (at most `limit`)."""
+        rows = conn.execute(LIB_QUERIES[f"{self.name}_unfinished"], {"limit": limit}).fetchall()
+        return [{"job": key, "library_id": str(job_id), "status": status, "attempts": attempts, "owner": str(owner)}
+                for key, job_id, status, attempts, owner in rows]
 
     def final_status(self, conn: psycopg.Connection, ids: dict[int, object]) -> dict[int, tuple[str, int]]:
         """For the fault report: of the keys given (key -> the library's job id), key -> (status in

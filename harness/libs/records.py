@@ -12,12 +12,19 @@ this module states that promise in the ledger's terms, so the SAME ledger judges
 - every execution is a claim; the ledger's attempt is the execution's ordinal among its key's
   executions by start time (libraries number attempts differently, some not at all; the
   library's own number is kept in `Execution.library_attempt`);
-- an execution is **released** (the ledger's reap) when its worker process died (a SIGKILL, or a
-  crash of the library's loop) while it ran: at the last moment the coordinator saw the worker
-  alive; or when its worker stalled while it ran: at the stall's start plus the adapter's
-  `stall_release_s`, the earliest its lease can have expired. A re-execution after a release is
-  a redelivery; before it, a double execution (`concurrent`), as is a second execution after a
-  first one returned without any release in between (`after-done`);
+- an execution is **released** (the ledger's reap), which makes a later execution of its job a
+  redelivery, by a failure of its worker the library's promise covers:
+  - the worker process died (a SIGKILL, or a crash of the library's loop) while the execution
+    ran, or up to the adapter's `completion_lag_s` after it returned (the library may hold
+    completions in a buffer): released when the coordinator last saw the worker alive;
+  - the worker stalled (blocked its event loop) while it ran: released at the stall's start
+    plus `stall_release_s`, the earliest the library's lease or heartbeat can have expired;
+  - the worker's backend was terminated (or the server restarted) while the execution ran,
+    within `completion_lag_s` after it returned, or within one lease after the fault (jobs it
+    had fetched but not started): like a stall from the fault on, as its heartbeats and
+    completions could not be written.
+  Any other re-execution is a double execution: `concurrent` while an earlier one ran,
+  `after-done` after an earlier one returned;
 - an execution that returned after it had been released is recorded as fenced (`STALE`): the
   library had given the job up, a failure in between, so its finishing twice is allowed.
 """
@@ -72,18 +79,24 @@ def read_worker_files(directory: Path) -> dict[int, str]:
     return {int(path.stem[1:]): path.read_text(errors="replace") for path in sorted(directory.glob("w*.tsv"))}
 
 
-def to_ledger(files: dict[int, str], deaths: dict[int, float], stall_release_s: float
-              ) -> tuple[list[WorkerLog], list[Reap], list[Execution]]:
+def to_ledger(files: dict[int, str], deaths: dict[int, float], stall_release_s: float,
+              terminations: dict[int, list[float]] | None = None, completion_lag_s: float = 0.0,
+              lease_s: float = 0.0) -> tuple[list[WorkerLog], list[Reap], list[Execution]]:
     """The ledger's logs and reaps for a library run, and every execution (for reports).
-    `deaths` maps a worker to the moment it was last seen alive before it died."""
+    `deaths` maps a worker to the moment it was last seen alive before it died; `terminations`
+    a worker to the moments its backend was terminated (or the server restarted)."""
     executions: list[Execution] = []
-    releases: list[tuple[int, float, float]] = []  # worker, from, at: executions live at `from` released at `at`
+    # (worker, since, started_by, at): the worker's executions that started by `started_by` and
+    # had not returned by `since` are released at `at`.
+    releases: list[tuple[int, float, float, float]] = []
     for worker, text in files.items():
         found, stalls = parse(worker, text)
         executions += found
-        releases += [(worker, t, t + stall_release_s) for t in stalls]
+        releases += [(worker, t, t, t + stall_release_s) for t in stalls]
+        releases += [(worker, t - completion_lag_s, t + lease_s, t + stall_release_s)
+                     for t in (terminations or {}).get(worker, [])]
         if worker in deaths:
-            releases.append((worker, deaths[worker], deaths[worker]))
+            releases.append((worker, deaths[worker] - completion_lag_s, deaths[worker], deaths[worker]))
     by_key: dict[int, list[Execution]] = defaultdict(list)
     for ex in executions:
         by_key[ex.key].append(ex)
@@ -96,9 +109,9 @@ def to_ledger(files: dict[int, str], deaths: dict[int, float], stall_release_s: 
     by_worker: dict[int, list[Execution]] = defaultdict(list)
     for ex in executions:
         by_worker[ex.worker].append(ex)
-    for worker, since, at in releases:
+    for worker, since, started_by, at in releases:
         for ex in by_worker[worker]:
-            if ex.started <= since and (math.isnan(ex.ended) or ex.ended > since):
+            if ex.started <= started_by and (math.isnan(ex.ended) or ex.ended > since):
                 released_at[id(ex)] = min(at, released_at.get(id(ex), math.inf))
     logs: dict[int, WorkerLog] = {}
     reaps: list[Reap] = []

@@ -45,6 +45,7 @@ STOP_GRACE_S = 10.0
 MAX_REPLACEMENTS = 40
 """A library whose workers keep dying is broken here; say so instead of respawning forever."""
 WORKER_STDERR_SHOWN = 600
+UNFINISHED_SHOWN = 20
 
 
 @dataclass
@@ -144,8 +145,11 @@ class _Run:
         conn = _reconnect(conn, self.dsn)
         try:
             table = adapter.outcome(conn)
+            unfinished = adapter.unfinished(conn, UNFINISHED_SHOWN)
             files = read_worker_files(self.tmp)
-            logs, reaps, executions = to_ledger(files, self.deaths, adapter.stall_release_s)
+            logs, reaps, executions = to_ledger(files, self.deaths, adapter.stall_release_s,
+                                                _terminations(injector, files), adapter.completion_lag_s,
+                                                adapter.lease_s)
             verdict = judge(logs, 1, settings.jobs, drained=stopped_by == "drained", origin=origin, reaps=reaps)
             events = injector.events if injector else []
             if events:
@@ -164,7 +168,10 @@ class _Run:
             serialization_failures=0, deadlocks=0, claim_statements=len(executions),
             reconnects=self.replacements, reaped=recovered, faults=events,
             claims_over_time=claims_over_time(logs, origin, (max(ends) - origin) if ends else 0.0),
-            faults_skipped=injector.skipped if injector else [])
+            faults_skipped=injector.skipped if injector else [],
+            library={"name": adapter.name, "version": adapter.version(), "promise": adapter.promise,
+                     "docs": adapter.docs, "recovered": recovered, "workers_replaced": self.replacements,
+                     "unfinished": unfinished, "worker_errors": self._errors()})
 
     def _monitor(self, conn: psycopg.Connection, injector: FaultInjector | None, origin: float) -> tuple[str, int]:
         settings, adapter = self.settings, self.adapter
@@ -218,6 +225,15 @@ class _Run:
                                   f"one said: {self._stderr(index) or 'nothing'}")
             self._spawn()
 
+    def _errors(self) -> list[str]:
+        """The last line each worker printed on stderr (a library loop that died says why)."""
+        found = []
+        for path in sorted(self.tmp.glob("w*.err")):
+            lines = path.read_text(errors="replace").strip().splitlines()
+            if lines:
+                found.append(lines[-1][-WORKER_STDERR_SHOWN:])
+        return found
+
     def _stderr(self, index: int) -> str:
         path = self.tmp / f"w{index:02d}.err"
         text = path.read_text(errors="replace").strip() if path.exists() else ""
@@ -234,6 +250,19 @@ class _Run:
             except subprocess.TimeoutExpired:
                 proc.popen.kill()
                 proc.popen.wait()
+
+
+def _terminations(injector: FaultInjector | None, files: dict[int, str]) -> dict[int, list[float]]:
+    """When each worker lost its connection to a fault: its backend terminated, or a restart (all)."""
+    found: dict[int, list[float]] = {}
+    for event in injector.events if injector else []:
+        at = event.at_s + injector.origin
+        if event.kind == "terminate" and event.worker is not None:
+            found.setdefault(event.worker, []).append(at)
+        elif event.kind == "restart":
+            for worker in files:
+                found.setdefault(worker, []).append(at)
+    return found
 
 
 def _reconnect(conn: psycopg.Connection, dsn: str) -> psycopg.Connection:

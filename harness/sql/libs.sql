@@ -43,3 +43,11 @@ SELECT w.job_id,
                                  ORDER BY l.id DESC LIMIT 1), 'unknown'),
        coalesce(q.attempts, 0)
 FROM wanted w LEFT JOIN pgqueuer q ON q.id = w.job_id;
+
+-- name: procrastinate_unfinished
+SELECT (args ->> 'key')::bigint, id, status::text, attempts, worker_id FROM procrastinate_jobs
+WHERE status IN ('todo', 'doing') ORDER BY id LIMIT %(limit)s;
+
+-- name: pgqueuer_unfinished
+SELECT convert_from(payload, 'UTF8')::bigint, id, status::text, attempts, queue_manager_id FROM pgqueuer
+WHERE status IN ('queued', 'picked') ORDER BY id LIMIT %(limit)s;
