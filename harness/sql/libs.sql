@@ -51,3 +51,21 @@ WHERE status IN ('todo', 'doing') ORDER BY id LIMIT %(limit)s;
 -- name: pgqueuer_unfinished
 SELECT convert_from(payload, 'UTF8')::bigint, id, status::text, attempts, queue_manager_id FROM pgqueuer
 WHERE status IN ('queued', 'picked') ORDER BY id LIMIT %(limit)s;
+
+-- name: saq_outcome
+-- saq keeps finished jobs until their ttl; each row's job is the serialized Job (JSON).
+SELECT count(*) FILTER (WHERE status = 'complete')                             AS done,
+       count(*) FILTER (WHERE status IN ('new', 'deferred', 'queued'))         AS queued,
+       count(*) FILTER (WHERE status IN ('active', 'aborting'))                AS running,
+       count(*) FILTER (WHERE status IN ('failed', 'aborted'))                 AS failed,
+       coalesce(max((convert_from(job, 'UTF8')::jsonb ->> 'attempts')::int), 0) AS max_attempts
+FROM saq_jobs;
+
+-- name: saq_status
+SELECT key::bigint, status, coalesce((convert_from(job, 'UTF8')::jsonb ->> 'attempts')::int, 0)
+FROM saq_jobs WHERE key = ANY(%(keys)s::text[]);
+
+-- name: saq_unfinished
+SELECT key::bigint, key, status, coalesce((convert_from(job, 'UTF8')::jsonb ->> 'attempts')::int, 0),
+       convert_from(job, 'UTF8')::jsonb ->> 'worker_id'
+FROM saq_jobs WHERE status NOT IN ('complete', 'failed', 'aborted') ORDER BY 1 LIMIT %(limit)s;
