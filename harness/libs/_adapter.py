@@ -58,12 +58,15 @@ class Recorder:
     def _line(self, *fields: object) -> None:
         os.write(self.fd, ("\t".join(str(f) for f in fields) + "\n").encode())
 
-    async def execute(self, key: int, job_id: object, attempt: int | None, server_time: object = None) -> None:
+    async def execute(self, key: int, job_id: object, attempt: int | None, claimed_at: float | None = None) -> None:
         """One execution of job `key` (our dense key, carried in the payload), `job_id` and
-        `attempt` as the library reports them, `server_time` the library's own start time if it
-        gives one. Records the start, works (or stalls), records the end."""
+        `attempt` as the library reports them, `claimed_at` the library's own time of the claim
+        (epoch seconds, the server's clock) when it gives one: a library that fetches a batch
+        starts some jobs well after it claimed them. Records the start, works (or stalls),
+        records the end."""
         started = time.monotonic()
-        self._line("S", key, job_id, "" if attempt is None else attempt, f"{started:.6f}", server_time or "")
+        waited = max(time.time() - claimed_at, 0.0) if claimed_at else 0.0
+        self._line("S", key, job_id, "" if attempt is None else attempt, f"{started:.6f}", f"{waited:.6f}")
         try:
             os.unlink(self.config.stall_flag)
             stalled = True

@@ -78,8 +78,8 @@ class PgqueuerAdapter(LibraryAdapter):
             qm = QueueManager(Queries.from_psycopg_connection(conn))
 
             @qm.entrypoint(ENTRYPOINT)
-            async def record(job) -> None:
-                await recorder.execute(int(job.payload), job.id, job.attempts, job.heartbeat.isoformat())
+            async def record(job) -> None:  # the dequeue sets `heartbeat` to the server's now(): the claim
+                await recorder.execute(int(job.payload), job.id, job.attempts, job.heartbeat.timestamp())
 
             timeout = {"heartbeat_timeout": timedelta(seconds=FAULT_LEASE_S)} if config.faults else {}
             worker = asyncio.create_task(qm.run(dequeue_timeout=DEQUEUE_TIMEOUT, mode=QueueExecutionMode.continuous,

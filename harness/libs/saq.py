@@ -85,7 +85,7 @@ class SaqAdapter(LibraryAdapter):
 
         async def claimcheck_record(ctx, *, n: int) -> None:
             job = ctx["job"]
-            await recorder.execute(n, job.key, job.attempts, job.started)
+            await recorder.execute(n, job.key, job.attempts)
 
         queue = _queue(config.dsn)
         await queue.connect()
