@@ -7,8 +7,9 @@ import dataclasses
 from rich.console import Console
 
 from claimcheck.commands._options import add_run_options, add_server_options, report_runs, settings_grid, str_list
-from claimcheck.commands.lib import RECOVERY_SHOWN_AS_REAPER_S, run_libraries
+from claimcheck.commands.lib import run_libraries
 from claimcheck.libs import load_adapter
+from claimcheck.libs.runner import lib_settings
 from claimcheck.probes.explain import PlanVerdict, plan_verdict, prepare_plan_table
 from claimcheck.provision import Server, provide_server
 from claimcheck.report import print_server
@@ -46,8 +47,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
             shapes = plan_shapes(server, strategies)
             results = [dataclasses.replace(r, plan=shapes[r.strategy.name]) for r in results]
         if adapters:  # a library batches and leases its own way: one setting per worker count
-            lib_grid = [dataclasses.replace(s, batch=1, mode="lease", reap_every_s=RECOVERY_SHOWN_AS_REAPER_S)
-                        for s in grid if s.mode == grid[0].mode and s.batch == grid[0].batch]
+            lib_grid = [lib_settings(w, args.jobs, args.work_ms, duration_s=args.duration) for w in args.workers]
             results += run_libraries(server, adapters, lib_grid, err)
         report_runs(server, results, args, console, "bench",
                     f"claimcheck bench: PostgreSQL {server.version} ({server.source})",

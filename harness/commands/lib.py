@@ -12,16 +12,13 @@ from rich.console import Console
 
 from claimcheck.commands._options import add_json_option, add_server_options, int_list, report_runs
 from claimcheck.libs import ADAPTERS, LibraryAdapter, load_adapter
-from claimcheck.libs.runner import run_library
+from claimcheck.libs.runner import FAULT_WORK_MS, LIB_WORK_MS, lib_settings, run_library
 from claimcheck.provision import Server, provide_server
 from claimcheck.report import print_server
 from claimcheck.result import RunResult
-from claimcheck.settings import FaultPlan, RunSettings, WorkTime
+from claimcheck.settings import RunSettings
 
 EVIDENCE_JOBS = 5
-LIB_WORK_MS = "0"
-FAULT_WORK_MS = "2"
-"""Under --faults each execution lasts 2 ms, so a SIGKILL finds a worker mid-task."""
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
@@ -46,17 +43,6 @@ def add_lib_options(p: argparse.ArgumentParser, *, workers: str, jobs: int) -> N
     add_json_option(g)
 
 
-def lib_settings(args: argparse.Namespace, faults: bool) -> list[RunSettings]:
-    """One setting per worker count. The library batches, leases and retries in its own way, so
-    batch and mode are fixed: every library here claims, commits, and works outside the claim."""
-    work = WorkTime.parse(args.work_ms or (FAULT_WORK_MS if faults else LIB_WORK_MS))
-    return [RunSettings(workers=w, jobs=args.jobs, batch=1, mode="lease", work=work, duration_s=args.duration,
-                        reap_every_s=RECOVERY_SHOWN_AS_REAPER_S, faults=FaultPlan() if faults else None)
-            for w in args.workers]
-
-
-RECOVERY_SHOWN_AS_REAPER_S = 0.5
-"""Library runs are lifecycle runs (jobs may come back): the JSON carries redeliveries etc."""
 
 
 def run_libraries(server: Server, adapters: list[LibraryAdapter], grid: list[RunSettings],
@@ -91,7 +77,7 @@ def print_library_notes(console: Console, results: list[RunResult]) -> None:
 
 def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     adapter = load_adapter(args.library)
-    grid = lib_settings(args, args.faults)
+    grid = [lib_settings(w, args.jobs, args.work_ms, args.faults, args.duration) for w in args.workers]
     with provide_server(args.dsn, args.pg) as server:
         print_server(err, server)
         results = run_libraries(server, [adapter], grid, err)

@@ -33,7 +33,7 @@ from claimcheck.provision import Server
 from claimcheck.result import RunResult
 from claimcheck.sampler import LockWaitSampler
 from claimcheck.schema import SeededJobs, new_run_id
-from claimcheck.settings import RunSettings
+from claimcheck.settings import FaultPlan, RunSettings, WorkTime
 from claimcheck.stats import latency_summary
 from claimcheck.strategy import Strategy
 from claimcheck.timeline import claims_over_time
@@ -46,6 +46,23 @@ MAX_REPLACEMENTS = 40
 """A library whose workers keep dying is broken here; say so instead of respawning forever."""
 WORKER_STDERR_SHOWN = 600
 UNFINISHED_SHOWN = 20
+
+
+LIB_WORK_MS = "0"
+FAULT_WORK_MS = "2"
+"""Under --faults each execution lasts 2 ms, so a SIGKILL finds a worker mid-task."""
+LIFECYCLE_TICK_S = 0.5
+"""Library runs are lifecycle runs (jobs may come back), so results carry redeliveries; the
+library's own table is read every TICK_S, and this is what the JSON shows as `reap_every_s`."""
+
+
+def lib_settings(workers: int, jobs: int, work_ms: str | None = None, faults: bool = False,
+                 duration_s: float | None = None) -> RunSettings:
+    """One library run's settings. The library batches, leases and retries in its own way, so batch
+    and mode are fixed: every library here claims, commits, and works outside the claim."""
+    work = WorkTime.parse(str(work_ms) if work_ms is not None else (FAULT_WORK_MS if faults else LIB_WORK_MS))
+    return RunSettings(workers=workers, jobs=jobs, batch=1, mode="lease", work=work, duration_s=duration_s,
+                       reap_every_s=LIFECYCLE_TICK_S, faults=FaultPlan() if faults else None)
 
 
 @dataclass
