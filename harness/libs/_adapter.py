@@ -105,9 +105,10 @@ class LibraryAdapter:
     job for abandoned (its lease minus one heartbeat interval). A re-execution earlier than that
     while the stalled one still runs is a double execution, later it is a redelivery."""
 
-    completion_lag_s: ClassVar[float] = 0.0
+    completion_lag_s: ClassVar[float] = 0.1
     """How long after the task returns the library may still not have recorded the job finished
-    (a completion buffer): a worker failure within it may make the job run again."""
+    (its completion statement's round trip, or a completion buffer): a worker failure within it
+    may make the job run again."""
 
     def install(self, dsn: str) -> None:
         """Create the library's schema with its own installer."""

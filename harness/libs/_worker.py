@@ -7,11 +7,26 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import sys
 
 from claimcheck.libs import load_adapter
 from claimcheck.libs._adapter import Recorder, WorkerConfig
+
+
+PARENT_CHECK_S = 1.0
+ORPHAN_GRACE_S = 10.0
+
+
+async def _orphaned(parent: int, stop: asyncio.Event) -> None:
+    """A coordinator that died (SIGKILL, OOM) cannot stop us: stop ourselves, and leave for good
+    if the library does not stop in time, so no worker outlives its run."""
+    while os.getppid() == parent:
+        await asyncio.sleep(PARENT_CHECK_S)
+    stop.set()
+    await asyncio.sleep(ORPHAN_GRACE_S)
+    os._exit(4)
 
 
 async def _main(config: WorkerConfig) -> None:
@@ -20,7 +35,11 @@ async def _main(config: WorkerConfig) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await adapter.work(config, Recorder(config), stop)
+    watch = asyncio.create_task(_orphaned(os.getppid(), stop))
+    try:
+        await adapter.work(config, Recorder(config), stop)
+    finally:
+        watch.cancel()
 
 
 def main() -> int:

@@ -49,8 +49,10 @@ class PgqueuerAdapter(LibraryAdapter):
     # Beats go out every T/2 and are buffered up to T/8 more, so a job's last recorded beat can be
     # 0.625 T old when a stall begins: the job may be taken for abandoned 0.375 T after it.
     stall_release_s = 0.3 * FAULT_LEASE_S
-    completion_lag_s = 0.3
-    """JobStatusLogBuffer flushes completions every 0.1 s (its default), and a failed flush keeps them."""
+    completion_lag_s = 1.0
+    """Completions go through a JobStatusLogBuffer (flushed every 0.1 s by default) on the one
+    connection the worker shares with its dequeues and heartbeats: under load we saw completions
+    still unwritten 0.5 s after the task returned, and a failed flush keeps them."""
 
     def install(self, dsn: str) -> None:
         async def go() -> None:

@@ -1,0 +1,81 @@
+"""Real queue libraries through their own workers, judged by the ledger (claimcheck lib).
+
+Each library is installed by the test extra at the version the README names. Small runs: the
+point is that the whole path (the library's installer, its enqueue API, its own worker loop,
+our recording task, the ledger, the fault report) works, and what each library promises holds.
+"""
+import psycopg
+import pytest
+
+from claimcheck.libs import ADAPTERS, load_adapter
+from claimcheck.libs.runner import lib_settings, run_library
+from claimcheck.schema import SCHEMA_PREFIX
+from claimcheck.settings import FaultPlan
+
+LIBRARIES = list(ADAPTERS)
+
+
+def our_databases(server) -> set[str]:
+    with psycopg.connect(server.dsn, autocommit=True) as conn:
+        return {row[0] for row in conn.execute("SELECT datname FROM pg_database WHERE datname LIKE %s",
+                                               (SCHEMA_PREFIX.replace("_", r"\_") + "%",))}
+
+
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_a_healthy_run_executes_every_job_exactly_once(server, library):
+    before = our_databases(server)
+    result = run_library(server, load_adapter(library), lib_settings(workers=2, jobs=300))
+    v = result.verdict
+    assert result.exactly_once, (v.violations[:3], result.table, result.library)
+    assert v.claims == 300 and v.unique_jobs_claimed == 300 and v.redeliveries == 0
+    assert result.table.done == 300 and result.unfinished_jobs == 0
+    assert result.strategy.source == f"{library} {load_adapter(library).version()}"
+    assert result.as_dict()["library"]["promise"]
+    assert our_databases(server) == before  # the run's own database is gone
+
+
+@pytest.mark.parametrize("library", ["procrastinate", "pgqueuer"])
+def test_under_kills_and_stalls_nothing_is_lost_and_the_promise_holds(server, library):
+    plan = FaultPlan(kills=1, terminates=0, stalls=1, restarts=0)
+    settings = lib_settings(workers=3, jobs=400, faults=True)
+    result = run_library(server, load_adapter(library), settings.__class__(**{**settings.__dict__, "faults": plan}))
+    v = result.verdict
+    assert sorted(f.kind for f in result.faults) == ["kill", "stall"]
+    assert v.unclaimed_jobs == 0 and result.unfinished_jobs == 0, result.library   # nothing lost
+    assert result.exactly_once, (v.violations[:3], [f.as_dict() for f in result.faults])
+    stall = next(f for f in result.faults if f.kind == "stall")
+    assert all(job["final_status"] for job in stall.jobs)  # each faulted job's fate, in the library's words
+
+
+def test_a_role_without_createdb_is_told_what_to_grant(server):
+    import secrets
+
+    from claimcheck.errors import ServerError
+    from claimcheck.libs.database import run_database
+    from claimcheck.provision import Server
+
+    role = f"claimcheck_nocreatedb_{secrets.token_hex(3)}"
+    with psycopg.connect(server.dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN")
+    try:
+        dsn = psycopg.conninfo.make_conninfo(server.dsn, user=role)
+        weak = Server(dsn=dsn, source="dsn", version=server.version, version_num=server.version_num)
+        with pytest.raises(ServerError, match="CREATEDB"):
+            with run_database(weak, "nocreatedb", "procrastinate"):
+                pass
+    finally:
+        with psycopg.connect(server.dsn, autocommit=True) as conn:
+            conn.execute(f"DROP ROLE {role}")
+
+
+def test_a_missing_library_says_which_extra_to_install(monkeypatch):
+    import importlib
+
+    import claimcheck.libs as libs
+
+    def missing(name):
+        raise ImportError("No module named 'procrastinate'")
+
+    monkeypatch.setattr(importlib, "import_module", missing)
+    with pytest.raises(libs.LibraryMissing, match=r"pip install 'claimcheck\[procrastinate\]'"):
+        libs.load_adapter("procrastinate")
