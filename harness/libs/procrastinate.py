@@ -103,7 +103,10 @@ class ProcrastinateAdapter(LibraryAdapter):
                     keys.append(int(job.task_kwargs["key"]))
                 return keys
 
-        return asyncio.run(go())
+        try:
+            return asyncio.run(go())
+        except procrastinate.exceptions.ConnectorException:
+            return []  # the server is restarting: the next round recovers
 
     def outcome(self, conn: psycopg.Connection) -> TableOutcome:
         done, queued, running, failed, max_attempts = conn.execute(LIB_QUERIES["procrastinate_outcome"]).fetchone()

@@ -85,7 +85,8 @@ class SaqAdapter(LibraryAdapter):
 
         async def claimcheck_record(ctx, *, n: int) -> None:
             job = ctx["job"]
-            await recorder.execute(n, job.key, job.attempts)
+            # saq sets `started` (epoch ms) when it dequeues the job into the worker's local queue
+            await recorder.execute(n, job.key, job.attempts, job.started / 1000 if job.started else None)
 
         queue = _queue(config.dsn)
         await queue.connect()

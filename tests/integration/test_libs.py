@@ -4,6 +4,8 @@ Each library is installed by the test extra at the version the README names. Sma
 point is that the whole path (the library's installer, its enqueue API, its own worker loop,
 our recording task, the ledger, the fault report) works, and what each library promises holds.
 """
+import dataclasses
+
 import psycopg
 import pytest
 
@@ -24,27 +26,49 @@ def our_databases(server) -> set[str]:
 @pytest.mark.parametrize("library", LIBRARIES)
 def test_a_healthy_run_executes_every_job_exactly_once(server, library):
     before = our_databases(server)
-    result = run_library(server, load_adapter(library), lib_settings(workers=2, jobs=300))
+    result = run_library(server, load_adapter(library), lib_settings(workers=2, jobs=200))
     v = result.verdict
     assert result.exactly_once, (v.violations[:3], result.table, result.library)
-    assert v.claims == 300 and v.unique_jobs_claimed == 300 and v.redeliveries == 0
-    assert result.table.done == 300 and result.unfinished_jobs == 0
+    assert v.claims == 200 and v.unique_jobs_claimed == 200 and v.redeliveries == 0
+    assert result.table.done == 200 and result.unfinished_jobs == 0
     assert result.strategy.source == f"{library} {load_adapter(library).version()}"
     assert result.as_dict()["library"]["promise"]
     assert our_databases(server) == before  # the run's own database is gone
 
 
-@pytest.mark.parametrize("library", ["procrastinate", "pgqueuer"])
+KEEPS_ITS_PROMISE_UNDER_KILLS_AND_STALLS = ["procrastinate", "pgqueuer"]
+"""saq re-ran finished jobs under these faults here (README: findings), so its run is reported below."""
+
+
+def run_with_faults(server, library, plan):
+    settings = dataclasses.replace(lib_settings(workers=2, jobs=200, faults=True), faults=plan)
+    return run_library(server, load_adapter(library), settings)
+
+
+@pytest.mark.parametrize("library", KEEPS_ITS_PROMISE_UNDER_KILLS_AND_STALLS)
 def test_under_kills_and_stalls_nothing_is_lost_and_the_promise_holds(server, library):
-    plan = FaultPlan(kills=1, terminates=0, stalls=1, restarts=0)
-    settings = lib_settings(workers=3, jobs=400, faults=True)
-    result = run_library(server, load_adapter(library), settings.__class__(**{**settings.__dict__, "faults": plan}))
+    result = run_with_faults(server, library, FaultPlan(kills=1, terminates=0, stalls=1, restarts=0))
     v = result.verdict
     assert sorted(f.kind for f in result.faults) == ["kill", "stall"]
     assert v.unclaimed_jobs == 0 and result.unfinished_jobs == 0, result.library   # nothing lost
     assert result.exactly_once, (v.violations[:3], [f.as_dict() for f in result.faults])
-    stall = next(f for f in result.faults if f.kind == "stall")
-    assert all(job["final_status"] for job in stall.jobs)  # each faulted job's fate, in the library's words
+    for fault in result.faults:  # each faulted job's fate, in the library's own words
+        assert all(job["final_status"] not in ("?", "") for job in fault.jobs), fault.as_dict()
+
+
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_every_fault_kind_is_injected_and_reported(server, library, record_property):
+    """Connection faults (and, for saq, kills and stalls) find real bugs in these libraries
+    (README: findings), so this run's verdict is reported, not asserted; what is asserted is that
+    every fault landed, every job ran, and the fault report names each faulted job's fate."""
+    plan = FaultPlan(kills=1, terminates=1, stalls=1, restarts=1 if server.restart else 0)
+    result = run_with_faults(server, library, plan)
+    kinds = ["kill", "stall", "terminate"] + (["restart"] if server.restart else [])
+    assert sorted(f.kind for f in result.faults) == sorted(kinds)
+    assert result.verdict.unclaimed_jobs == 0
+    record_property(f"{library} under every fault kind",
+                    f"exactly_once={result.exactly_once} redeliveries={result.verdict.redeliveries} "
+                    f"double={result.verdict.double_claimed_jobs} unfinished={result.unfinished_jobs}")
 
 
 def test_a_role_without_createdb_is_told_what_to_grant(server):
