@@ -5,7 +5,9 @@ What it promises, from its docs (https://pgqueuer.readthedocs.io/, the "Heartbea
 `picked` and heartbeats it every `heartbeat_timeout / 2` while it runs; a `picked` job whose
 heartbeat is older than `heartbeat_timeout` is picked again by any worker. So delivery is
 at-least-once: a job may run again once its worker stopped heartbeating for `heartbeat_timeout`
-(crash, lost connection, blocked event loop), never while its heartbeat is fresh.
+(crash, lost connection, blocked event loop), never while its heartbeat is fresh. In the installed
+package: `QueueManager.run`'s docstring ("heartbeat_timeout is the staleness threshold for
+re-picking a job; heartbeats are emitted at half this interval").
 
 Everything goes through pgqueuer's public API: `Queries.install` (what `pgq install` runs),
 `Queries.enqueue`, and `QueueManager.run`, its own worker loop, on a psycopg connection

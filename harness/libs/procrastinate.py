@@ -9,6 +9,9 @@ What it promises, from its docs (https://procrastinate.readthedocs.io/en/stable/
   than `seconds_since_heartbeat`) and `retry_job()` periodically. So delivery is at-least-once
   when users follow that how-to: a job may run again after its worker stopped heartbeating, and
   never otherwise.
+The same is written in the installed package: `JobManager.get_stalled_jobs` ("jobs of workers
+that have not sent a heartbeat for longer than seconds_since_heartbeat") and
+`App.run_worker_async` (`update_heartbeat_interval`, `stalled_worker_timeout`).
 Under --faults the coordinator runs exactly that how-to every `RECOVER_EVERY_S` (see
 :meth:`ProcrastinateAdapter.recover`), with the heartbeat settings scaled down so a short run sees it.
 

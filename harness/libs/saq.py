@@ -9,7 +9,9 @@ What it promises, from its docs (https://saq-py.readthedocs.io/, "Jobs": `timeou
 `active` job past its `timeout`, or whose `touched` time is older than its `heartbeat`, is stuck,
 and a worker's periodic sweep aborts it and retries it while `attempts < retries`. So delivery is
 at-least-once for jobs enqueued with retries: a job may run again after its worker stopped
-touching it (crash, blocked event loop) for `heartbeat` seconds, never otherwise.
+touching it (crash, blocked event loop) for `heartbeat` seconds, never otherwise. In the installed
+package: `Job.stuck` ("an active job passed its timeout or heartbeat"), `Job.retryable`
+(`retries > attempts`) and `PostgresQueue.sweep` (abort, then retry or finish as aborted).
 
 Everything goes through saq's public API: `PostgresQueue.connect` runs saq's own migrations,
 `Queue.enqueue` enqueues, `Worker.start` is its own worker loop (with its sweep timer).
