@@ -103,3 +103,12 @@ def test_a_missing_library_says_which_extra_to_install(monkeypatch):
     monkeypatch.setattr(importlib, "import_module", missing)
     with pytest.raises(libs.LibraryMissing, match=r"pip install 'claimcheck\[procrastinate\]'"):
         libs.load_adapter("procrastinate")
+
+
+def test_the_public_api_has_a_library_form(server):
+    import claimcheck
+
+    result = claimcheck.assert_exactly_once(lib="procrastinate", server=server, workers=2, jobs=100)
+    assert result.table.done == 100 and result.library["name"] == "procrastinate"
+    with pytest.raises(TypeError):
+        claimcheck.run("skip-locked", lib="procrastinate", server=server)
