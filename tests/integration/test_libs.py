@@ -11,29 +11,29 @@ import pytest
 
 from claimcheck.libs import ADAPTERS, load_adapter
 from claimcheck.libs.runner import lib_settings, run_library
-from claimcheck.schema import SCHEMA_PREFIX
+from claimcheck.schema import SCHEMA_PREFIX, new_run_id
 from claimcheck.settings import FaultPlan
 
 LIBRARIES = list(ADAPTERS)
 
 
-def our_databases(server) -> set[str]:
+def database_exists(server, run_id: str) -> bool:
     with psycopg.connect(server.dsn, autocommit=True) as conn:
-        return {row[0] for row in conn.execute("SELECT datname FROM pg_database WHERE datname LIKE %s",
-                                               (SCHEMA_PREFIX.replace("_", r"\_") + "%",))}
+        return conn.execute("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = %s)",
+                            (f"{SCHEMA_PREFIX}{run_id}",)).fetchone()[0]
 
 
 @pytest.mark.parametrize("library", LIBRARIES)
 def test_a_healthy_run_executes_every_job_exactly_once(server, library):
-    before = our_databases(server)
-    result = run_library(server, load_adapter(library), lib_settings(workers=2, jobs=200))
+    run_id = new_run_id()
+    result = run_library(server, load_adapter(library), lib_settings(workers=2, jobs=200), run_id=run_id)
     v = result.verdict
     assert result.exactly_once, (v.violations[:3], result.table, result.library)
     assert v.claims == 200 and v.unique_jobs_claimed == 200 and v.redeliveries == 0
     assert result.table.done == 200 and result.unfinished_jobs == 0
     assert result.strategy.source == f"{library} {load_adapter(library).version()}"
     assert result.as_dict()["library"]["promise"]
-    assert our_databases(server) == before  # the run's own database is gone
+    assert not database_exists(server, run_id)  # the run's own database is gone
 
 
 KEEPS_ITS_PROMISE_UNDER_KILLS_AND_STALLS = ["procrastinate", "pgqueuer"]
