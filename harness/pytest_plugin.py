@@ -69,18 +69,20 @@ class Claimcheck:
         self.server = server
         self.rootpath = rootpath
 
-    def run(self, strategy: str | os.PathLike, **settings: Any) -> "RunResult":
+    def run(self, strategy: str | os.PathLike | None = None, **settings: Any) -> "RunResult":
         """Run a `.sql` file (relative paths from the rootdir, or the cwd) or a built-in name once,
-        in a schema of its own, and return the result (see :func:`claimcheck.run`)."""
+        in a schema of its own, or `lib="procrastinate"` through the library's own workers in a
+        database of its own, and return the result (see :func:`claimcheck.run`)."""
         from claimcheck.api import run
 
         return run(self._locate(strategy), server=self.server, **settings)
 
-    def assert_exactly_once(self, strategy: str | os.PathLike, **settings: Any) -> "RunResult":
+    def assert_exactly_once(self, strategy: str | os.PathLike | None = None, **settings: Any) -> "RunResult":
         """Fail the test, with the evidence, unless every job was handled exactly once: the same
         verdict as the CLI's exit code (see :func:`claimcheck.assert_exactly_once` for defaults).
 
         >>> claimcheck.assert_exactly_once("sql/claim.sql", workers=16, jobs=20_000)  # doctest: +SKIP
+        >>> claimcheck.assert_exactly_once(lib="pgqueuer", workers=4, jobs=2_000, faults=True)  # doctest: +SKIP
         """
         from claimcheck.api import ExactlyOnceViolated, assert_exactly_once
         from claimcheck.errors import ClaimcheckError
@@ -93,7 +95,9 @@ class Claimcheck:
         except ExactlyOnceViolated as exc:
             pytest.fail(str(exc), pytrace=False)
 
-    def _locate(self, strategy: str | os.PathLike) -> str:
+    def _locate(self, strategy: str | os.PathLike | None) -> str | None:
+        if strategy is None:
+            return None
         path = Path(strategy)
         if path.is_absolute() or path.exists() or not (self.rootpath / path).exists():
             return str(path)

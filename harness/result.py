@@ -64,6 +64,9 @@ class RunResult:
     """The plan guard's verdict on the claim (`bench` asks for it; see `claimcheck explain`)."""
     stop_reason: str | None = None
     """Why the run ended before its drain (a proven violation, no progress), in words."""
+    library: dict | None = None
+    """A queue library's run (`claimcheck lib`): its name, version, promise and docs, and the
+    jobs its own table left unfinished, in its own words (see :mod:`claimcheck.libs`)."""
 
     @property
     def pgbench_ratio(self) -> float | None:
@@ -134,6 +137,8 @@ class RunResult:
             "pgbench": None if self.pgbench is None else self.pgbench.as_dict(),
             "claims_over_time": self.claims_over_time,
         }
+        if self.library is not None:
+            data["library"] = self.library
         if self.plan is not None:
             data.update({"plan_shape_ok": self.plan.shape_ok, "plan_reasons": self.plan.reasons})
         if s.lifecycle:

@@ -7,6 +7,9 @@ import dataclasses
 from rich.console import Console
 
 from claimcheck.commands._options import add_run_options, add_server_options, report_runs, settings_grid, str_list
+from claimcheck.commands.lib import run_libraries
+from claimcheck.libs import load_adapter
+from claimcheck.libs.runner import lib_settings
 from claimcheck.probes.explain import PlanVerdict, plan_verdict, prepare_plan_table
 from claimcheck.provision import Server, provide_server
 from claimcheck.report import print_server
@@ -19,11 +22,13 @@ EVIDENCE_JOBS = 1  # per violating run: the table is the point, one story each i
 
 def register(verbs: argparse._SubParsersAction) -> None:
     p = verbs.add_parser("bench", help="claim strategies side by side on one server",
-                         description="Run claim strategies side by side on one server and print what each costs. "
-                                     "Writes a JSON and an HTML report to reports/ under the current directory "
-                                     "(created if needed), or to --json PATH.")
-    p.add_argument("--strategies", type=str_list, default=list(CATALOG),
-                   help="built-in names or .sql files, comma-separated (default: the whole catalog)")
+                         description="Run claim strategies (and queue libraries) side by side on one server and "
+                                     "print what each costs. Writes a JSON and an HTML report to reports/ under the "
+                                     "current directory (created if needed), or to --json PATH.")
+    p.add_argument("--strategies", type=str_list,
+                   help="built-in names or .sql files, comma-separated (default: the whole catalog, unless --libs)")
+    p.add_argument("--libs", type=str_list, default=[],
+                   help="queue libraries to run through their own workers (see `claimcheck lib`), comma-separated")
     add_run_options(p, workers="8", jobs=5_000, modes="lease,lock", work_ms="1", faults=False, reports=True)
     p.add_argument("--pgbench", action="store_true",
                    help="also run each strategy's SQL through pgbench (same clients, server and table size) "
@@ -33,14 +38,20 @@ def register(verbs: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, console: Console, err: Console) -> int:
-    strategies = [load_strategy(name) for name in args.strategies]
+    names = args.strategies if args.strategies is not None else ([] if args.libs else list(CATALOG))
+    strategies = [load_strategy(name) for name in names]
+    adapters = [load_adapter(name) for name in args.libs]
     grid = settings_grid(args)
     with provide_server(args.dsn, args.pg) as server:
         print_server(err, server)
-        results = run_all(server, strategies, grid, err, pgbench=args.pgbench)
-        err.print("planning each claim on a queue with history (the plan guard of `claimcheck explain`)")
-        shapes = plan_shapes(server, strategies)
-        results = [dataclasses.replace(r, plan=shapes[r.strategy.name]) for r in results]
+        results = run_all(server, strategies, grid, err, pgbench=args.pgbench) if strategies else []
+        if strategies:
+            err.print("planning each claim on a queue with history (the plan guard of `claimcheck explain`)")
+            shapes = plan_shapes(server, strategies)
+            results = [dataclasses.replace(r, plan=shapes[r.strategy.name]) for r in results]
+        if adapters:  # a library batches and leases its own way: one setting per worker count
+            lib_grid = [lib_settings(w, args.jobs, args.work_ms, duration_s=args.duration) for w in args.workers]
+            results += run_libraries(server, adapters, lib_grid, err)
         report_runs(server, results, args, console, "bench",
                     f"claimcheck bench: PostgreSQL {server.version} ({server.source})",
                     always_write=True, evidence=EVIDENCE_JOBS)

@@ -1,0 +1,37 @@
+"""Real queue libraries under the ledger: `claimcheck lib NAME`.
+
+One adapter per library, one module each (see `claimcheck.libs._adapter` for the interface).
+Each library is an optional extra: `pip install 'claimcheck[NAME]'`. The adapter module imports
+its library at the top, so loading an adapter whose library is missing says how to install it.
+"""
+from __future__ import annotations
+
+import importlib
+
+from claimcheck.errors import UsageError
+from claimcheck.libs._adapter import LibraryAdapter
+
+ADAPTERS = {
+    "procrastinate": "claimcheck.libs.procrastinate",
+    "pgqueuer": "claimcheck.libs.pgqueuer",
+    "saq": "claimcheck.libs.saq",
+}
+"""Library name -> its adapter module."""
+
+
+class LibraryMissing(UsageError):
+    """The library an adapter drives is not installed."""
+
+
+def load_adapter(name: str) -> LibraryAdapter:
+    """The adapter for `name`; a clear error when the name is unknown or its library is not installed."""
+    if name not in ADAPTERS:
+        raise UsageError(f"unknown library {name!r}; claimcheck lib knows {', '.join(ADAPTERS)}")
+    try:
+        module = importlib.import_module(ADAPTERS[name])
+    except ImportError as exc:
+        raise LibraryMissing(
+            f"claimcheck lib {name} needs the library itself, which is not installed here ({exc}). "
+            f"Install it the way its users do, with claimcheck's extra: pip install 'claimcheck[{name}]'"
+        ) from None
+    return module.ADAPTER

@@ -1,0 +1,71 @@
+"""A database of the run's own for a library run: `claimcheck_<run id>`, created and dropped by us.
+
+Queue libraries install fixed table names (`procrastinate_jobs`, `pgqueuer`, ...) and functions
+in the connection's schema, so a schema of ours is not enough to keep two runs (or a user's own
+installation) apart: each library run gets a fresh database on the server, and only that
+database is dropped afterwards, however the run ends. On a server we start this is free; on a
+server given with --dsn the role needs CREATEDB.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
+
+import psycopg
+from psycopg import sql
+from rich.console import Console
+
+from claimcheck.errors import ServerError
+from claimcheck.provision import Server, redact
+from claimcheck.schema import SCHEMA_PREFIX
+
+CONNECT_TIMEOUT_S = 5
+DROP_LOCK_TIMEOUT = "10s"
+
+
+def database_dsn(dsn: str, database: str, application_name: str) -> str:
+    """The server's DSN pointed at `database`, with our application name (the sampler and the
+    terminate fault find the run's backends by it)."""
+    return psycopg.conninfo.make_conninfo(dsn, dbname=database, application_name=application_name)
+
+
+def _may_create(conn: psycopg.Connection) -> bool:
+    row = conn.execute("SELECT rolcreatedb OR rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()
+    return bool(row and row[0])
+
+
+@contextmanager
+def run_database(server: Server, run_id: str, library: str) -> Iterator[str]:
+    """Create `claimcheck_<run_id>`, yield its name, drop it (only it) however the block ends."""
+    name = f"{SCHEMA_PREFIX}{run_id}"
+    with psycopg.connect(server.dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S) as conn:
+        if not _may_create(conn):
+            user = conn.info.user
+            raise ServerError(
+                f"claimcheck lib {library} runs in a database of its own ({name}), because {library} installs "
+                f"fixed table names that must not meet another installation; the role {user!r} on "
+                f"{redact(server.dsn)} may not create databases. Grant it (ALTER ROLE {user} CREATEDB), "
+                "or leave out --dsn to use the embedded server.")
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        yield name
+    finally:
+        drop_database(server, name)
+
+
+def drop_database(server: Server, name: str) -> None:
+    """Drop the run's database, closing what is still connected to it (workers we killed may
+    leave backends behind for a moment). A failure only warns, with the command to finish by hand."""
+    if not name.startswith(SCHEMA_PREFIX):  # a guard, not a feature: never drop anything else
+        raise ValueError(f"refusing to drop database {name!r}")
+    try:
+        with psycopg.connect(server.dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S) as conn:
+            conn.execute(f"SET lock_timeout = '{DROP_LOCK_TIMEOUT}'")
+            if server.version_num >= 130000:
+                conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+            else:
+                conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
+                conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
+    except psycopg.Error as exc:
+        Console(stderr=True).print(f"claimcheck: warning: could not drop database {name}: {str(exc).strip()}; "
+                                   f"drop it by hand with DROP DATABASE {name} WITH (FORCE)", markup=False)

@@ -1,0 +1,109 @@
+"""pgqueuer under the ledger (`pip install 'claimcheck[pgqueuer]'`).
+
+What it promises, from its docs (https://pgqueuer.readthedocs.io/, the "Heartbeat" guide and
+`QueueManager.run`'s docstring): a worker dequeues with `FOR UPDATE SKIP LOCKED`, marks the job
+`picked` and heartbeats it every `heartbeat_timeout / 2` while it runs; a `picked` job whose
+heartbeat is older than `heartbeat_timeout` is picked again by any worker. So delivery is
+at-least-once: a job may run again once its worker stopped heartbeating for `heartbeat_timeout`
+(crash, lost connection, blocked event loop), never while its heartbeat is fresh. In the installed
+package: `QueueManager.run`'s docstring ("heartbeat_timeout is the staleness threshold for
+re-picking a job; heartbeats are emitted at half this interval").
+
+Everything goes through pgqueuer's public API: `Queries.install` (what `pgq install` runs),
+`Queries.enqueue`, and `QueueManager.run`, its own worker loop, on a psycopg connection
+(`Queries.from_psycopg_connection`, so no asyncpg is needed). A worker whose connection dies
+exits; the coordinator starts another in its place, as pgqueuer's supervisor (`pgq run`) would.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import timedelta
+
+import psycopg
+from pgqueuer import QueueManager, Queries
+from pgqueuer.types import QueueExecutionMode
+
+from claimcheck.libs._adapter import LibraryAdapter, Recorder, WorkerConfig
+from claimcheck.libs._sql import LIB_QUERIES
+from claimcheck.result import TableOutcome
+
+ENTRYPOINT = "claimcheck_record"
+ENQUEUE_CHUNK = 1_000
+FAULT_LEASE_S = 2.0
+"""Under --faults: heartbeat_timeout (pgqueuer's default is 30 s)."""
+DEQUEUE_TIMEOUT = timedelta(seconds=1)
+"""How long a worker waits for a NOTIFY before polling again."""
+
+
+async def _connect(dsn: str) -> psycopg.AsyncConnection:
+    return await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+
+
+class PgqueuerAdapter(LibraryAdapter):
+    name = "pgqueuer"
+    distribution = "pgqueuer"
+    tested = "1.6.0"
+    promise = ("one worker per job while its heartbeat is fresh (dequeue with FOR UPDATE SKIP LOCKED); a picked "
+               "job whose heartbeat is older than heartbeat_timeout is picked again: at-least-once")
+    docs = "https://pgqueuer.readthedocs.io/en/latest/ (Heartbeat guide; QueueManager.run)"
+    lease_s = FAULT_LEASE_S
+    # Beats go out every T/2 and are buffered up to T/8 more, so a job's last recorded beat can be
+    # 0.625 T old when a stall begins: the job may be taken for abandoned 0.375 T after it.
+    stall_release_s = 0.3 * FAULT_LEASE_S
+    completion_lag_s = 1.0
+    """Completions go through a JobStatusLogBuffer (flushed every 0.1 s by default) on the one
+    connection the worker shares with its dequeues and heartbeats: under load we saw completions
+    still unwritten 0.5 s after the task returned, and a failed flush keeps them."""
+
+    def install(self, dsn: str) -> None:
+        async def go() -> None:
+            async with await _connect(dsn) as conn:
+                await Queries.from_psycopg_connection(conn).install()
+
+        asyncio.run(go())
+
+    def enqueue(self, dsn: str, keys: range) -> list:
+        async def go() -> list:
+            ids: list = []
+            async with await _connect(dsn) as conn:
+                queries = Queries.from_psycopg_connection(conn)
+                for start in range(0, len(keys), ENQUEUE_CHUNK):
+                    chunk = keys[start:start + ENQUEUE_CHUNK]
+                    ids += await queries.enqueue([ENTRYPOINT] * len(chunk), [str(k).encode() for k in chunk],
+                                                 [0] * len(chunk))
+            return ids
+
+        return asyncio.run(go())
+
+    async def work(self, config: WorkerConfig, recorder: Recorder, stop: asyncio.Event) -> None:
+        logging.getLogger("pgqueuer").setLevel(logging.CRITICAL)
+        async with await _connect(config.dsn) as conn:
+            qm = QueueManager(Queries.from_psycopg_connection(conn))
+
+            @qm.entrypoint(ENTRYPOINT)
+            async def record(job) -> None:  # the dequeue sets `heartbeat` to the server's now(): the claim
+                await recorder.execute(int(job.payload), job.id, job.attempts, job.heartbeat.timestamp())
+
+            timeout = {"heartbeat_timeout": timedelta(seconds=FAULT_LEASE_S)} if config.faults else {}
+            worker = asyncio.create_task(qm.run(dequeue_timeout=DEQUEUE_TIMEOUT, mode=QueueExecutionMode.continuous,
+                                                **timeout))
+            stopping = asyncio.create_task(stop.wait())
+            await asyncio.wait({worker, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            qm.shutdown.set()  # pgqueuer's graceful stop: in-flight jobs finish first
+            await asyncio.gather(worker, return_exceptions=True)
+            stopping.cancel()
+            if not worker.cancelled() and worker.exception():
+                raise worker.exception()
+
+    def outcome(self, conn: psycopg.Connection) -> TableOutcome:
+        done, queued, running, failed, max_attempts = conn.execute(LIB_QUERIES["pgqueuer_outcome"]).fetchone()
+        return TableOutcome(done=done, queued=queued, running=running, failed=failed, max_attempts=max_attempts)
+
+    def final_status(self, conn: psycopg.Connection, ids: dict[int, object]) -> dict[int, tuple[str, int]]:
+        key_of = {job_id: key for key, job_id in ids.items()}
+        rows = conn.execute(LIB_QUERIES["pgqueuer_status"], {"ids": list(key_of)}).fetchall()
+        return {key_of[job_id]: (status, attempts) for job_id, status, attempts in rows}
+
+
+ADAPTER = PgqueuerAdapter()

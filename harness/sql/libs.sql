@@ -1,0 +1,71 @@
+-- What the library adapters read from the libraries' own tables after (and during) a run.
+-- Reads only: every claim, completion and retry goes through the library's own API.
+-- Each runs in the run's own database, so the libraries' fixed table names are ours alone.
+
+-- name: procrastinate_outcome
+-- procrastinate keeps finished jobs (delete_jobs="never", its default), status in its own enum.
+SELECT count(*) FILTER (WHERE status = 'succeeded')                    AS done,
+       count(*) FILTER (WHERE status = 'todo')                         AS queued,
+       count(*) FILTER (WHERE status = 'doing')                        AS running,
+       count(*) FILTER (WHERE status IN ('failed', 'cancelled', 'aborted')) AS failed,
+       coalesce(max(attempts), 0)                                      AS max_attempts
+FROM procrastinate_jobs;
+
+-- name: procrastinate_status
+SELECT (args ->> 'key')::bigint, status::text, attempts FROM procrastinate_jobs
+WHERE (args ->> 'key')::bigint = ANY(%(keys)s);
+
+-- name: pgqueuer_outcome
+-- pgqueuer deletes a job when it finishes and writes its fate to pgqueuer_log: a job is done
+-- once the log has a final status for it and the queue no longer holds it.
+WITH final AS (
+    SELECT DISTINCT ON (job_id) job_id, status::text AS status
+    FROM pgqueuer_log
+    WHERE status::text IN ('successful', 'exception', 'canceled', 'deleted', 'failed')
+    ORDER BY job_id, id DESC
+), queue AS (
+    SELECT count(*) FILTER (WHERE status = 'queued') AS queued,
+           count(*) FILTER (WHERE status = 'picked') AS running,
+           coalesce(max(attempts), 0)                AS max_attempts
+    FROM pgqueuer
+)
+SELECT (SELECT count(*) FROM final WHERE status = 'successful')  AS done,
+       queue.queued, queue.running,
+       (SELECT count(*) FROM final WHERE status <> 'successful') AS failed,
+       queue.max_attempts
+FROM queue;
+
+-- name: pgqueuer_status
+-- The fate of each job in pgqueuer's words: its row while queued or picked, else its last log entry.
+WITH wanted AS (SELECT unnest(%(ids)s::bigint[]) AS job_id)
+SELECT w.job_id,
+       coalesce(q.status::text, (SELECT l.status::text FROM pgqueuer_log l WHERE l.job_id = w.job_id
+                                 ORDER BY l.id DESC LIMIT 1), 'unknown'),
+       coalesce(q.attempts, 0)
+FROM wanted w LEFT JOIN pgqueuer q ON q.id = w.job_id;
+
+-- name: procrastinate_unfinished
+SELECT (args ->> 'key')::bigint, id, status::text, attempts, worker_id FROM procrastinate_jobs
+WHERE status IN ('todo', 'doing') ORDER BY id LIMIT %(limit)s;
+
+-- name: pgqueuer_unfinished
+SELECT convert_from(payload, 'UTF8')::bigint, id, status::text, attempts, queue_manager_id FROM pgqueuer
+WHERE status IN ('queued', 'picked') ORDER BY id LIMIT %(limit)s;
+
+-- name: saq_outcome
+-- saq keeps finished jobs until their ttl; each row's job is the serialized Job (JSON).
+SELECT count(*) FILTER (WHERE status = 'complete')                             AS done,
+       count(*) FILTER (WHERE status IN ('new', 'deferred', 'queued'))         AS queued,
+       count(*) FILTER (WHERE status IN ('active', 'aborting'))                AS running,
+       count(*) FILTER (WHERE status IN ('failed', 'aborted'))                 AS failed,
+       coalesce(max((convert_from(job, 'UTF8')::jsonb ->> 'attempts')::int), 0) AS max_attempts
+FROM saq_jobs;
+
+-- name: saq_status
+SELECT key::bigint, status, coalesce((convert_from(job, 'UTF8')::jsonb ->> 'attempts')::int, 0)
+FROM saq_jobs WHERE key = ANY(%(keys)s::text[]);
+
+-- name: saq_unfinished
+SELECT key::bigint, key, status, coalesce((convert_from(job, 'UTF8')::jsonb ->> 'attempts')::int, 0),
+       convert_from(job, 'UTF8')::jsonb ->> 'worker_id'
+FROM saq_jobs WHERE status NOT IN ('complete', 'failed', 'aborted') ORDER BY 1 LIMIT %(limit)s;

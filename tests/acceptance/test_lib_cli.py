@@ -1,0 +1,57 @@
+"""`claimcheck lib` and `bench --libs` as users run them: exit codes, reports, nothing left behind."""
+import json
+import os
+import signal
+import time
+
+import psutil
+import psycopg
+
+LIB_SMALL = ("--workers", "2", "--jobs", "200")
+
+
+def our_database(cli) -> list:
+    with psycopg.connect(cli.server.dsn, autocommit=True) as conn:
+        return conn.execute("SELECT datname FROM pg_database WHERE datname = %s",
+                            (f"claimcheck_{cli.run_id}",)).fetchall()
+
+
+def test_an_unknown_library_exits_2_naming_the_known_ones(cli):
+    result = cli("lib", "nosuch")
+    assert result.code == 2
+    assert "procrastinate" in " ".join(result.stderr.split())
+
+
+def test_lib_runs_the_librarys_own_workers_and_writes_json(cli):
+    result = cli("lib", "procrastinate", *LIB_SMALL, "--json", "out.json")
+    assert result.code == 0, result.stderr
+    assert "the library kept its promise" in result.stdout
+    doc = json.loads((cli.scratch / "out.json").read_text())
+    run = doc["runs"][0]
+    assert run["strategy"] == "procrastinate" and run["library"]["version"]
+    assert run["exactly_once"] and run["jobs_done"] == 200 and run["claims"] == 200
+    cli.assert_nothing_left()
+    assert our_database(cli) == []
+
+
+def test_bench_puts_libraries_side_by_side(cli):
+    result = cli("bench", "--libs", "procrastinate,pgqueuer", "--workers", "1,2", "--jobs", "150")
+    assert result.code == 0, result.stderr
+    doc = json.loads(next((cli.scratch / "reports").glob("bench-*.json")).read_text())
+    assert sorted((r["strategy"], r["workers"]) for r in doc["runs"]) == [
+        ("pgqueuer", 1), ("pgqueuer", 2), ("procrastinate", 1), ("procrastinate", 2)]
+    assert next((cli.scratch / "reports").glob("bench-*.html")).exists()
+    cli.assert_nothing_left()
+
+
+def test_ctrl_c_stops_the_library_workers_and_drops_the_database(cli):
+    proc = cli.start("lib", "pgqueuer", "--workers", "2", "--jobs", "50000", "--work-ms", "5")
+    deadline = time.monotonic() + 90
+    while len(psutil.Process(proc.pid).children(recursive=True)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.5)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2, err
+    cli.assert_nothing_left(grace_s=15)
+    assert our_database(cli) == []

@@ -1,0 +1,75 @@
+"""How a library's executions become the ledger's claims and releases (claimcheck.libs.records)."""
+from claimcheck.ledger import DONE, LIVE, STALE, judge
+from claimcheck.libs.records import parse, to_ledger
+
+
+def lines(*rows: tuple) -> str:
+    return "".join("\t".join(str(x) for x in row) + "\n" for row in rows)
+
+
+def verdict(files, jobs, **kwargs):
+    logs, reaps, _ = to_ledger(files, **kwargs)
+    return judge(logs, 1, jobs, drained=True, reaps=reaps)
+
+
+def test_each_execution_is_a_claim_numbered_by_start_time():
+    files = {0: lines(("S", 1, 101, 0, 1.0, 0), ("E", 1, 1.1), ("S", 2, 102, 0, 1.2, 0), ("E", 2, 1.3))}
+    v = verdict(files, 2, deaths={}, stall_release_s=1.0)
+    assert v.exactly_once and v.claims == 2 and v.redeliveries == 0
+
+
+def test_a_torn_last_line_is_ignored():
+    executions, stalls = parse(0, lines(("S", 1, 101, 0, 1.0, 0)) + "E\t1\t1.")
+    assert len(executions) == 1 and stalls == []
+
+
+def test_two_workers_at_once_is_a_double_execution():
+    files = {0: lines(("S", 1, 101, 0, 1.0, 0), ("E", 1, 2.0)), 1: lines(("S", 1, 101, 1, 1.5, 0), ("E", 1, 1.6))}
+    v = verdict(files, 1, deaths={}, stall_release_s=1.0)
+    assert not v.exactly_once and v.violations[0].kind == "concurrent"
+
+
+def test_finished_twice_without_a_failure_in_between_is_a_violation():
+    files = {0: lines(("S", 1, 101, 0, 1.0, 0), ("E", 1, 1.1)), 1: lines(("S", 1, 101, 0, 5.0, 0), ("E", 1, 5.1))}
+    v = verdict(files, 1, deaths={}, stall_release_s=1.0)
+    assert v.violations[0].kind == "after-done"
+
+
+def test_a_killed_workers_job_run_again_after_the_kill_is_a_redelivery():
+    files = {0: lines(("S", 1, 101, 0, 1.0, 0)), 1: lines(("S", 1, 101, 1, 3.0, 0), ("E", 1, 3.1))}
+    v = verdict(files, 1, deaths={0: 2.0}, stall_release_s=1.0)
+    assert v.exactly_once and v.redeliveries == 1
+    early = verdict(files, 1, deaths={0: 3.5}, stall_release_s=1.0)  # run again while the first still ran
+    assert not early.exactly_once
+
+
+def test_a_stalled_execution_may_be_redelivered_once_its_lease_can_have_expired():
+    stalled = lines(("S", 1, 101, 0, 1.0, 0), ("P", 1, 1.0), ("E", 1, 6.0))
+    after = {0: stalled, 1: lines(("S", 1, 101, 1, 2.5, 0), ("E", 1, 2.6))}
+    logs, reaps, _ = to_ledger(after, deaths={}, stall_release_s=1.0)
+    assert [log.outcome[0] for log in logs] == [STALE, DONE]  # the stalled one returned after its release
+    assert judge(logs, 1, 1, drained=True, reaps=reaps).exactly_once
+    before = {0: stalled, 1: lines(("S", 1, 101, 1, 1.5, 0), ("E", 1, 1.6))}
+    assert not verdict(before, 1, deaths={}, stall_release_s=1.0).exactly_once
+
+
+def test_a_terminated_backend_releases_completions_still_in_the_librarys_buffer():
+    files = {0: lines(("S", 1, 101, 0, 1.0, 0), ("E", 1, 1.95)), 1: lines(("S", 1, 101, 0, 5.0, 0), ("E", 1, 5.1))}
+    kwargs = dict(deaths={}, stall_release_s=1.0, completion_lag_s=0.3, lease_s=2.0)
+    assert verdict(files, 1, terminations={0: [2.0]}, **kwargs).exactly_once
+    assert not verdict(files, 1, terminations={0: [3.0]}, **kwargs).exactly_once  # finished long before
+
+
+def test_an_execution_never_seen_to_end_stays_live():
+    logs, _, _ = to_ledger({0: lines(("S", 1, 101, 0, 1.0, 0))}, deaths={}, stall_release_s=1.0)
+    assert logs[0].outcome[0] == LIVE
+
+
+def test_a_batch_claimed_before_a_stall_is_released_with_it():
+    # w0 claims jobs 1 and 2 at 1.0, stalls on job 1 until 6.0, then runs job 2 (claimed 5 s before):
+    # w1 re-claimed job 2 at 3.0 after w0's lease expired, so w0's late run is a stale execution.
+    stalled = lines(("S", 1, 101, 0, 1.0, 0), ("P", 1, 1.0), ("E", 1, 6.0), ("S", 2, 102, 0, 6.0, 5.0), ("E", 2, 6.1))
+    files = {0: stalled, 1: lines(("S", 2, 102, 0, 3.0, 0), ("E", 2, 3.1))}
+    logs, reaps, _ = to_ledger(files, deaths={}, stall_release_s=1.0)
+    assert judge(logs, 1, 2, drained=True, reaps=reaps).exactly_once
+    assert list(logs[0].outcome) == [STALE, STALE]
