@@ -16,7 +16,8 @@ from psycopg import sql
 from rich.console import Console
 
 from claimcheck.errors import ServerError
-from claimcheck.provision import Server, redact
+from claimcheck.provision import Server
+from claimcheck.redaction import redact_dsn
 from claimcheck.schema import SCHEMA_PREFIX
 
 CONNECT_TIMEOUT_S = 5
@@ -44,7 +45,7 @@ def run_database(server: Server, run_id: str, library: str) -> Iterator[str]:
             raise ServerError(
                 f"claimcheck lib {library} runs in a database of its own ({name}), because {library} installs "
                 f"fixed table names that must not meet another installation; the role {user!r} on "
-                f"{redact(server.dsn)} may not create databases. Grant it (ALTER ROLE {user} CREATEDB), "
+                f"{redact_dsn(server.dsn)} may not create databases. Grant it (ALTER ROLE {user} CREATEDB), "
                 "or leave out --dsn to use the embedded server.")
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     try:
