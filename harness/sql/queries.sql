@@ -111,3 +111,9 @@ SELECT id, status, attempts FROM jobs WHERE id = ANY(%(ids)s);
 
 -- name: finished_among
 SELECT count(*) FROM jobs WHERE id = ANY(%(ids)s) AND status IN ('done', 'failed');
+
+-- name: terminate_run_backends
+-- The Locust master's cleanup: end this run's own connections (its users may be on other hosts,
+-- holding a transaction on the run's table) so that dropping the schema does not wait for them.
+SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+WHERE application_name LIKE %(app_prefix)s AND pid <> pg_backend_pid();
