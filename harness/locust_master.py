@@ -17,8 +17,10 @@ Runs in the process that owns the run (Locust's master, or its local runner with
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -30,7 +32,7 @@ from claimcheck.cli import REPORT_WIDTH_WHEN_PIPED
 from claimcheck.commands._options import report_runs
 from claimcheck.driver import STALL_TIMEOUT_S, _judge, coordinator_connection
 from claimcheck.errors import ClaimcheckError, ServerError, UsageError
-from claimcheck.ledger import WorkerLog
+from claimcheck.ledger import Verdict, WorkerLog
 from claimcheck.locust_claimer import (END_MESSAGE, LOG_MESSAGE, SERVER_EPOCH, START_MESSAGE, LocustSettings,
                                        encode_plan)
 from claimcheck.logstream import apply_summary, merge_delta
@@ -38,8 +40,8 @@ from claimcheck.provision import Server, redact, server_version
 from claimcheck.queries import QUERIES
 from claimcheck.report import print_server
 from claimcheck.sampler import LockWaitSampler, WaitSamples
-from claimcheck.schema import build_jobs_table, create_schema, new_run_id, schema_name
-from claimcheck.session import _drop_quietly
+from claimcheck.schema import build_jobs_table, create_schema, schema_name
+from claimcheck.session import _drop_quietly, _run_id
 from claimcheck.settings import WorkTime
 from claimcheck.strategy import load_strategy, validate_on_server
 from claimcheck.worker import WorkerPlan
@@ -72,7 +74,7 @@ class MasterRun:
             raise UsageError(f"--fail-rate needs a 'fail' section in {self.strategy.source}")
         version, num = server_version(self.options.dsn)
         self.server = Server(dsn=self.options.dsn, source="dsn", version=version, version_num=num)
-        self.run_id = new_run_id()
+        self.run_id = _run_id()  # $CLAIMCHECK_RUN_ID names the schema, as for the fork driver
         self.schema = schema_name(self.run_id)
         self.conn: psycopg.Connection | None = None
         self.sampler: LockWaitSampler | None = None
@@ -103,7 +105,7 @@ class MasterRun:
         self.sampler = LockWaitSampler(self.server.dsn, plan.app_prefix)
         self.sampler.start()
         self.err.print(f"claimcheck: {self.strategy.name} · {self.settings.mode} · {self.settings.workers} users · "
-                       f"{self.settings.jobs:,} jobs seeded in schema {self.schema}", highlight=False)
+                       f"{self.settings.jobs:,} jobs seeded in schema {self.schema}", highlight=False, soft_wrap=True)
         gevent.spawn(self._watch)
 
     # -- 2. the users' records --------------------------------------------------------------------
@@ -167,10 +169,6 @@ class MasterRun:
         now = self.conn.execute(SERVER_EPOCH).fetchone()[0]
         for user in lost:  # like the fork driver's dead worker: its log ends where its stream did
             self.logs[user].finished_at = now
-        if missing := {self.node_of[u] for u in lost if self.node_of[u] in self._missing_nodes()}:
-            self.err.print(f"claimcheck: {len(missing)} Locust worker process(es) went missing mid-run; their "
-                           f"{len(lost)} users' streamed claims are judged, the rest count as unrecorded",
-                           highlight=False)
         logs = [self.logs[u] for u in sorted(self.logs)]
         errors = [log.error for log in logs if log.error]
         if errors:
@@ -180,6 +178,13 @@ class MasterRun:
         run = SimpleNamespace(logs=logs, killed=lost, reaps=[], faults=[], faults_skipped=[], waits=waits,
                               stopped_by=stopped_by, shared=None)
         result = _judge(self.conn, run, self.strategy, self.settings, self.seeded)
+        if lost:
+            result = dataclasses.replace(result, verdict=self._unrecorded(result.verdict, logs))
+            nodes = {self.node_of[u] for u in lost}
+            self.err.print(f"claimcheck: {len(nodes)} Locust worker process(es) went missing mid-run (or stopped "
+                           f"answering): the claims their {len(lost)} users had streamed are judged; "
+                           f"{result.verdict.unrecorded_claims} jobs the table shows claimed by them are "
+                           "counted as unrecorded claims, not as lost jobs", highlight=False, soft_wrap=True)
         shown = argparse.Namespace(**self._report_settings())
         report_runs(self.server, [result], shown, self.console, "check",
                     f"claimcheck check {self.strategy.name} on Locust: PostgreSQL {self.server.version}",
@@ -189,13 +194,24 @@ class MasterRun:
         self.judged = True
         return 0 if held else 1
 
+    def _unrecorded(self, verdict: Verdict, logs: list[WorkerLog]) -> Verdict:
+        """The fork driver counts a dead worker's unsent claims as unrecorded when the table shows
+        the job finished (its reaper returns the others). A Locust run has no reaper, so a lost
+        user's unsent claim may also have left its job taken but unfinished: every job the table
+        shows claimed that no record names was claimed by a lost user, and is unrecorded, not lost."""
+        claimed = {job for log in logs for job in log.job}
+        never = [j for j in range(self.seeded.first_id, self.seeded.last_id + 1) if j not in claimed]
+        taken = self.conn.execute(QUERIES["claimed_among"], {"ids": never}).fetchone()[0]
+        unseen = verdict.unclaimed_jobs + verdict.unrecorded_claims
+        return dataclasses.replace(verdict, unclaimed_jobs=unseen - taken, unrecorded_claims=taken)
+
     def _report_settings(self) -> dict:
         o = self.options
         return {"engine": "locust", "strategy": o.claim_file, "users": o.num_users, "jobs": o.jobs,
                 "batch": o.batch, "mode": o.mode, "work_ms": o.work_ms, "poll_ms": o.poll_ms,
                 "lease_seconds": o.lease_seconds, "fail_rate": o.fail_rate, "duration": o.claim_duration,
                 "claims_per_user": o.claims_per_user, "dsn": redact(o.dsn),
-                "json": o.json_report}
+                "json": Path(o.json_report) if o.json_report else None}
 
     def _command(self) -> str:
         return " ".join(["locust", *(redact(a) if a.startswith("postgres") else a for a in sys.argv[1:])])

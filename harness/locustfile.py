@@ -12,7 +12,6 @@ settings reach them with Locust's spawn message.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 import gevent
@@ -46,7 +45,8 @@ def _options(parser: Any) -> None:
     parser.add_argument("--backoff-cap", type=float, default=3600.0, help="seconds, the backoff's cap (default 3600)")
     parser.add_argument("--claim-duration", type=float, help="stop claiming after this many seconds (no drain)")
     parser.add_argument("--claims-per-user", type=int, help="stop each user after this many claim transactions")
-    parser.add_argument("--json-report", type=Path, help="write claimcheck's JSON report here (the HTML next to it)")
+    # Plain strings only: Locust forwards the master's options to its workers with msgpack.
+    parser.add_argument("--json-report", help="write claimcheck's JSON report here (the HTML next to it)")
     # Set by the master in test_start; Locust forwards it to the workers with the spawn.
     parser.add_argument("--claimcheck-plan", default="", include_in_web_ui=False, help="(internal)")
 

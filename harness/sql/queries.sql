@@ -117,3 +117,8 @@ SELECT count(*) FROM jobs WHERE id = ANY(%(ids)s) AND status IN ('done', 'failed
 -- holding a transaction on the run's table) so that dropping the schema does not wait for them.
 SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 WHERE application_name LIKE %(app_prefix)s AND pid <> pg_backend_pid();
+
+-- name: claimed_among
+-- Jobs the table shows claimed (taken from the queue, or attempted): after a Locust worker process
+-- died, those of them no surviving record names were claimed by its users.
+SELECT count(*) FROM jobs WHERE id = ANY(%(ids)s) AND (status <> 'queued' OR attempts > 0);
