@@ -183,8 +183,9 @@ class MasterRun:
             nodes = {self.node_of[u] for u in lost}
             self.err.print(f"claimcheck: {len(nodes)} Locust worker process(es) went missing mid-run (or stopped "
                            f"answering): the claims their {len(lost)} users had streamed are judged; "
-                           f"{result.verdict.unrecorded_claims} jobs the table shows claimed by them are "
-                           "counted as unrecorded claims, not as lost jobs", highlight=False, soft_wrap=True)
+                           f"{result.verdict.unrecorded_claims} unrecorded claims (jobs the table shows claimed "
+                           "that no streamed record names) count as claimed, not lost", highlight=False,
+                           soft_wrap=True)
         shown = argparse.Namespace(**self._report_settings())
         report_runs(self.server, [result], shown, self.console, "check",
                     f"claimcheck check {self.strategy.name} on Locust: PostgreSQL {self.server.version}",
