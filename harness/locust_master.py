@@ -26,6 +26,7 @@ from typing import Any
 
 import gevent
 import psycopg
+from locust.runners import WORKER_REPORT_INTERVAL, MasterRunner
 from rich.console import Console
 
 from claimcheck.cli import REPORT_WIDTH_WHEN_PIPED
@@ -161,6 +162,10 @@ class MasterRun:
             self.fail(str(exc))
         except psycopg.Error as exc:
             self.fail(f"PostgreSQL: {str(exc).strip()}. Nothing was judged")
+        if isinstance(self.env.runner, MasterRunner):
+            # Workers send Locust's request statistics every WORKER_REPORT_INTERVAL: wait for the
+            # last ones, so that Locust's summary counts every claim the ledger judged.
+            gevent.sleep(WORKER_REPORT_INTERVAL + 0.5)
         self.env.runner.quit()
 
     def _judge(self, lost: set[int], stopped_by: str) -> int:
