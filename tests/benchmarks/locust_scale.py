@@ -1,5 +1,6 @@
 """The Locust engine's reach on one box, printed, never asserted
-(run: .venv/bin/python tests/benchmarks/locust_scale.py [USERS ...], default 250 500 1000).
+(run: .venv/bin/python tests/benchmarks/locust_scale.py [USERS ...], default 250 500 1000; 0 for
+only part 2).
 
 1. Claimers per box: `claimcheck check skip-locked --engine locust --processes 2 --users N` for each
    N, against one embedded server started here with max_connections raised to fit (harness/
@@ -28,6 +29,7 @@ from claimcheck.provision import provide_server
 MAX_CONNECTIONS = 1_100
 SCALE_JOBS, SCALE_BATCH, SCALE_WORK_MS = 40_000, 5, "20"
 EFFICIENCY_JOBS = 20_000
+STARTUP_JOBS = 10
 
 
 def _children_cpu() -> float:
@@ -68,13 +70,18 @@ def claimers_per_box(dsn: str, scratch: Path, sizes: list[int]) -> None:
 
 
 def efficiency(dsn: str, scratch: Path) -> None:
+    """Each engine also runs STARTUP_JOBS jobs: its fixed CPU (interpreters, imports, seeding, the
+    report), subtracted to give the CPU of the claim load itself ("steady")."""
     print(f"== jobs/s per client core: skip-locked, lease, batch 10, work 0, {EFFICIENCY_JOBS:,} jobs ({load()})")
     for claimers in (8, 16):
         for engine, args in (("fork", ["--workers", str(claimers)]),
                              ("locust", ["--engine", "locust", "--processes", "2", "--users", str(claimers)])):
+            _, fixed = run_check(dsn, [*args, "--jobs", str(STARTUP_JOBS)], scratch)
             run, cpu = run_check(dsn, [*args, "--jobs", str(EFFICIENCY_JOBS)], scratch)
+            steady = max(cpu - fixed, 1e-3)
             print(f"{claimers:>2} claimers, {engine:>6}: {run['throughput_jobs_per_s']:>7,.0f} jobs/s, client CPU "
-                  f"{cpu:5.1f}s -> {run['jobs_done'] / cpu:>6,.0f} jobs per client CPU-second "
+                  f"{cpu:5.1f}s -> {run['jobs_done'] / cpu:>6,.0f} jobs per client CPU-second; minus its "
+                  f"{STARTUP_JOBS}-job run's {fixed:.1f}s: {run['jobs_done'] / steady:>6,.0f} steady "
                   f"({'exactly-once' if run['exactly_once'] else 'VIOLATED'}; {load()})", flush=True)
 
 
@@ -82,8 +89,10 @@ def main(sizes: list[int]) -> None:
     with tempfile.TemporaryDirectory() as tmp, provide_server(pg="embedded", max_connections=MAX_CONNECTIONS) as server:
         print(f"PostgreSQL {server.version} ({server.source}), max_connections {MAX_CONNECTIONS}")
         efficiency(server.dsn, Path(tmp))
-        claimers_per_box(server.dsn, Path(tmp), sizes)
+        if sizes:
+            claimers_per_box(server.dsn, Path(tmp), sizes)
 
 
 if __name__ == "__main__":
-    main([int(x) for x in sys.argv[1:]] or [250, 500, 1000])
+    # `locust_scale.py 0` runs only the efficiency part.
+    main([int(x) for x in sys.argv[1:] if int(x) > 0] if sys.argv[1:] else [250, 500, 1000])
