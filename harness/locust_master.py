@@ -7,7 +7,8 @@ Runs in the process that owns the run (Locust's master, or its local runner with
    custom option, which Locust forwards to every worker with the spawn message.
 2. Each user streams its records with `runner.send_message`; they are merged here into one
    :class:`claimcheck.ledger.WorkerLog` per user, exactly as the fork driver merges its pipes.
-3. When every user that started has ended, or its worker process went missing (Locust's heartbeat),
+3. When every user that started has ended, or its worker process is gone (Locust's heartbeat
+   missed and none of its users' connections left on the server),
    the records are judged by the fork driver's own judgement (`claimcheck.driver._judge`: the same
    ledger, table outcome and unrecorded-claims rule), the same table, JSON and HTML are written,
    the exit code is set (0 held / 1 violated / 2 not judged) and Locust is told to quit.
@@ -45,7 +46,7 @@ from claimcheck.schema import build_jobs_table, create_schema, schema_name
 from claimcheck.session import _drop_quietly, _run_id
 from claimcheck.settings import WorkTime
 from claimcheck.strategy import load_strategy, validate_on_server
-from claimcheck.worker import WorkerPlan
+from claimcheck.worker import WorkerPlan, application_name
 
 WATCH_INTERVAL_S = 0.2
 EVIDENCE_JOBS = 5
@@ -100,7 +101,8 @@ class MasterRun:
             raise ServerError(f"the server has room for {free} more connections but the run needs "
                               f"{self.settings.workers + 1} (one per user and the sampler); lower --users "
                               "or raise max_connections")
-        plan = WorkerPlan(dsn=self.server.dsn, schema=self.schema, app_prefix=f"claimcheck/{self.run_id}/",
+        self.app_prefix = f"claimcheck/{self.run_id}/"
+        plan = WorkerPlan(dsn=self.server.dsn, schema=self.schema, app_prefix=self.app_prefix,
                           strategy=self.strategy, settings=self.settings)
         self.options.claimcheck_plan = encode_plan(plan)
         self.sampler = LockWaitSampler(self.server.dsn, plan.app_prefix)
@@ -136,13 +138,24 @@ class MasterRun:
         clients = getattr(self.env.runner, "clients", None)
         return {c.id for c in clients.missing} if clients is not None else set()
 
+    def _lost_users(self) -> set[int]:
+        """Users whose worker process is gone: Locust's heartbeat says it went missing AND the server
+        shows none of their connections. A busy process's late heartbeat is not a death, and a killed
+        process's connections are closed by its kernel, so the server is the witness."""
+        missing = self._missing_nodes()
+        suspects = {u for u, node in self.node_of.items() if node in missing and u not in self.ended}
+        if not suspects:
+            return set()
+        names = {application_name(self.app_prefix, u): u for u in suspects}
+        alive = self.conn.execute(QUERIES["connected_applications"], {"names": list(names)}).fetchall()
+        return suspects - {names[name] for (name,) in alive}
+
     def _state(self) -> tuple[bool, set[int], str]:
         """(is the run over, users lost with their worker process, why it stopped)."""
-        missing = self._missing_nodes()
-        lost = {u for u, node in self.node_of.items() if node in missing and u not in self.ended}
+        lost = self._lost_users()
         running = set(self.node_of) - self.ended - lost
         target = self.env.runner.target_user_count or self.settings.workers
-        if not running and (len(self.node_of) >= target or missing):
+        if not running and (len(self.node_of) >= target or lost):
             return True, lost, "drained" if self.settings.drains else (
                 "duration" if self.settings.duration_s is not None else "claims-per-worker")
         limit = STALL_TIMEOUT_S + 2 * self.settings.batch * max(self.settings.work.a_ms, self.settings.work.b_ms) / 1000
@@ -186,8 +199,9 @@ class MasterRun:
         if lost:
             result = dataclasses.replace(result, verdict=self._unrecorded(result.verdict, logs))
             nodes = {self.node_of[u] for u in lost}
-            self.err.print(f"claimcheck: {len(nodes)} Locust worker process(es) went missing mid-run (or stopped "
-                           f"answering): the claims their {len(lost)} users had streamed are judged; "
+            self.err.print(f"claimcheck: {len(nodes)} Locust worker process(es) went missing mid-run (no "
+                           f"heartbeat, no connection left): the claims their {len(lost)} users had streamed "
+                           "are judged; "
                            f"{result.verdict.unrecorded_claims} unrecorded claims (jobs the table shows claimed "
                            "that no streamed record names) count as claimed, not lost", highlight=False,
                            soft_wrap=True)

@@ -122,3 +122,8 @@ WHERE application_name LIKE %(app_prefix)s AND pid <> pg_backend_pid();
 -- Jobs the table shows claimed (taken from the queue, or attempted): after a Locust worker process
 -- died, those of them no surviving record names were claimed by its users.
 SELECT count(*) FROM jobs WHERE id = ANY(%(ids)s) AND (status <> 'queued' OR attempts > 0);
+
+-- name: connected_applications
+-- Which of these claimers still have a connection: the Locust master's witness that a worker
+-- process whose heartbeat stopped is really gone.
+SELECT application_name FROM pg_stat_activity WHERE application_name = ANY(%(names)s);
