@@ -86,7 +86,8 @@ class MasterRun:
         self.last_news = time.monotonic()
         self.judged = False
         runner = environment.runner
-        for kind, handler in ((START_MESSAGE, self._on_start), (LOG_MESSAGE, self._on_log), (END_MESSAGE, self._on_end)):
+        for kind, handler in ((START_MESSAGE, self._on_start), (LOG_MESSAGE, self._on_log),
+                              (END_MESSAGE, self._on_end)):
             runner.register_message(kind, handler)
 
     # -- 1. before the spawn ----------------------------------------------------------------------

@@ -30,7 +30,8 @@ _master: Any = None
 
 @events.init_command_line_parser.add_listener
 def _options(parser: Any) -> None:
-    parser.add_argument("--claim-file", help="the claim strategy: a .sql file in claimcheck's contract, or a built-in name")
+    parser.add_argument("--claim-file",
+                        help="the claim strategy: a .sql file in claimcheck's contract, or a built-in name")
     parser.add_argument("--dsn", default=os.environ.get(DSN_ENV), is_secret=True,
                    help=f"the PostgreSQL server to load (default ${DSN_ENV}); only the master needs it")
     parser.add_argument("--jobs", type=int, default=20_000, help="jobs seeded (default 20,000)")
