@@ -59,12 +59,13 @@ def run_strategy(conn: psycopg.Connection, server: Server, schema: str, run_id: 
     run.go()
     if any(f.kind == "restart" for f in run.faults):
         with coordinator_connection(server.dsn, run_id, schema) as fresh:  # the restart closed the coordinator's connection too
-            return _judge(fresh, run, strategy, settings, seeded)
-    return _judge(conn, run, strategy, settings, seeded)
+            return judge_run(fresh, run, strategy, settings, seeded)
+    return judge_run(conn, run, strategy, settings, seeded)
 
 
-def _judge(conn: psycopg.Connection, run: "_Run", strategy: Strategy, settings: RunSettings,
-           seeded: SeededJobs) -> RunResult:
+def judge_run(conn: psycopg.Connection, run: "_Run", strategy: Strategy, settings: RunSettings,
+    """Judge a finished run from its workers' logs and the table (the fork driver's and the Locust master's)."""
+              seeded: SeededJobs) -> RunResult:
     outcome = TableOutcome(*conn.execute(QUERIES["table_outcome"]).fetchone(),
                            *conn.execute(QUERIES["lifecycle_outcome"]).fetchone()[1:])
     logs = run.logs

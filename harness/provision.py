@@ -103,7 +103,8 @@ def parse_pg(spec: str) -> tuple[str, int | None]:
 
 
 @contextmanager
-def provide_server(dsn: str | None = None, pg: str | None = None) -> Iterator[Server]:
+def provide_server(dsn: str | None = None, pg: str | None = None,
+                   max_connections: int = MAX_CONNECTIONS) -> Iterator[Server]:
     """Yield a reachable server, starting one if needed and stopping it on the way out."""
     if dsn and pg:
         raise UsageError("give either --dsn or --pg, not both")
@@ -116,7 +117,7 @@ def provide_server(dsn: str | None = None, pg: str | None = None) -> Iterator[Se
         return
     kind, major = parse_pg(pg or "embedded")
     if kind == "docker":
-        with _docker_server(major) as server:
+        with _docker_server(major, max_connections) as server:
             yield server
         return
     if kind == "embedded":
@@ -124,7 +125,7 @@ def provide_server(dsn: str | None = None, pg: str | None = None) -> Iterator[Se
         bin_dir, source = embedded_bin_dir(major), f"embedded:{major}"
     else:
         bin_dir, source = system_bin_dir(), "system"
-    postmaster = LocalPostmaster(bin_dir, max_connections=MAX_CONNECTIONS, label=f"--pg {source}")
+    postmaster = LocalPostmaster(bin_dir, max_connections=max_connections, label=f"--pg {source}")
     try:
         postmaster.start()
         version, num = server_version(postmaster.dsn)
@@ -143,7 +144,7 @@ def _client_bin_dir() -> Path | None:
 
 
 @contextmanager
-def _docker_server(major: int) -> Iterator[Server]:
+def _docker_server(major: int, max_connections: int) -> Iterator[Server]:
     try:
         import docker  # type: ignore[import-not-found]
         from testcontainers.postgres import PostgresContainer  # type: ignore[import-not-found]
@@ -155,7 +156,7 @@ def _docker_server(major: int) -> Iterator[Server]:
         raise ServerError(f"--pg docker:{major}: no Docker engine answers ({type(exc).__name__}). Start Docker, "
                           "or use the embedded server (the default) or --pg system") from None
     container = PostgresContainer(f"postgres:{major}", driver=None).with_command(
-        f"postgres -c max_connections={MAX_CONNECTIONS}")
+        f"postgres -c max_connections={max_connections}")
     with container:
         dsn = container.get_connection_url()
         version, num = server_version(dsn)

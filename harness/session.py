@@ -39,7 +39,8 @@ RUN_ID_ENV = "CLAIMCHECK_RUN_ID"
 _RUN_ID_RE = re.compile(r"^[a-z0-9_]{1,24}$")
 
 
-def _run_id() -> str:
+def run_id_from_env() -> str:
+    """$CLAIMCHECK_RUN_ID, checked, or a fresh random id."""
     run_id = os.environ.get(RUN_ID_ENV) or new_run_id()
     if not _RUN_ID_RE.match(run_id):
         raise UsageError(f"{RUN_ID_ENV}={run_id!r}: use 1 to 24 lowercase letters, digits or underscores")
@@ -53,7 +54,7 @@ def run_schema(server: Server, run_id: str | None = None) -> Iterator[tuple[psyc
     `run_id` names it; by default $CLAIMCHECK_RUN_ID or a fresh random id. Callers that may run
     side by side under one environment (the pytest plugin under xdist) pass a fresh one.
     """
-    run_id = run_id or _run_id()
+    run_id = run_id or run_id_from_env()
     schema = schema_name(run_id)
     created = False
     conn = coordinator_connection(server.dsn, run_id)

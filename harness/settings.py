@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import asdict, dataclass
+from typing import ClassVar
 
 from claimcheck.errors import UsageError
 
@@ -98,10 +99,12 @@ class RunSettings:
     stop_early: bool = False
     """Stop once a violation is proven (`check`'s default; `--drain` turns it off). Applies only where
     nothing releases a claim (no reaper, failures or faults): see claimcheck.watch."""
+    max_workers: ClassVar[int] = MAX_WORKERS
+    """The fork driver's cap (one process per worker); Locust users have their own."""
 
     def __post_init__(self) -> None:
-        if not 1 <= self.workers <= MAX_WORKERS:
-            raise UsageError(f"--workers must be between 1 and {MAX_WORKERS}, got {self.workers}")
+        if not 1 <= self.workers <= self.max_workers:
+            raise UsageError(f"--workers must be between 1 and {self.max_workers}, got {self.workers}")
         if self.jobs < 1:
             raise UsageError(f"--jobs must be at least 1, got {self.jobs}")
         if self.batch < 1:

@@ -118,14 +118,15 @@ def plain_settings(args: argparse.Namespace) -> dict:
 
 
 def report_runs(server: Server, results: list[RunResult], args: argparse.Namespace, console: Console,
-                verb: str, title: str, always_write: bool, evidence: int) -> None:
+                verb: str, title: str, always_write: bool, evidence: int, command: str | None = None) -> None:
     # A terminal gets the columns that decide; a pipe or a CI log (a wide console) gets them all.
     console.print(results_table(results, title, wide=args.wide or not console.is_terminal))
     for result in results:
         print_evidence(console, result, evidence)
         if result.faults:
             console.print(faults_table(result))
-    doc = document(server, results, command=" ".join(["claimcheck", *sys.argv[1:]]), settings=plain_settings(args))
+    command = command or " ".join(["claimcheck", *sys.argv[1:]])
+    doc = document(server, results, command=command, settings=plain_settings(args))
     if args.json or always_write:
         path = write_json(doc, args.json, verb)
         where = "" if args.json else f" (in {Path.cwd()}; --json PATH writes elsewhere)"

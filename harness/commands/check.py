@@ -42,11 +42,23 @@ def register(verbs: argparse._SubParsersAction) -> None:
     g.add_argument("--hypothesis-db", type=Path, default=DEFAULT_DATABASE,
                    help=f"where found counterexamples are kept and replayed first (default {DEFAULT_DATABASE})")
     g.add_argument("--save-spec", type=Path, help="write a found counterexample here as a spec file")
+    e = p.add_argument_group("engine (more load than one machine: see the README)")
+    e.add_argument("--engine", choices=("fork", "locust"), default="fork",
+                   help="fork: one process per worker (default); locust: Locust users, one claimer each "
+                        "(pip install 'claimcheck[locust]')")
+    e.add_argument("--users", type=int, default=100, help="--engine locust: claimers (Locust users; default 100)")
+    e.add_argument("--processes", type=int, default=2,
+                   help="--engine locust: Locust worker processes on this box (default 2)")
     add_server_options(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace, console: Console, err: Console) -> int:
+    if args.engine == "locust":
+        from claimcheck.locust_engine import run_check
+
+        load_strategy(args.strategy)  # a bad file is reported here, before any process starts
+        return run_check(args, console, err)
     strategy = load_strategy(args.strategy)
     if args.search:
         return run_search(args, strategy, console, err)

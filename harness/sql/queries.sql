@@ -126,3 +126,13 @@ SELECT pid FROM pg_stat_activity WHERE application_name LIKE %(app_pattern)s AND
 -- running), so nothing of the run keeps running and DROP SCHEMA does not wait on its locks.
 SELECT pg_terminate_backend(pid) FROM pg_stat_activity
 WHERE application_name LIKE %(app_pattern)s AND pid <> pg_backend_pid();
+
+-- name: claimed_among
+-- Jobs the table shows claimed (taken from the queue, or attempted): after a Locust worker process
+-- died, those of them no surviving record names were claimed by its users.
+SELECT count(*) FROM jobs WHERE id = ANY(%(ids)s) AND (status <> 'queued' OR attempts > 0);
+
+-- name: connected_applications
+-- Which of these claimers still have a connection: the Locust master's witness that a worker
+-- process whose heartbeat stopped is really gone.
+SELECT application_name FROM pg_stat_activity WHERE application_name = ANY(%(names)s);

@@ -1,0 +1,149 @@
+"""`--engine locust` and claimcheck's locustfile, as users run them: a Locust master and two worker
+processes on 127.0.0.1 against the test server. Locust is never imported here (importing it
+monkey-patches the process for gevent); it runs in its own processes."""
+import importlib.util
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import psycopg
+import pytest
+
+from claimcheck.locust_engine import LOCUSTFILE
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("locust") is None,
+                                reason="Locust is an extra: pip install 'claimcheck[locust]'")
+
+JOBS = "1500"
+FORK = ["--workers", "4", "--jobs", JOBS]
+LOCUST = ["--engine", "locust", "--users", "8", "--processes", "2", "--jobs", JOBS]
+
+
+def verdict(path) -> dict:
+    (run,) = json.loads(path.read_text())["runs"]
+    return run
+
+
+# Unsafe in lease mode, safe in lock mode; skip-locked in lease mode holds in the tests below.
+@pytest.mark.parametrize("strategy, mode", [("naive-subquery", "lease"), ("for-update", "lock")])
+def test_locust_reaches_the_fork_drivers_verdict(cli, strategy, mode, record_property):
+    fork_json, locust_json = cli.scratch / "fork.json", cli.scratch / "locust.json"
+    fork = cli("check", strategy, *FORK, "--mode", mode, "--json", str(fork_json))
+    locust = cli("check", strategy, *LOCUST, "--mode", mode, "--json", str(locust_json))
+    assert fork.code in (0, 1), fork.stderr
+    assert locust.code == fork.code, locust.stdout + locust.stderr
+    a, b = verdict(fork_json), verdict(locust_json)
+    assert a["exactly_once"] == b["exactly_once"]
+    assert (a["double_claimed_jobs"] > 0) == (b["double_claimed_jobs"] > 0)
+    assert b["workers"] == 8 and b["jobs_done"] == int(JOBS) and b["unclaimed_jobs"] == 0
+    # Claims are Locust requests too: its own statistics table lists them.
+    assert "Response time percentiles" in locust.stderr and "SQL      claim" in locust.stderr
+    record_property(f"locust verdict agreement {strategy} {mode}",
+                    f"fork {'held' if a['exactly_once'] else 'violated'} ({a['double_claimed_jobs']} doubled), "
+                    f"locust {'held' if b['exactly_once'] else 'violated'} ({b['double_claimed_jobs']} doubled)")
+    cli.assert_nothing_left()
+
+
+def _locust(cli, *args: str, port: int, out: str) -> subprocess.Popen:
+    env = dict(cli.env(dsn=True))
+    command = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--loglevel", "INFO", *args]
+    return subprocess.Popen(command, env=env, cwd=cli.scratch, stdout=open(cli.scratch / out, "w"),
+                            stderr=subprocess.STDOUT)
+
+
+def test_a_sigkilled_worker_process_leaves_its_streamed_claims_judged(cli):
+    """Kill one of two Locust worker processes mid-run: what its users streamed is judged, jobs the
+    table shows they claimed without a record count as unrecorded, never as lost or doubled."""
+    port = _free_port()
+    report = cli.scratch / "kill.json"
+    master = _locust(cli, "--master", "--headless", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
+                     "--expect-workers", "2", "--expect-workers-max-wait", "60", "--users", "8", "--spawn-rate", "8",
+                     "--only-summary", "--claim-file", "skip-locked", "--jobs", "3000", "--work-ms", "5",
+                     "--json-report", str(report), port=port, out="master.out")
+    workers = [_locust(cli, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port), port=port,
+                       out=f"worker{i}.out") for i in range(2)]
+    try:
+        done = _wait_for_done(cli, at_least=500)
+        workers[0].send_signal(signal.SIGKILL)
+        assert master.wait(90) == 0, (cli.scratch / "master.out").read_text()
+    finally:
+        for process in (master, *workers):
+            if process.poll() is None:
+                process.kill()
+            process.wait()
+    out = (cli.scratch / "master.out").read_text()
+    assert "went missing mid-run" in out, out
+    run = verdict(report)
+    assert run["exactly_once"] and run["double_claimed_jobs"] == 0 and run["unclaimed_jobs"] == 0, run
+    unrecorded = int(re.search(r"(\d+) unrecorded claims", out).group(1))
+    assert run["unique_jobs_claimed"] + unrecorded == 3000
+    assert done >= 500 and run["jobs_done"] < 3000 + 1
+    cli.assert_nothing_left()
+
+
+def _wait_for_done(cli, at_least: int) -> int:
+    deadline = time.monotonic() + 60
+    with psycopg.connect(cli.server.dsn, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            try:
+                done = conn.execute(f"SELECT count(*) FROM claimcheck_{cli.run_id}.jobs WHERE status = 'done'"
+                                    ).fetchone()[0]
+            except psycopg.errors.UndefinedTable:
+                done = 0
+            if done >= at_least:
+                return done
+            time.sleep(0.05)
+    raise AssertionError(f"the Locust run did not reach {at_least} done jobs in 60 s")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_ctrl_c_on_the_locust_engine_drops_the_schema(cli):
+    proc = cli.start("check", "skip-locked", "--engine", "locust", "--users", "4", "--processes", "2",
+                     "--jobs", "200000", "--work-ms", "5")
+    _wait_for_done(cli, at_least=100)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2, out + err
+    assert "interrupted" in err
+    cli.assert_nothing_left()
+
+
+def test_without_locust_the_engine_says_how_to_get_it(cli):
+    hide = ("import sys; sys.modules['locust'] = None; from claimcheck.cli import main; "
+            "sys.exit(main(['check', 'skip-locked', '--engine', 'locust']))")
+    result = subprocess.run([sys.executable, "-c", hide], env=cli.env(dsn=True), capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 2
+    assert "pip install 'claimcheck[locust]'" in " ".join(result.stderr.split())
+    assert "Traceback" not in result.stderr
+
+
+def test_psycopg_yields_to_other_greenlets_under_gevent(cli):
+    """psycopg >= 3.1.14 waits through gevent's patched select: while one greenlet's query sleeps
+    on the server, another greenlet of the same process runs and sees it active."""
+    script = """
+import gevent.monkey; gevent.monkey.patch_all()
+import gevent, psycopg, sys
+dsn = sys.argv[1]
+sleeper, watcher = psycopg.connect(dsn, autocommit=True), psycopg.connect(dsn, autocommit=True)
+pid = sleeper.info.backend_pid
+g = gevent.spawn(sleeper.execute, "SELECT pg_sleep(2)")
+gevent.sleep(0.3)
+state = watcher.execute("SELECT state FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()[0]
+print("while-sleeping", state, "finished" if g.ready() else "running")
+g.join()
+"""
+    result = subprocess.run([sys.executable, "-c", script, cli.server.dsn], capture_output=True, text=True,
+                            timeout=60)
+    assert result.stdout.split() == ["while-sleeping", "active", "running"], result.stdout + result.stderr
