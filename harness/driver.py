@@ -64,8 +64,8 @@ def run_strategy(conn: psycopg.Connection, server: Server, schema: str, run_id: 
 
 
 def judge_run(conn: psycopg.Connection, run: "_Run", strategy: Strategy, settings: RunSettings,
-    """Judge a finished run from its workers' logs and the table (the fork driver's and the Locust master's)."""
               seeded: SeededJobs) -> RunResult:
+    """Judge a finished run from its workers' logs and the table (the fork driver's and the Locust master's)."""
     outcome = TableOutcome(*conn.execute(QUERIES["table_outcome"]).fetchone(),
                            *conn.execute(QUERIES["lifecycle_outcome"]).fetchone()[1:])
     logs = run.logs
