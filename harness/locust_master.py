@@ -210,7 +210,7 @@ class MasterRun:
                            f"{result.verdict.unrecorded_claims} unrecorded claims (jobs the table shows claimed "
                            "that no streamed record names) count as claimed, not lost", highlight=False,
                            soft_wrap=True)
-        shown = argparse.Namespace(**self._report_settings())
+        shown = argparse.Namespace(**self._report_settings(), wide=False)  # a terminal gets the compact table
         report_runs(self.server, [result], shown, self.console, "check",
                     f"claimcheck check {self.strategy.name} on Locust: PostgreSQL {self.server.version}",
                     always_write=False, evidence=EVIDENCE_JOBS, command=self._command())
