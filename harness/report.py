@@ -17,6 +17,7 @@ from rich.text import Text
 from claimcheck import __version__
 from claimcheck.result import RunResult
 from claimcheck.ledger import Violation
+from claimcheck.report_schema import SCHEMA_VERSION
 from claimcheck.provision import Server
 
 REPORTS_DIR = Path("reports")
@@ -25,8 +26,10 @@ FATES_SHOWN = 3
 
 
 def document(server: Server, runs: Iterable[RunResult], command: str, settings: dict) -> dict:
-    """The JSON contract: `postgres`, `settings`, `runs` (one object per strategy x setting)."""
+    """The JSON contract (docs/contracts.md section 3, `report.schema.json`): `postgres`, `settings`,
+    `runs` (one object per strategy x setting)."""
     return {
+        "schema_version": SCHEMA_VERSION,
         "tool": {"name": "claimcheck", "version": __version__, "command": command},
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"platform": platform.platform(), "python": platform.python_version()},

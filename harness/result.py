@@ -7,9 +7,10 @@ from typing import TYPE_CHECKING
 
 from claimcheck.faults import FaultEvent
 from claimcheck.ledger import Verdict
-from claimcheck.sampler import WaitSamples
+from claimcheck.sampler import SAMPLE_INTERVAL_S, WaitSamples
 from claimcheck.schema import SeededJobs
 from claimcheck.settings import RunSettings
+from claimcheck.stats import spread
 from claimcheck.strategy import Strategy
 
 if TYPE_CHECKING:
@@ -60,6 +61,8 @@ class RunResult:
     """Faults asked for but not injected (a restart of a server we did not start, no worker left)."""
     plan: "PlanVerdict | None" = None
     """The plan guard's verdict on the claim (`bench` asks for it; see `claimcheck explain`)."""
+    repetitions: "tuple[RunResult, ...]" = ()
+    """Every repetition of this strategy x setting (`bench --repeat`), this one among them; empty for one run."""
 
     @property
     def pgbench_ratio(self) -> float | None:
@@ -87,9 +90,18 @@ class RunResult:
     def exactly_once(self) -> bool:
         return self.verdict.exactly_once and self.lifecycle_ok
 
+    def repetition_dicts(self) -> list[dict]:
+        """Each repetition's headline figures, in the order run (this run alone without --repeat)."""
+        return [{"throughput_jobs_per_s": round(r.throughput_jobs_per_s, 1), "elapsed_s": round(r.elapsed_s, 4),
+                 "jobs_done": r.table.done, "double_claimed_jobs": r.verdict.double_claimed_jobs,
+                 "exactly_once": r.exactly_once, "claim_p95_ms": r.claim_latency_ms.get("p95")}
+                for r in (self.repetitions or (self,))]
+
     def as_dict(self) -> dict:
         """One run object of the JSON contract in docs/contracts.md (section 3)."""
         v, s = self.verdict, self.settings
+        repetitions = self.repetition_dicts()
+        throughput = spread([r["throughput_jobs_per_s"] for r in repetitions])
         data = {
             "strategy": self.strategy.name, "source": self.strategy.source, "isolation": self.strategy.isolation,
             "expected": self.strategy.expected, "workers": s.workers, "jobs": s.jobs, "batch": s.batch,
@@ -101,10 +113,13 @@ class RunResult:
             "serialization_failures": self.serialization_failures, "deadlocks": self.deadlocks,
             "claim_statements": self.claim_statements, "empty_claims": self.empty_claims,
             "elapsed_s": round(self.elapsed_s, 4),
-            "throughput_jobs_per_s": round(self.throughput_jobs_per_s, 1), "claim_latency_ms": self.claim_latency_ms,
+            "throughput_jobs_per_s": throughput["median"], "throughput": throughput, "repetitions": repetitions,
+            "claim_latency_ms": self.claim_latency_ms,
             "wait_events": dict(self.waits.events.most_common()), "wait_samples": self.waits.samples,
+            "wait_sample_interval_s": SAMPLE_INTERVAL_S,
             "max_waiting_workers": self.waits.max_waiting_workers, "stopped_by": self.stopped_by,
-            "seed_seconds": round(self.seeded.seconds, 3), "exactly_once": self.exactly_once,
+            "seed_seconds": round(self.seeded.seconds, 3),
+            "exactly_once": all(r["exactly_once"] for r in repetitions),
             "violations": [x.as_dict() for x in v.violations],
             "pgbench_jobs_per_s": None if self.pgbench is None else round(self.pgbench.jobs_per_s, 1),
             "pgbench_ratio": None if self.pgbench_ratio is None else round(self.pgbench_ratio, 3),
