@@ -240,7 +240,7 @@ def _rate(run: dict | None) -> str:
 
 
 def comparison_table(comparison: Comparison, title: str) -> Table:
-    table = Table(title=title, header_style="bold", title_justify="left",
+    table = Table(title=Text(title), header_style="bold", title_justify="left",
                   caption="jobs/s: median ±median absolute deviation over the repetitions; p: one-sided "
                           "Mann-Whitney U, new slower than base", caption_justify="left")
     for name, justify in (("strategy", "left"), ("mode", "left"), ("workers", "right"), ("batch", "right"),
@@ -255,7 +255,8 @@ def comparison_table(comparison: Comparison, title: str) -> Table:
         doubles = " → ".join("-" if r is None else f"{r['double_claimed_jobs']:,}" for r in (d.base, d.new))
         status_style = {"ok": "green", "ok (within noise)": "yellow", "new": "cyan", "gone": "yellow"}.get(
             d.status, "bold red")
-        table.add_row(*(str(x) for x in d.key), _rate(d.base), _rate(d.new), change_text,
+        # Text, not str: a strategy named `[/]` is a name, not rich markup (found by the compare fuzz test).
+        table.add_row(*(Text(str(x)) for x in d.key), _rate(d.base), _rate(d.new), change_text,
                       "-" if p is None else f"{p:.3f}", _verdict(d.base), _verdict(d.new), doubles,
                       Text(d.status, style=status_style))
     return table

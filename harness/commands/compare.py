@@ -12,6 +12,7 @@ import math
 from pathlib import Path
 
 from rich.console import Console
+from rich.text import Text
 
 from claimcheck.compare import DEFAULT_ALPHA, DEFAULT_MAX_DROP_PCT, compare, comparison_table, load_report
 
@@ -60,9 +61,9 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     console.print(comparison_table(comparison, f"claimcheck compare: {args.base} → {args.new} "
                                                f"(max drop {args.max_drop:g}%, alpha {args.alpha:g})"))
     if regressions := comparison.regressions:
-        console.print(f"[bold red]{len(regressions)} regression(s)[/]: "
-                      + "; ".join(f"{' · '.join(map(str, d.key))} {d.status.lower()}" for d in regressions),
-                      highlight=False)
+        console.print(Text(f"{len(regressions)} regression(s)", style="bold red"),
+                      Text("; ".join(f"{' · '.join(map(str, d.key))} {d.status.lower()}" for d in regressions)),
+                      sep=": ", highlight=False)
         return 1
     console.print("[bold green]no regression[/]")
     return 0
