@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from rich.table import Table
@@ -72,7 +73,7 @@ class RunDiff:
         """Enough repetitions on both sides for the U test to be able to reach alpha."""
         return bool(self.base and self.new) and smallest_p(len(samples(self.new)), len(samples(self.base))) <= self.alpha
 
-    @property
+    @cached_property  # the exact test enumerates splits: once per run, not per use
     def p_value(self) -> float | None:
         """One-sided p of "new is slower", when both sides have enough repetitions to test."""
         return mann_whitney_less(samples(self.new), samples(self.base)) if self.testable else None

@@ -21,6 +21,7 @@ from claimcheck.cli import main
 from sample_reports import report, run_object, schema_accepts
 
 EXAMPLES = 300
+RELATED_EXAMPLES = 100  # each renders a full comparison table: the slowest examples of the three
 json_scalars = st.none() | st.booleans() | st.integers(-10**6, 10**20) | st.floats(allow_nan=True) | st.text(max_size=12)
 json_values = st.recursive(json_scalars, lambda inner: st.lists(inner, max_size=3)
                            | st.dictionaries(st.text(max_size=8), inner, max_size=3), max_leaves=8)
@@ -107,7 +108,7 @@ def _regressed(base: dict, new: dict, max_drop: float = 20.0) -> bool:
     return False
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=RELATED_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 @given(pair=related_pairs())
 def test_related_reports_exit_0_or_1_and_1_only_for_a_real_change(pair, request):
     base, new = pair
