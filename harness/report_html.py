@@ -83,9 +83,11 @@ def conclusion(runs: list[dict]) -> str:
     head = f"<b>{len(held)} of {len(runs)} run(s) held exactly-once.</b>"
     if violated:
         doubles = sum(r["double_claimed_jobs"] for r in violated)
+        lost = sum(r["unclaimed_jobs"] for r in violated)
         names = sorted({r["strategy"] for r in violated})
-        head += (f" Violated: {escape(', '.join(names))} ({len(violated)} run(s), {doubles:,} job(s) handed to more "
-                 "than one worker, or lost or unfinished): do not use them as run, however fast they were.")
+        head += (f" Violated: {escape(', '.join(names))} ({len(violated)} run(s); {doubles:,} job(s) handed to more "
+                 f"than one worker{f', {lost:,} never claimed' if lost else ''}; the table and the JSON say what "
+                 "else failed): do not use them as run, however fast they were.")
     items = []
     for mode in sorted({r["mode"] for r in runs}):
         groups: dict[str, list[dict]] = {}
@@ -99,7 +101,8 @@ def conclusion(runs: list[dict]) -> str:
             continue
         ranked = sorted(safe.items(), key=lambda kv: -kv[1]["throughput_jobs_per_s"])
         (best_name, best), others = ranked[0], ranked[1:]
-        text = (f"<li><b>{escape(mode)} mode: {escape(best_name)}</b> is the fastest that held in every run: "
+        verdict = "is the fastest that held in every run" if len(groups) > 1 else "held in every run"
+        text = (f"<li><b>{escape(mode)} mode: {escape(best_name)}</b> {verdict}: "
                 f"{_rate(best)} at {best['workers']} worker(s).")
         if others:
             text += " The others that held, at their best: " + "; ".join(
