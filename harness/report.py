@@ -5,6 +5,7 @@ Both are functions of plain result objects; nothing here runs a query.
 from __future__ import annotations
 
 import json
+import os
 import platform
 import time
 from pathlib import Path
@@ -32,7 +33,9 @@ def document(server: Server, runs: Iterable[RunResult], command: str, settings: 
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "claimcheck", "version": __version__, "command": command},
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"platform": platform.platform(), "python": platform.python_version()},
+        "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
+                    # at the end of the runs: compare warns when two reports were made under different load
+                    "load_average_1m": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None},
         "postgres": {"version": server.version, "version_num": server.version_num, "source": server.source},
         "settings": settings,
         "runs": [run.as_dict() for run in runs],

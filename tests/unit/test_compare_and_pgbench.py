@@ -68,8 +68,11 @@ def test_mann_whitney_exact_and_approximate_agree_in_direction():
 
 def test_different_servers_and_settings_are_warned_about():
     new = report(run_object(), version="17.2", work_ms="2")
-    warnings = " ".join(compare(report(run_object()), new).warnings)
-    assert "16.4 → 17.2" in warnings and "work_ms '1' → '2'" in warnings
+    new["machine"].update(cpus=2, load_average_1m=6.5)
+    base = report(run_object())
+    base["machine"].update(cpus=2, load_average_1m=0.5)
+    warnings = " ".join(compare(base, new).warnings)
+    assert "16.4 → 17.2" in warnings and "work_ms '1' → '2'" in warnings and "load average 0.5 → 6.5" in warnings
 
 
 def test_runs_match_on_strategy_mode_workers_and_batch():
