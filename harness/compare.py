@@ -38,7 +38,8 @@ SETTINGS_COMPARED = ("jobs", "work_ms", "poll_ms", "lease_seconds", "duration", 
 """Settings that change what a run's throughput means; a difference is warned about, not refused."""
 
 LOAD_DIFFERENCE_PER_CPU = 1.0
-"""Warn when the two reports' 1-minute load averages differ by more than this per CPU."""
+LOAD_RATIO = 1.5
+"""Warn when the two reports' 1-minute load averages differ by more than one per CPU and by half."""
 
 RunKey = tuple[str, str, int, int]
 
@@ -195,7 +196,7 @@ def warnings_between(base: dict, new: dict) -> list[str]:
     loads = [doc.get("machine", {}).get("load_average_1m") for doc in (base, new)]
     cpus = new.get("machine", {}).get("cpus") or 1
     if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in loads) and \
-            abs(loads[0] - loads[1]) > LOAD_DIFFERENCE_PER_CPU * cpus:
+            abs(loads[0] - loads[1]) > LOAD_DIFFERENCE_PER_CPU * cpus and max(loads) > LOAD_RATIO * min(loads):
         found.append(f"the machine was busier for one report than the other (1-minute load average {loads[0]:g} → "
                      f"{loads[1]:g}); the repetitions of one report cannot show that, so a change may be the load's")
     return found
