@@ -33,7 +33,7 @@ figcaption{font-size:13px;color:#555;margin-top:2px}
 .scroll{overflow-x:auto}
 table{border-collapse:collapse;font-size:12px}th,td{padding:3px 8px;border-bottom:1px solid #ddd;text-align:right}
 th{background:#f4f4f4}td.l,th.l{text-align:left}.ok{color:#18794e;font-weight:600}.bad{color:#c62828;font-weight:600}
-tr.violated td{background:#fdf0f0}
+tr.violated td{background:#fdf0f0}.ok,.bad{white-space:nowrap}td.name{max-width:16em;overflow-wrap:anywhere}
 details{margin:6px 0}summary{cursor:pointer;font-size:13px}
 @media (max-width:900px){body{margin:12px}th,td{padding:2px 4px}}
 """
@@ -184,13 +184,18 @@ COLUMNS = (
 show in any run (pgbench when not run, spread without --repeat) is left out."""
 
 
+_CELL_CLASS = (' class="l name"', " class=l")
+
+
 def _summary_table(runs: list[dict]) -> str:
     cells = [[cell(run) for _, _, cell in COLUMNS] for run in runs]
     shown = [i for i in range(len(COLUMNS)) if any(row[i] is not None for row in cells)]
     head = "".join(f'<th{" class=l" if COLUMNS[i][1] else ""}>{COLUMNS[i][0]}</th>' for i in shown)
     rows = []
     for run, row in zip(runs, cells):
-        tds = "".join(f'<td{" class=l" if COLUMNS[i][1] else ""}>{"-" if row[i] is None else row[i]}</td>' for i in shown)
+        # A long strategy name (a user's file) wraps; the verdict next to it never does.
+        tds = "".join(f'<td{_CELL_CLASS[0] if i == 0 else _CELL_CLASS[1] if COLUMNS[i][1] else ""}>'
+                      f'{"-" if row[i] is None else row[i]}</td>' for i in shown)
         rows.append(f'<tr{"" if run["exactly_once"] else " class=violated"}>{tds}</tr>')
     return f'<div class="scroll"><table class="runs"><tr>{head}</tr>{"".join(rows)}</table></div>'
 

@@ -60,21 +60,35 @@ def _open(width: int, height: int, title: str) -> list[str]:
             f'viewBox="0 0 {width} {height}" role="img" {FONT}><title>{escape(title)}</title>']
 
 
+CHAR_PX = 6.6
+"""A generous average width of one character at the charts' 11 px font (bold included), for clipping."""
+
+
+def _clipped(text: str, room_px: float) -> str:
+    """The text, shortened with … in the middle to fit `room_px` (both ends of a name tell runs apart),
+    escaped; the full text goes in a <title> so hovering shows it."""
+    most = max(int(room_px / CHAR_PX), 8)
+    if len(text) <= most:
+        return escape(text)
+    keep = most - 1
+    return f"<title>{escape(text)}</title>{escape(text[:(keep + 1) // 2] + '…' + text[len(text) - keep // 2:])}"
+
+
 def _row_label(x: float, y: float, label: str, flagged: bool) -> str:
     if flagged:
         return (f'<text class="flagged" x="{x:.0f}" y="{y:.0f}" text-anchor="end" fill="{BAD}" font-weight="600">'
-                f'{escape(FLAG + label)}</text>')
-    return f'<text x="{x:.0f}" y="{y:.0f}" text-anchor="end">{escape(label)}</text>'
+                f'{_clipped(FLAG + label, x - 2)}</text>')
+    return f'<text x="{x:.0f}" y="{y:.0f}" text-anchor="end">{_clipped(label, x - 2)}</text>'
 
 
-def _legend(names: Sequence[str], x: float, y: float, flagged: Sequence[bool] = ()) -> list[str]:
+def _legend(names: Sequence[str], x: float, y: float, flagged: Sequence[bool] = (), room_px: float = 120) -> list[str]:
     out = []
     for i, name in enumerate(names):
         yy = y + i * 16
         bad = i < len(flagged) and flagged[i]
         out.append(f'<rect x="{x:.0f}" y="{yy - 9:.0f}" width="10" height="10" fill="{color(i)}"/>'
                    f'<text x="{x + 14:.0f}" y="{yy:.0f}"{f" fill={chr(34)}{BAD}{chr(34)}" if bad else ""}>'
-                   f'{escape(name)}</text>')
+                   f'{_clipped(name, room_px)}</text>')
     return out
 
 
@@ -130,7 +144,7 @@ def line_chart(series: dict[str, list[tuple[float, float]]], title: str, x_label
         names.append(name + (" (dashed)" if i >= len(PALETTE) else "")
                      + (f" {FLAG.strip()} at {','.join(_fmt(x) for x in bad)}" if bad else ""))
     out += _legend(names, LINE_WIDTH_PX - m["right"] + 12, m["top"] + 10, flagged=[
-        any(n == name for n, _ in flagged) for name in series])
+        any(n == name for n, _ in flagged) for name in series], room_px=m["right"] - 30)
     out.append("</svg>")
     return "".join(out)
 
