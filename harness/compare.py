@@ -3,7 +3,7 @@
 Runs are matched by (strategy, mode, workers, batch). A match regresses when its exactly-once
 verdict went from true to false, or when its throughput fell by more than the allowed share
 *and* the fall is significant: a one-sided Mann-Whitney U test over the repetitions of both sides
-(`bench --repeat N`) gives p <= alpha. One figure per side cannot tell a change from noise (two
+(`bench --repeat N`) gives p <= alpha (default 0.01). One figure per side cannot tell a change from noise (two
 identical back-to-back runs on a busy 2-core machine differed by +43 % and +114 %), so when the
 repetitions are too few for the test to ever reach alpha the threshold alone judges, and the
 output says so. Runs present on one side only are shown, never judged: a sweep may grow or shrink;
@@ -29,9 +29,11 @@ from claimcheck.errors import UsageError, read_input
 from claimcheck.stats import mann_whitney_less, median
 
 DEFAULT_MAX_DROP_PCT = 20.0
-DEFAULT_ALPHA = 0.05
-"""One-sided significance level of the U test: a 1-in-20 chance of calling noise a slowdown
-*before* the threshold also has to be crossed."""
+DEFAULT_ALPHA = 0.01
+"""One-sided significance level of the U test. Chosen from tests/benchmarks/compare_guard.py on a
+shared 2-core machine: over 27 comparisons of identical configurations, 0.05 let 4 drifts through
+(two at p = 0.048), 0.01 let 2; the doubled cycle time gave p = 0.004 (5 + 5 repetitions, complete
+separation) in 23 of the 24 it caught. It needs at least 5 + 4 repetitions (1/C(9, 4) < 0.01)."""
 ERRORS_SHOWN = 3
 SETTINGS_COMPARED = ("jobs", "work_ms", "poll_ms", "lease_seconds", "duration", "claims_per_worker", "fail_rate",
                      "pgbench")

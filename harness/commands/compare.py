@@ -33,7 +33,7 @@ def probability(text: str) -> float:
     except ValueError:
         value = math.nan
     if not (math.isfinite(value) and 0 < value < 1):
-        raise argparse.ArgumentTypeError(f"expected a probability between 0 and 1 like 0.05, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a probability between 0 and 1 like 0.01, got {text!r}")
     return value
 
 

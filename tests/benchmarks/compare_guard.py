@@ -79,7 +79,7 @@ def main() -> None:
     with provide_server(os.environ.get(DSN_ENV)) as server:
         print(f"PostgreSQL {server.version} ({server.source}); load average {os.getloadavg()[0]:.2f}; "
               f"skip-locked, lease, {WORKERS} workers, {JOBS} jobs, bench --repeat {REPEAT}, compare defaults "
-              "(max drop 20 %, alpha 0.05)")
+              "(max drop 20 %, alpha 0.01)")
         probe = bench(server.dsn, scratch / "probe.json", WORK_MS)
         cycle_ms = WORKERS * 1000 / median(rates(probe))  # per job, per worker: claim + work + complete
         slow_ms = WORK_MS + cycle_ms  # adds one whole cycle: each job now takes about twice as long

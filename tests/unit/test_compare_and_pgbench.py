@@ -51,6 +51,15 @@ def test_a_drop_past_the_threshold_that_is_noise_is_not_a_regression():
     assert not compare(base, new).regressed and not compare(base, new).warnings
 
 
+def test_four_repetitions_a_side_cannot_reach_the_default_alpha_so_the_threshold_judges():
+    base = report(run_object(rates=[1000.0, 1010.0, 990.0, 1005.0]))
+    new = report(run_object(rates=[500.0, 520.0, 480.0, 510.0]))
+    comparison = compare(base, new)
+    assert comparison.diffs[0].p_value is None and comparison.regressed  # 1/C(8,4) = 0.014 > 0.01
+    assert any("too few repetitions" in w for w in comparison.warnings)
+    assert compare(base, new, alpha=0.05).diffs[0].p_value == pytest.approx(1 / 70)
+
+
 def test_a_drop_past_the_threshold_that_is_significant_regresses():
     base = report(run_object(rates=[1000.0, 1010.0, 990.0, 1005.0, 995.0]))
     new = report(run_object(rates=[500.0, 520.0, 480.0, 510.0, 490.0]))
