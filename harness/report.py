@@ -5,6 +5,7 @@ Both are functions of plain result objects; nothing here runs a query.
 from __future__ import annotations
 
 import json
+import os
 import platform
 import time
 from pathlib import Path
@@ -18,6 +19,7 @@ from rich.text import Text
 from claimcheck import __version__
 from claimcheck.result import RunResult
 from claimcheck.ledger import Violation
+from claimcheck.report_schema import SCHEMA_VERSION
 from claimcheck.provision import Server
 from claimcheck.redaction import scrub, scrub_all
 
@@ -27,11 +29,15 @@ FATES_SHOWN = 3
 
 
 def document(server: Server, runs: Iterable[RunResult], command: str, settings: dict) -> dict:
-    """The JSON contract: `postgres`, `settings`, `runs` (one object per strategy x setting)."""
+    """The JSON contract (docs/contracts.md section 3, `report.schema.json`): `postgres`, `settings`,
+    `runs` (one object per strategy x setting)."""
     return {
+        "schema_version": SCHEMA_VERSION,
         "tool": {"name": "claimcheck", "version": __version__, "command": scrub(command)},
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"platform": platform.platform(), "python": platform.python_version()},
+        "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
+                    # at the end of the runs: compare warns when two reports were made under different load
+                    "load_average_1m": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None},
         "postgres": {"version": server.version, "version_num": server.version_num, "source": server.source},
         "settings": scrub_all(settings),
         "runs": [run.as_dict() for run in runs],

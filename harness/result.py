@@ -7,9 +7,10 @@ from typing import TYPE_CHECKING
 
 from claimcheck.faults import FaultEvent
 from claimcheck.ledger import Verdict
-from claimcheck.sampler import WaitSamples
+from claimcheck.sampler import SAMPLE_INTERVAL_S, WaitSamples
 from claimcheck.schema import SeededJobs
 from claimcheck.settings import RunSettings
+from claimcheck.stats import spread
 from claimcheck.strategy import Strategy
 
 if TYPE_CHECKING:
@@ -67,6 +68,8 @@ class RunResult:
     library: dict | None = None
     """A queue library's run (`claimcheck lib`): its name, version, promise and docs, and the
     jobs its own table left unfinished, in its own words (see :mod:`claimcheck.libs`)."""
+    repetitions: "tuple[RunResult, ...]" = ()
+    """Every repetition of this strategy x setting (`bench --repeat`), this one among them; empty for one run."""
 
     @property
     def pgbench_ratio(self) -> float | None:
@@ -111,9 +114,18 @@ class RunResult:
         claimcheck.assert_exactly_once all use it."""
         return self.verdict.exactly_once and self.lifecycle_ok and self.progressed
 
+    def repetition_dicts(self) -> list[dict]:
+        """Each repetition's headline figures, in the order run (this run alone without --repeat)."""
+        return [{"throughput_jobs_per_s": round(r.throughput_jobs_per_s, 1), "elapsed_s": round(r.elapsed_s, 4),
+                 "jobs_done": r.table.done, "double_claimed_jobs": r.verdict.double_claimed_jobs,
+                 "exactly_once": r.exactly_once, "claim_p95_ms": r.claim_latency_ms.get("p95")}
+                for r in (self.repetitions or (self,))]
+
     def as_dict(self) -> dict:
         """One run object of the JSON contract in docs/contracts.md (section 3)."""
         v, s = self.verdict, self.settings
+        repetitions = self.repetition_dicts()
+        throughput = spread([r["throughput_jobs_per_s"] for r in repetitions])
         data = {
             "strategy": self.strategy.name, "source": self.strategy.source, "isolation": self.strategy.isolation,
             "expected": self.strategy.expected, "workers": s.workers, "jobs": s.jobs, "batch": s.batch,
@@ -126,11 +138,14 @@ class RunResult:
             "serialization_failures": self.serialization_failures, "deadlocks": self.deadlocks,
             "claim_statements": self.claim_statements, "empty_claims": self.empty_claims,
             "elapsed_s": round(self.elapsed_s, 4),
-            "throughput_jobs_per_s": round(self.throughput_jobs_per_s, 1), "claim_latency_ms": self.claim_latency_ms,
+            "throughput_jobs_per_s": throughput["median"], "throughput": throughput, "repetitions": repetitions,
+            "claim_latency_ms": self.claim_latency_ms,
             "wait_events": dict(self.waits.events.most_common()), "wait_samples": self.waits.samples,
+            "wait_sample_interval_s": SAMPLE_INTERVAL_S,
             "max_waiting_workers": self.waits.max_waiting_workers, "stopped_by": self.stopped_by,
             "stop_reason": self.stop_reason,
-            "seed_seconds": round(self.seeded.seconds, 3), "exactly_once": self.exactly_once,
+            "seed_seconds": round(self.seeded.seconds, 3),
+            "exactly_once": all(r["exactly_once"] for r in repetitions),
             "violations": [x.as_dict() for x in v.violations],
             "pgbench_jobs_per_s": None if self.pgbench is None else round(self.pgbench.jobs_per_s, 1),
             "pgbench_ratio": None if self.pgbench_ratio is None else round(self.pgbench_ratio, 3),

@@ -17,7 +17,7 @@ HEIGHT_PX = 300
 LINE_WIDTH_PX = 900
 MARGIN_PX = {"left": 64, "right": 150, "top": 16, "bottom": 44}
 """Room for the y tick labels (left), the legend (right) and the x axis title (bottom)."""
-LINE_LEGEND_PX = 260
+LINE_LEGEND_PX = 300
 """The line chart's legend names strategy · mode · batch: wider than the bar charts' event names."""
 BAR_ROW_PX = 22
 LABEL_COLUMN_PX = 230
@@ -28,6 +28,10 @@ PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e
            "#bcbd22", "#17becf")
 """Tableau 10: distinguishable, and the usual reading of red as 'bad' is kept for series 2."""
 FONT = 'font-family="system-ui, sans-serif" font-size="11"'
+BAD = "#c62828"
+"""Violated runs: their labels, markers and outlines, in every chart."""
+FLAG = "\u2717 "
+"""Prefix of a violated run's label (✗), so the mark survives printing in black and white."""
 
 
 def color(index: int) -> str:
@@ -51,21 +55,48 @@ def _fmt(value: float) -> str:
 
 
 def _open(width: int, height: int, title: str) -> list[str]:
-    return [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+    # Scales with the window (width 100 %, never wider than drawn): at 800 px nothing is cut off.
+    return [f'<svg xmlns="http://www.w3.org/2000/svg" width="100%" style="max-width:{width}px;height:auto" '
             f'viewBox="0 0 {width} {height}" role="img" {FONT}><title>{escape(title)}</title>']
 
 
-def _legend(names: Sequence[str], x: float, y: float) -> list[str]:
+CHAR_PX = 6.6
+"""A generous average width of one character at the charts' 11 px font (bold included), for clipping."""
+
+
+def _clipped(text: str, room_px: float) -> str:
+    """The text, shortened with … in the middle to fit `room_px` (both ends of a name tell runs apart),
+    escaped; the full text goes in a <title> so hovering shows it."""
+    most = max(int(room_px / CHAR_PX), 8)
+    if len(text) <= most:
+        return escape(text)
+    keep = most - 1
+    return f"<title>{escape(text)}</title>{escape(text[:(keep + 1) // 2] + '…' + text[len(text) - keep // 2:])}"
+
+
+def _row_label(x: float, y: float, label: str, flagged: bool) -> str:
+    if flagged:
+        return (f'<text class="flagged" x="{x:.0f}" y="{y:.0f}" text-anchor="end" fill="{BAD}" font-weight="600">'
+                f'{_clipped(FLAG + label, x - 2)}</text>')
+    return f'<text x="{x:.0f}" y="{y:.0f}" text-anchor="end">{_clipped(label, x - 2)}</text>'
+
+
+def _legend(names: Sequence[str], x: float, y: float, flagged: Sequence[bool] = (), room_px: float = 120) -> list[str]:
     out = []
     for i, name in enumerate(names):
         yy = y + i * 16
+        bad = i < len(flagged) and flagged[i]
         out.append(f'<rect x="{x:.0f}" y="{yy - 9:.0f}" width="10" height="10" fill="{color(i)}"/>'
-                   f'<text x="{x + 14:.0f}" y="{yy:.0f}">{escape(name)}</text>')
+                   f'<text x="{x + 14:.0f}" y="{yy:.0f}"{f" fill={chr(34)}{BAD}{chr(34)}" if bad else ""}>'
+                   f'{_clipped(name, room_px)}</text>')
     return out
 
 
-def line_chart(series: dict[str, list[tuple[float, float]]], title: str, x_label: str, y_label: str) -> str:
-    """One line per series over numeric x values (markers too, so a single point shows)."""
+def line_chart(series: dict[str, list[tuple[float, float]]], title: str, x_label: str, y_label: str,
+               flagged: frozenset[tuple[str, float]] = frozenset()) -> str:
+    """One line per series over numeric x values (markers too, so a single point shows). A `(series, x)`
+    in `flagged` is a violated run: drawn as a red ✗ instead of a dot; the legend names the series in red with
+    `✗ at` the x values where it violated."""
     m = {**MARGIN_PX, "right": LINE_LEGEND_PX}
     plot_w, plot_h = LINE_WIDTH_PX - m["left"] - m["right"], HEIGHT_PX - m["top"] - m["bottom"]
     xs = sorted({x for points in series.values() for x, _ in points}) or [0.0]
@@ -98,18 +129,31 @@ def line_chart(series: dict[str, list[tuple[float, float]]], title: str, x_label
         dash = ' stroke-dasharray="6 3"' if i >= len(PALETTE) else ""
         out.append(f'<polyline class="series" data-series="{escape(name)}" points="{path}" fill="none" '
                    f'stroke="{color(i)}" stroke-width="2"{dash}/>')
-        out += [f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3.5" fill="{color(i)}"><title>{escape(name)}: '
-                f'{_fmt(x)} → {y:,.0f}</title></circle>' for x, y in pts]
-    names = [n + (" (dashed)" if i >= len(PALETTE) else "") for i, n in enumerate(series)]
-    out += _legend(names, LINE_WIDTH_PX - m["right"] + 12, m["top"] + 10)
+        for x, y in pts:
+            tip = f'<title>{escape(name)}: {_fmt(x)} → {y:,.0f}{" (VIOLATED exactly-once)" if (name, x) in flagged else ""}</title>'
+            if (name, x) in flagged:
+                cx, cy = px(x), py(y)
+                out.append(f'<path class="flagged" d="M{cx - 6:.1f},{cy - 6:.1f}L{cx + 6:.1f},{cy + 6:.1f}'
+                           f'M{cx - 6:.1f},{cy + 6:.1f}L{cx + 6:.1f},{cy - 6:.1f}" stroke="{BAD}" stroke-width="3">'
+                           f'{tip}</path>')
+            else:
+                out.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3.5" fill="{color(i)}">{tip}</circle>')
+    names = []
+    for i, name in enumerate(series):
+        bad = sorted(x for n, x in flagged if n == name)
+        names.append(name + (" (dashed)" if i >= len(PALETTE) else "")
+                     + (f" {FLAG.strip()} at {','.join(_fmt(x) for x in bad)}" if bad else ""))
+    out += _legend(names, LINE_WIDTH_PX - m["right"] + 12, m["top"] + 10, flagged=[
+        any(n == name for n, _ in flagged) for name in series], room_px=m["right"] - 30)
     out.append("</svg>")
     return "".join(out)
 
 
 def bar_chart(labels: Sequence[str], stacks: dict[str, Sequence[float]], title: str, x_label: str,
-              legend: bool | None = None) -> str:
+              legend: bool | None = None, flagged: Sequence[bool] = (), total_format: str = ",.0f") -> str:
     """Horizontal bars, one row per label, each split into the `stacks` (legend names) in order.
-    The legend shows when asked, or by default when there is more than one stack."""
+    The legend shows when asked, or by default when there is more than one stack. A row whose
+    `flagged` is true is a violated run: its label is red and marked ✗."""
     m = MARGIN_PX
     legend = len(stacks) > 1 if legend is None else legend
     width = WIDTH_PX + LABEL_COLUMN_PX - m["left"]
@@ -126,19 +170,56 @@ def bar_chart(labels: Sequence[str], stacks: dict[str, Sequence[float]], title: 
                    f'<text x="{x:.1f}" y="{bottom + 14}" text-anchor="middle">{_fmt(t)}</text>')
     for row, label in enumerate(labels):
         y = m["top"] + row * BAR_ROW_PX
-        out.append(f'<text x="{LABEL_COLUMN_PX - 6}" y="{y + 15}" text-anchor="end">{escape(label)}</text>')
+        out.append(_row_label(LABEL_COLUMN_PX - 6, y + 15, label, row < len(flagged) and flagged[row]))
         x = float(LABEL_COLUMN_PX)
         for i, (name, values) in enumerate(stacks.items()):
             w = values[row] * scale
             if w > 0:
                 out.append(f'<rect class="bar" x="{x:.1f}" y="{y + 3}" width="{w:.1f}" height="{BAR_ROW_PX - 6}" '
-                           f'fill="{color(i)}"><title>{escape(label)} · {escape(name)}: {values[row]:,.0f}</title></rect>')
+                           f'fill="{color(i)}"><title>{escape(label)} · {escape(name)}: {values[row]:{total_format}}'
+                           f'</title></rect>')
                 x += w
-        out.append(f'<text x="{x + 4:.1f}" y="{y + 15}">{totals[row]:,.0f}</text>')
+        out.append(f'<text x="{x + 4:.1f}" y="{y + 15}">{totals[row]:{total_format}}</text>')
     out.append(f'<text x="{LABEL_COLUMN_PX + plot_w / 2:.0f}" y="{height - 6}" text-anchor="middle">'
                f'{escape(x_label)}</text>')
     if legend:
         out += _legend(list(stacks), width - m["right"] + 12, m["top"] + 10)
+    out.append("</svg>")
+    return "".join(out)
+
+
+def range_chart(labels: Sequence[str], marks: dict[str, Sequence[float | None]], title: str, x_label: str,
+                flagged: Sequence[bool] = ()) -> str:
+    """One row per label: a line from its smallest to its largest mark, and a tick per mark (e.g. the
+    p50, p95 and p99 of claim latency), labelled in the legend. A row without marks stays empty."""
+    m = MARGIN_PX
+    width = WIDTH_PX + LABEL_COLUMN_PX - m["left"]
+    plot_w = width - LABEL_COLUMN_PX - m["right"] - 12
+    height = m["top"] + max(len(labels), 1) * BAR_ROW_PX + m["bottom"]
+    ticks = nice_ticks(max((v for vs in marks.values() for v in vs if v is not None), default=0.0))
+    scale = plot_w / ticks[-1]
+    out = _open(width, height, title)
+    bottom = m["top"] + len(labels) * BAR_ROW_PX
+    for t in ticks:
+        x = LABEL_COLUMN_PX + t * scale
+        out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{m["top"]}" y2="{bottom}" stroke="#e5e5e5"/>'
+                   f'<text x="{x:.1f}" y="{bottom + 14}" text-anchor="middle">{_fmt(t)}</text>')
+    for row, label in enumerate(labels):
+        y = m["top"] + row * BAR_ROW_PX + BAR_ROW_PX / 2
+        out.append(_row_label(LABEL_COLUMN_PX - 6, y + 4, label, row < len(flagged) and flagged[row]))
+        values = [(name, vs[row]) for name, vs in marks.items() if vs[row] is not None]
+        if not values:
+            continue
+        xs = [LABEL_COLUMN_PX + v * scale for _, v in values]
+        out.append(f'<line x1="{min(xs):.1f}" x2="{max(xs):.1f}" y1="{y:.1f}" y2="{y:.1f}" stroke="#999" '
+                   f'stroke-width="2"/>')
+        for i, (name, value) in enumerate(marks.items()):
+            if value[row] is not None:
+                out.append(f'<circle class="mark" cx="{LABEL_COLUMN_PX + value[row] * scale:.1f}" cy="{y:.1f}" r="4.5" '
+                           f'fill="{color(i)}"><title>{escape(label)} · {escape(name)}: {value[row]:.2f}</title></circle>')
+    out.append(f'<text x="{LABEL_COLUMN_PX + plot_w / 2:.0f}" y="{height - 6}" text-anchor="middle">'
+               f'{escape(x_label)}</text>')
+    out += _legend(list(marks), width - m["right"] + 12, m["top"] + 10)
     out.append("</svg>")
     return "".join(out)
 

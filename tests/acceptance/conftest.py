@@ -1,6 +1,7 @@
 """Run the real CLI in a subprocess, and check that nothing of it is left behind."""
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shutil
@@ -15,6 +16,8 @@ from pathlib import Path
 import psutil
 import psycopg
 import pytest
+
+from sample_reports import assert_valid_report
 
 CLI_TIMEOUT_S = 180
 
@@ -48,9 +51,17 @@ class Cli:
                                 cwd=self.scratch)
 
     def __call__(self, *args: str, dsn: bool = True) -> Finished:
+        before = self._json_files()
         proc = self.start(*args, dsn=dsn)
         out, err = proc.communicate(timeout=CLI_TIMEOUT_S)
+        # Every report the CLI wrote must follow the published schema (report.schema.json).
+        for path, stamp in self._json_files().items():
+            if before.get(path) != stamp:
+                assert_valid_report(json.loads(path.read_text()), str(path))
         return Finished(proc.returncode, out, err)
+
+    def _json_files(self) -> dict[Path, int]:
+        return {p: p.stat().st_mtime_ns for p in self.scratch.rglob("*.json")}
 
     def leftovers(self) -> list[str]:
         """Processes, server directories and schemas of this CLI run that still exist."""

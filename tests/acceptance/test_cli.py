@@ -155,8 +155,23 @@ def test_bench_runs_a_subset_and_writes_the_reports(cli, record_property):
         record_property(f"pgbench_ratio {run['strategy']} 4w b10 500 jobs", run["pgbench_ratio"])
     page = reports[0].with_suffix(".html")
     charts = re.findall(r'data-chart="([a-z-]+)"', page.read_text())
-    assert charts[:4] == ["throughput", "double-claims", "lock-waits", "claims-over-time"]
+    assert charts[:5] == ["throughput", "double-claims", "claim-latency", "lock-waits", "claims-over-time"]
     assert "<script" not in page.read_text()
+    cli.assert_nothing_left()
+
+
+def test_bench_repeat_keeps_every_repetition_and_compare_tests_them(cli):
+    out = cli.scratch / "r.json"
+    result = cli("bench", "--strategies", "skip-locked", "--workers", "2", "--jobs", "200", "--mode", "lease",
+                 "--repeat", "3", "--json", str(out))
+    assert result.code == 0, result.stderr
+    assert "repetition 3 of 3" in result.stderr
+    (run,) = json.loads(out.read_text())["runs"]
+    rates = sorted(r["throughput_jobs_per_s"] for r in run["repetitions"])
+    assert len(rates) == 3 and run["throughput"]["n"] == 3
+    assert run["throughput_jobs_per_s"] == run["throughput"]["median"] == rates[1]
+    same = cli("compare", str(out), str(out))
+    assert same.code == 0 and "(n=3)" in same.stdout, same.stdout + same.stderr
     cli.assert_nothing_left()
 
 

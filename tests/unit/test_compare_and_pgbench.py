@@ -1,4 +1,5 @@
 """compare's judgement and pgbench's script, from hand-built data."""
+import math
 
 import pytest
 
@@ -6,15 +7,20 @@ from claimcheck.compare import compare, load_report
 from claimcheck.errors import UsageError
 from claimcheck.pgbench import build_script
 from claimcheck.settings import RunSettings, WorkTime
+from claimcheck.stats import mann_whitney_less, spread
 from claimcheck.strategy import load_strategy
+from sample_reports import assert_valid_report, report, run_object
 
 
 def doc(*runs):
-    return {"runs": [dict(strategy=s, mode="lease", workers=w, batch=10, throughput_jobs_per_s=r, exactly_once=ok,
-                          double_claimed_jobs=0 if ok else 5) for s, w, r, ok in runs]}
+    return report(*(run_object(s, w, r, ok) for s, w, r, ok in runs))
 
 
 BASE = doc(("skip-locked", 8, 1000.0, True), ("naive", 8, 900.0, False), ("gone", 1, 10.0, True))
+
+
+def test_hand_built_reports_follow_the_schema():
+    assert_valid_report(BASE)
 
 
 def test_same_report_does_not_regress():
@@ -28,23 +34,105 @@ def test_verdict_true_to_false_regresses_but_false_to_true_does_not():
 
 @pytest.mark.parametrize("rate,max_drop,regressed", [(790.0, 20, True), (810.0, 20, False), (790.0, 25, False),
                                                      (2000.0, 0, False)])
-def test_throughput_drop_past_the_threshold_regresses(rate, max_drop, regressed):
+def test_one_sample_each_the_threshold_alone_judges_and_says_so(rate, max_drop, regressed):
     comparison = compare(BASE, doc(("skip-locked", 8, rate, True)), max_drop)
     assert comparison.regressed is regressed
+    assert any("too few repetitions" in w for w in comparison.warnings)
+
+
+NOISY = [1000.0, 1430.0, 700.0, 2140.0, 950.0]
+
+
+def test_a_drop_past_the_threshold_that_is_noise_is_not_a_regression():
+    base = report(run_object(rates=NOISY))
+    new = report(run_object(rates=[760.0, 1500.0, 690.0, 2000.0, 720.0]))  # median -24 %, overlapping
+    diff = compare(base, new).diffs[0]
+    assert diff.past_threshold and diff.p_value > 0.05 and diff.status == "ok (within noise)"
+    assert not compare(base, new).regressed and not compare(base, new).warnings
+
+
+def test_four_repetitions_a_side_cannot_reach_the_default_alpha_so_the_threshold_judges():
+    base = report(run_object(rates=[1000.0, 1010.0, 990.0, 1005.0]))
+    new = report(run_object(rates=[500.0, 520.0, 480.0, 510.0]))
+    comparison = compare(base, new)
+    assert comparison.diffs[0].p_value is None and comparison.regressed  # 1/C(8,4) = 0.014 > 0.01
+    assert any("too few repetitions" in w for w in comparison.warnings)
+    assert compare(base, new, alpha=0.05).diffs[0].p_value == pytest.approx(1 / 70)
+
+
+def test_a_drop_past_the_threshold_that_is_significant_regresses():
+    base = report(run_object(rates=[1000.0, 1010.0, 990.0, 1005.0, 995.0]))
+    new = report(run_object(rates=[500.0, 520.0, 480.0, 510.0, 490.0]))
+    diff = compare(base, new).diffs[0]
+    assert diff.p_value == pytest.approx(1 / 252) and diff.status == "SLOWER"
+
+
+def test_mann_whitney_exact_and_approximate_agree_in_direction():
+    assert mann_whitney_less([1, 2, 3, 4, 5], [6, 7, 8, 9, 10]) == pytest.approx(1 / 252)
+    assert mann_whitney_less([6, 7, 8, 9, 10], [1, 2, 3, 4, 5]) == 1.0
+    low, high = list(range(20)), list(range(10, 30))  # 20+20: the normal approximation
+    assert mann_whitney_less(low, high) < 0.01 < 0.99 < mann_whitney_less(high, low)
+    assert spread([1, 2, 3, 10]) == {"n": 4, "median": 2.5, "min": 1, "max": 10, "mad": 1.0}
+
+
+def test_different_servers_and_settings_are_warned_about():
+    new = report(run_object(), version="17.2", work_ms="2")
+    new["machine"].update(cpus=2, load_average_1m=6.5)
+    base = report(run_object())
+    base["machine"].update(cpus=2, load_average_1m=0.5)
+    warnings = " ".join(compare(base, new).warnings)
+    assert "16.4 → 17.2" in warnings and "work_ms '1' → '2'" in warnings and "load average 0.5 → 6.5" in warnings
 
 
 def test_runs_match_on_strategy_mode_workers_and_batch():
-    diffs = compare(BASE, doc(("skip-locked", 16, 10.0, False))).diffs
-    assert [d.status for d in diffs] == ["new", "gone", "gone", "gone"]
-    assert not compare(BASE, doc(("skip-locked", 16, 10.0, False))).regressed
+    diffs = compare(BASE, doc(("skip-locked", 16, 10.0, False), ("naive", 8, 900.0, False))).diffs
+    assert [d.status for d in diffs] == ["new", "ok", "gone", "gone"]
 
 
-@pytest.mark.parametrize("text,message", [("[1, 2]", "no list of runs"), ('{"runs": [{"strategy": "x"}]}', "lacks mode"),
-                                          ("nope", "not JSON")])
+@pytest.mark.parametrize("new,message", [(doc(), "the new report has no runs"),
+                                         (doc(("other", 8, 10.0, True)), "no run of the new report matches")])
+def test_comparisons_that_share_no_run_are_unusable(new, message):
+    with pytest.raises(UsageError, match=message):
+        compare(BASE, new)
+
+
+@pytest.mark.parametrize("max_drop", [math.nan, math.inf, -1.0, 101.0])
+def test_max_drop_out_of_range_is_refused(max_drop):
+    with pytest.raises(UsageError, match="--max-drop"):
+        compare(BASE, BASE, max_drop)
+
+
+@pytest.mark.parametrize("text,message", [
+    ("[1, 2]", "no list of runs"), ("nope", "not JSON"),
+    ('{"runs": [{"strategy": "x"}]}', "schema_version: missing"),
+    ('{"runs": [], "probe": "vacuum", "schema_version": 1}', "tool: missing"),
+    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    ('{"runs": [{"workers": NaN}]}', "NaN is not a JSON number"),
+    ('{"runs": [{"workers": 1e999}]}', "out of range"),
+])
 def test_load_report_rejects_what_is_not_ours(tmp_path, text, message):
     path = tmp_path / "r.json"
     path.write_text(text)
     with pytest.raises(UsageError, match=message):
+        load_report(path)
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("workers", "abc", 'runs\\[0\\].workers: expected integer, got "abc"'),
+    ("workers", None, "runs\\[0\\].workers: expected integer, got null"),
+    ("workers", True, "runs\\[0\\].workers: expected integer, got true"),
+    ("throughput_jobs_per_s", "fast", 'runs\\[0\\].throughput_jobs_per_s: expected number, got "fast"'),
+    ("double_claimed_jobs", "x", 'runs\\[0\\].double_claimed_jobs: expected integer, got "x"'),
+    ("repetitions", [{"throughput_jobs_per_s": -1, "elapsed_s": 1, "jobs_done": 1, "double_claimed_jobs": 0,
+                      "exactly_once": True}],
+      "runs\\[0\\].repetitions\\[0\\].throughput_jobs_per_s: must be"),
+])
+def test_load_report_names_the_file_and_the_field(tmp_path, field, value, message):
+    import json
+
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(report(run_object(**{field: value}))))
+    with pytest.raises(UsageError, match=f"r.json: not a valid claimcheck report .*{message}"):
         load_report(path)
 
 

@@ -3,7 +3,7 @@ from html.parser import HTMLParser
 
 from claimcheck import svg
 from claimcheck.ledger import WorkerLog
-from claimcheck.report_html import lock_wait_stacks, render, throughput_series
+from claimcheck.report_html import conclusion, lock_wait_seconds, render, throughput_series
 from claimcheck.timeline import claims_over_time
 
 
@@ -29,16 +29,30 @@ DOC = {
 
 
 class Outline(HTMLParser):
-    """Which charts, SVGs and external references a page has."""
+    """Which charts, SVGs, violated-run marks, table headings and external references a page has."""
 
     def __init__(self):
         super().__init__()
         self.charts, self.svgs, self.polylines, self.cells, self.external = [], 0, [], 0, []
+        self.flagged: dict[str, int] = {}
+        self.headings: list[str] = []
+        self._in_th = False
+
+    def handle_data(self, data):
+        if self._in_th:
+            self.headings.append(data)
+
+    def handle_endtag(self, tag):
+        self._in_th = self._in_th and tag != "th"
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
+        self._in_th = self._in_th or tag == "th"
         if "data-chart" in a:
             self.charts.append(a["data-chart"])
+            self._chart = a["data-chart"]
+        if a.get("class") == "flagged":
+            self.flagged[self._chart] = self.flagged.get(self._chart, 0) + 1
         self.svgs += tag == "svg"
         if tag == "polyline":
             self.polylines.append(a["data-series"])
@@ -54,9 +68,9 @@ def test_report_has_every_chart_and_nothing_external():
     page = render(DOC)
     outline = Outline()
     outline.feed(page)
-    assert outline.charts == ["throughput", "double-claims", "lock-waits", "claims-over-time", "claims-over-time",
-                              "claims-over-time", "claims-over-time"]
-    assert outline.svgs == 7
+    assert outline.charts == ["throughput", "double-claims", "claim-latency", "lock-waits", "claims-over-time",
+                              "claims-over-time", "claims-over-time", "claims-over-time"]
+    assert outline.svgs == 8
     assert outline.polylines == ["naive-subquery · lease · b10", "skip-locked · lease · b10"]
     assert outline.cells > 0
     assert outline.external == []  # opens offline: no script, stylesheet, image or font to fetch
@@ -65,8 +79,8 @@ def test_report_has_every_chart_and_nothing_external():
 
 def test_series_and_stacks_come_from_the_runs():
     assert throughput_series(DOC["runs"])["skip-locked · lease · b10"] == [(1.0, 1000.0), (4.0, 3000.0)]
-    stacks = lock_wait_stacks(DOC["runs"])
-    assert stacks == {"Lock/transactionid": [0, 7, 0, 0], "Lock/tuple": [0, 2, 0, 0]}  # only Lock/* events
+    seconds = lock_wait_seconds(DOC["runs"])  # samples x the 50 ms interval; only Lock/* events
+    assert seconds == {"Lock/transactionid": [0, 7 * 0.05, 0, 0], "Lock/tuple": [0, 2 * 0.05, 0, 0]}
 
 
 def test_report_without_timelines_or_lock_waits_still_renders():
@@ -95,3 +109,28 @@ def test_one_worker_count_shows_throughput_as_bars():
     outline = Outline()
     outline.feed(render({"runs": [run("skip-locked", 8, 10.0), run("for-update", 8, 5.0)]}))
     assert outline.charts[0] == "throughput" and outline.polylines == []
+
+
+def test_violated_runs_are_marked_in_every_chart():
+    outline = Outline()
+    outline.feed(render(DOC))
+    # naive-subquery at 4 workers violated: a ✗ marker on the line, a red label in each bar/range chart.
+    assert outline.flagged == {"throughput": 1, "double-claims": 1, "claim-latency": 1, "lock-waits": 1}
+
+
+def test_the_conclusion_names_the_fastest_that_held_and_what_the_others_cost():
+    text = conclusion(DOC["runs"])
+    assert "3 of 4 run(s) held exactly-once" in text and "Violated: naive-subquery" in text
+    assert "lease mode: skip-locked · b10</b> is the fastest that held in every run: 3,000 jobs/s at 4" in text
+    # naive-subquery held at 1 worker but not at 4: it does not count, and is not offered as "the others".
+    assert "Faster but violated" not in text and "naive-subquery · b10 900" not in text
+    two = conclusion([run("skip-locked", 4, 3000.0), run("for-update", 4, 1500.0)])
+    assert "for-update · b10 1,500 jobs/s at 4 (-50 %)" in two
+    assert "no strategy held" in conclusion([run("naive-subquery", 4, 1.0, doubles=3)])
+
+
+def test_empty_columns_are_left_out():
+    outline = Outline()
+    outline.feed(render({"runs": [{**run("skip-locked", 2, 10.0), "pgbench_jobs_per_s": None, "pgbench_ratio": None}]}))
+    assert "pgbench jobs/s" not in outline.headings and "ratio" not in outline.headings
+    assert "spread" not in outline.headings and outline.headings[:2] == ["strategy", "verdict"]

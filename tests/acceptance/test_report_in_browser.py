@@ -1,0 +1,108 @@
+"""The HTML report as a person sees it: laid out by headless Chromium at 1400 and 800 px.
+
+A copy of the page gets a small script (the report itself has none) that measures, after layout,
+whatever sticks out: the page wider than the window, a chart wider than the window, a chart's text
+(axis labels, legends) outside its drawing, the table's verdict column off screen. Chromium prints
+the measured DOM (`--dump-dom`); screenshots are saved next to it for a person to look at
+(their paths are listed under "claimcheck figures"). Skipped, saying why, where Chromium is absent
+(`.ci/run` installs Debian's `chromium` when it can).
+"""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from claimcheck.report_html import render
+from sample_reports import report, run_object
+
+BROWSER = next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
+WIDTHS_PX = (1400, 800)
+BROWSER_TIMEOUT_S = 60
+FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--no-first-run", "--disable-sync", "--hide-scrollbars")
+
+MEASURE = """<script>
+addEventListener('load', () => {
+  const W = innerWidth, out = {width: W, page: document.documentElement.scrollWidth, problems: []};
+  document.querySelectorAll('svg').forEach((svg, i) => {
+    const box = svg.getBoundingClientRect();
+    if (box.right > W + 1) out.problems.push(`chart ${i} ends at ${Math.round(box.right)} px`);
+    svg.querySelectorAll('text').forEach(t => {
+      const r = t.getBoundingClientRect();
+      if (r.width && (r.right > box.right + 1 || r.left < box.left - 1))
+        out.problems.push(`chart ${i}: "${t.textContent.slice(0, 40)}" cut off`);
+    });
+  });
+  document.querySelectorAll('th').forEach(th => {
+    if (th.textContent === 'verdict' && th.getBoundingClientRect().right > W)
+      out.problems.push('verdict column off screen');
+  });
+  if (out.page > W) out.problems.push(`page is ${out.page} px wide`);
+  const pre = document.createElement('pre'); pre.id = 'measured'; pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});
+</script>"""
+
+pytestmark = pytest.mark.skipif(BROWSER is None, reason="no Chromium on this machine (apt-get install chromium); "
+                                                         "the report's layout was not checked in a browser")
+
+
+def sweep() -> dict:
+    """A sweep like `bench --workers 1,2,4` of a safe and an unsafe strategy, both modes, with repetitions."""
+    runs = []
+    for strategy, mode in (("skip-locked", "lease"), ("skip-locked", "lock"), ("naive-subquery", "lease"),
+                           ("naive-subquery", "lock"), ("for-update", "lease"), ("for-update", "lock")):
+        for workers in (1, 2, 4):
+            bad = strategy == "naive-subquery" and workers > 1
+            rate = {"skip-locked": 700, "for-update": 450, "naive-subquery": 900}[strategy] * workers
+            runs.append(run_object(strategy, workers, ok=not bad, mode=mode, rates=[rate * 0.9, rate, rate * 1.1],
+                                   wait_events={"Lock/transactionid": 30 * workers, "Lock/tuple": 4} if
+                                   strategy == "for-update" else {},
+                                   claims_over_time={"bucket_s": 0.01, "workers": {
+                                       f"w{i:02d}": [1, 0, 3, 2] for i in range(workers)}}))
+    return report(*runs)
+
+
+def long_names() -> dict:
+    """A user's file with a long name, violated, swept: labels and legends must be shortened, not cut."""
+    name = "claim_next_invoice_job_for_the_billing_service_v2_with_retries"
+    return report(*(run_object(name, w, ok=w < 4, rates=[100.0 * w]) for w in (1, 2, 4)),
+                  run_object("skip-locked", 4, wait_events={"Lock/transactionid": 3, "LWLock/BufferContent": 2}))
+
+
+DOCUMENTS = {"sweep": sweep, "long names": long_names}
+
+
+def measure(page: str, width: int, scratch: Path) -> tuple[dict, Path]:
+    html = scratch / f"report-{width}.html"
+    html.write_text(page.replace("</body>", MEASURE + "</body>"), encoding="utf-8")
+    shot = scratch / f"report-{width}.png"
+    base = [BROWSER, *FLAGS, f"--window-size={width},2000", "--virtual-time-budget=3000"]
+    runs = []
+    for extra in (["--dump-dom"], [f"--screenshot={shot}"]):
+        profile = tempfile.mkdtemp(prefix="cc-chromium-")  # a fresh profile each time: nothing carried over
+        try:
+            runs.append(subprocess.run([*base, f"--user-data-dir={profile}", *extra, html.as_uri()],
+                                       capture_output=True, text=True, timeout=BROWSER_TIMEOUT_S))
+        finally:
+            shutil.rmtree(profile, ignore_errors=True)
+    found = re.search(r'<pre id="measured">(.*?)</pre>', runs[0].stdout)
+    assert found, f"Chromium printed no measurement: {runs[0].stderr[-500:]}"
+    return json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&")), shot
+
+
+@pytest.mark.parametrize("document", DOCUMENTS)
+@pytest.mark.parametrize("width", WIDTHS_PX)
+def test_report_fits_the_window_in_chromium(width, document, record_property):
+    scratch = Path(tempfile.mkdtemp(prefix="cc-report-"))
+    measured, shot = measure(render(DOCUMENTS[document]()), width, scratch)
+    record_property(f"report screenshot ({document}) at {width} px", str(shot))
+    assert measured["width"] == width
+    assert measured["problems"] == [], measured["problems"][:10]
+    assert shot.exists() and shot.stat().st_size > 10_000
