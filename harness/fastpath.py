@@ -11,27 +11,12 @@ explicit transaction (a pick, lock mode) keeps psycopg's general path.
 """
 from __future__ import annotations
 
-import re
-
 import psycopg
 from psycopg import errors, pq
 
-_PARAM_RE = re.compile(r"%\((?P<name>[^)]*)\)s")
+from claimcheck.dialect import to_positional
+
 _OK = (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK)
-
-
-def to_positional(statement: str) -> tuple[str, tuple[str, ...]]:
-    """`%(name)s` placeholders -> `$1..$n` (one number per distinct name), `%%` -> `%`."""
-    order: list[str] = []
-
-    def number(match: re.Match) -> str:
-        name = match.group("name")
-        if name not in order:
-            order.append(name)
-        return f"${order.index(name) + 1}"
-
-    text = _PARAM_RE.sub(number, statement).replace("%%", "%")
-    return text, tuple(order)
 
 
 class PreparedStatement:

@@ -102,7 +102,7 @@ class InterleavingRunner:
             if self.table_built_for is None:
                 await self.monitor.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(
                     sql.Identifier(self.schema, "jobs")))
-                await self.monitor.execute(QUERIES["create_jobs"])
+                await self.monitor.execute(sql.SQL(QUERIES["create_jobs"]).format(first_key=1))
                 await self.monitor.execute(QUERIES["add_primary_key"])
                 await self.monitor.execute(QUERIES["create_ready_index"])
             else:

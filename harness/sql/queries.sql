@@ -4,9 +4,10 @@
 -- name: create_jobs
 -- The table from seed 003. The primary key and the partial index are added after
 -- seeding (see add_primary_key, create_ready_index): building them once is faster
--- than maintaining them row by row.
+-- than maintaining them row by row. Ids start at the run's own key range ({first_key},
+-- composed in by claimcheck.schema), so advisory-lock keys never meet another run's.
 CREATE TABLE jobs (
-    id           bigint      GENERATED ALWAYS AS IDENTITY,
+    id           bigint      GENERATED ALWAYS AS IDENTITY (START WITH {first_key}),
     queue        text        NOT NULL DEFAULT 'default',
     payload      jsonb       NOT NULL,
     status       text        NOT NULL DEFAULT 'queued'

@@ -1,0 +1,61 @@
+"""Job keys of any type, as the dense integers the ledger counts with.
+
+A claim's first column is the job's key: bigint, int, uuid or text. The ledger keeps one counter
+per seeded job and its logs are arrays of integers, so each key is mapped once to a dense number
+`1..n` (its position among the seeded keys). Integer keys that are already a contiguous range map
+to themselves and need no table at all. The map is built by the coordinator before the workers
+fork, so every worker inherits it without a copy being sent.
+
+Keys are compared in one canonical form: an int for integer keys, else the server's text output
+(what libpq returns, and `str()` of what psycopg loads: a UUID prints as PostgreSQL prints it).
+A key that was never seeded gets a negative number derived from its text (stable across
+processes), and its text travels with the worker's log for the evidence.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+
+def canonical(value: object, key_is_int: bool) -> object:
+    return int(value) if key_is_int else (value.decode() if isinstance(value, bytes) else str(value))
+
+
+def unknown_number(key: object) -> int:
+    """A negative number for a key that was never seeded: the same in every process."""
+    return -1 - int.from_bytes(hashlib.blake2b(str(key).encode(), digest_size=7).digest(), "big")
+
+
+@dataclass
+class KeySpace:
+    """The seeded keys, numbered `first..last`."""
+
+    first: int
+    last: int
+    key_is_int: bool = True
+    keys: list | None = None
+    """Position -> key; None when the keys are the integers `first..last` themselves."""
+    index: dict = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def of(cls, keys: list, key_is_int: bool) -> "KeySpace":
+        if key_is_int and keys and max(keys) - min(keys) + 1 == len(keys) and len(set(keys)) == len(keys):
+            return cls(first=min(keys), last=max(keys))
+        keys = list(dict.fromkeys(keys))  # a key seeded twice is one job
+        return cls(first=1, last=len(keys), key_is_int=key_is_int, keys=keys,
+                   index={k: n for n, k in enumerate(keys, start=1)})
+
+    def number(self, key: object) -> int:
+        """The dense number of a canonical key; a negative one for a key never seeded."""
+        if self.keys is None:
+            return key  # out of first..last: the ledger counts it as unexpected
+        n = self.index.get(key)
+        return n if n is not None else unknown_number(key)
+
+    def shown(self, number: int, unknown: dict | None = None) -> object:
+        """The key of a dense number, as evidence shows it."""
+        if self.keys is None:
+            return number
+        if 1 <= number <= len(self.keys):
+            return self.keys[number - 1]
+        return (unknown or {}).get(number, number)
