@@ -25,10 +25,10 @@ from claimcheck.queries import QUERIES
 from claimcheck.reaper import Reaper
 from claimcheck.result import RunResult, TableOutcome
 from claimcheck.sampler import LockWaitSampler, WaitSamples
-from claimcheck.schema import SeededJobs, build_jobs_table, use_schema
+from claimcheck.schema import SeededJobs, build_jobs_table, build_own_tables, key_base, use_schema
 from claimcheck.settings import RunSettings
 from claimcheck.stats import latency_summary
-from claimcheck.strategy import Strategy, validate_on_server
+from claimcheck.strategy import Strategy, execute_section, validate_on_server
 from claimcheck.timeline import claims_over_time
 from claimcheck.worker import BARRIER_TIMEOUT_S, Shared, WorkerPlan, worker_main
 
@@ -45,11 +45,17 @@ def run_strategy(conn: psycopg.Connection, server: Server, schema: str, run_id: 
     """Seed, check, run and judge one strategy x setting. `conn` is the coordinator's, in `schema`."""
     if settings.fail_rate and not strategy.has("fail"):
         raise UsageError(f"--fail-rate needs a 'fail' section in {strategy.source}")
-    seeded = build_jobs_table(conn, schema, settings.jobs)
-    validate_on_server(conn, strategy)
+    if strategy.own_schema and settings.reap_every_s is not None and not strategy.has("reap"):
+        raise UsageError(f"{strategy.source} brings its own tables: --reap-every and --faults need its own "
+                         "'reap' section (the built-in reaper knows only claimcheck's jobs table)")
+    seeded = seed(conn, schema, run_id, strategy, settings.jobs)
+    # Validation runs on a connection of its own, closed before any worker starts: a rollback
+    # does not release what a statement takes for the session (an advisory lock, a LISTEN, a SET).
+    with coordinator_connection(server.dsn, run_id, schema, role="validate") as throwaway:
+        shape = validate_on_server(throwaway, strategy)
     _check_headroom(conn, settings.workers + (1 if settings.faults else 0))
     plan = WorkerPlan(dsn=server.dsn, schema=schema, app_prefix=f"claimcheck/{run_id}/", strategy=strategy,
-                      settings=settings)
+                      settings=settings, shape=shape, keys=seeded.keys)
     run = _Run(plan, server.restart, on_progress)
     run.go()
     if any(f.kind == "restart" for f in run.faults):
@@ -58,20 +64,40 @@ def run_strategy(conn: psycopg.Connection, server: Server, schema: str, run_id: 
     return _judge(conn, run, strategy, settings, seeded)
 
 
+def seed(conn: psycopg.Connection, schema: str, run_id: str, strategy: Strategy, jobs: int) -> SeededJobs:
+    """The run's jobs: the file's own tables and seed, or our `jobs` table; keys in the run's own range."""
+    if strategy.own_schema:
+        return build_own_tables(conn, schema, strategy, jobs, key_base(run_id))
+    return build_jobs_table(conn, schema, jobs, key_base(run_id))
+
+
+def _table_outcome(conn: psycopg.Connection, strategy: Strategy, seeded: SeededJobs,
+                   logs: list[WorkerLog]) -> TableOutcome:
+    if not strategy.own_schema:
+        return TableOutcome(*conn.execute(QUERIES["table_outcome"]).fetchone(),
+                            *conn.execute(QUERIES["lifecycle_outcome"]).fetchone()[1:])
+    # Own tables: the file's `remaining` says how many jobs are unfinished; the rest are done.
+    with conn.transaction():
+        left = execute_section(conn, strategy, "remaining", {}).fetchone()[0]
+    attempts = max((max(log.attempt) for log in logs if len(log)), default=0)
+    return TableOutcome(done=seeded.count - left, queued=left, running=0, failed=0, max_attempts=attempts)
+
+
 def _judge(conn: psycopg.Connection, run: "_Run", strategy: Strategy, settings: RunSettings,
            seeded: SeededJobs) -> RunResult:
-    outcome = TableOutcome(*conn.execute(QUERIES["table_outcome"]).fetchone(),
-                           *conn.execute(QUERIES["lifecycle_outcome"]).fetchone()[1:])
     logs = run.logs
+    outcome = _table_outcome(conn, strategy, seeded, logs)
     # The run is the span of the workers' own clocks: from the first release from the barrier
     # to the last worker's end (the coordinator wakes from the barrier a little later than they do).
     started = min(log.started_at for log in logs if log.started_at)
     finished = max(log.finished_at for log in logs)
     verdict = judge(logs, seeded.first_id, seeded.last_id, drained=settings.drains, origin=started,
-                    reaps=run.reaps)
-    if run.killed and verdict.unclaimed_jobs:
+                    reaps=run.reaps, keys=seeded.keys)
+    if run.killed and verdict.unclaimed_jobs and not strategy.own_schema:
         verdict = _unrecorded(conn, verdict, logs, seeded)
-    if run.faults:
+    if run.faults and strategy.own_schema:
+        fates(run.faults, logs, {}, started, lambda ids: {})
+    elif run.faults:
         stalled = {e.worker: run.shared.stalled_job[e.worker] for e in run.faults
                    if e.kind == "stall" and run.shared.stall[e.worker] == 2}
         fates(run.faults, logs, stalled, started, lambda ids: {
@@ -85,6 +111,7 @@ def _judge(conn: psycopg.Connection, run: "_Run", strategy: Strategy, settings: 
         claim_statements=sum(log.claim_statements for log in logs),
         empty_claims=sum(log.empty_claims for log in logs), faults_skipped=run.faults_skipped,
         reconnects=sum(log.reconnects for log in logs), reaped=len(run.reaps), faults=run.faults,
+        claim_errors=_sum_counts(log.sqlstates for log in logs),
         claims_over_time=claims_over_time(logs, started, finished - started),
     )
 
@@ -98,9 +125,19 @@ def _unrecorded(conn: psycopg.Connection, verdict: Verdict, logs: list[WorkerLog
     return dataclasses.replace(verdict, unclaimed_jobs=verdict.unclaimed_jobs - finished, unrecorded_claims=finished)
 
 
-def coordinator_connection(dsn: str, run_id: str, schema: str | None = None) -> psycopg.Connection:
-    """The coordinator's connection, named for the run, in the run's schema once it exists."""
-    conn = psycopg.connect(dsn, autocommit=True, application_name=f"claimcheck/{run_id}/coordinator")
+def _sum_counts(counts) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for c in counts:
+        for k, v in c.items():
+            total[k] = total.get(k, 0) + v
+    return dict(sorted(total.items()))
+
+
+def coordinator_connection(dsn: str, run_id: str, schema: str | None = None,
+                           role: str = "coordinator") -> psycopg.Connection:
+    """The coordinator's connection (or a short-lived one for `role`), named for the run, in the
+    run's schema once it exists."""
+    conn = psycopg.connect(dsn, autocommit=True, application_name=f"claimcheck/{run_id}/{role}")
     if schema is not None:
         use_schema(conn, schema)
     return conn

@@ -60,6 +60,8 @@ class RunResult:
     """Faults asked for but not injected (a restart of a server we did not start, no worker left)."""
     plan: "PlanVerdict | None" = None
     """The plan guard's verdict on the claim (`bench` asks for it; see `claimcheck explain`)."""
+    claim_errors: dict = field(default_factory=dict)
+    """Server errors inside claims and completions, by SQLSTATE: each rolled back, counted, retried."""
 
     @property
     def pgbench_ratio(self) -> float | None:
@@ -110,6 +112,9 @@ class RunResult:
             "pgbench_ratio": None if self.pgbench_ratio is None else round(self.pgbench_ratio, 3),
             "pgbench": None if self.pgbench is None else self.pgbench.as_dict(),
             "claims_over_time": self.claims_over_time,
+            "claim_errors": self.claim_errors, "reconnects": self.reconnects,
+            "over_claims": v.over_claims, "over_attempts": v.over_attempts,
+            "shape_violations": list(v.shape_evidence),
         }
         if self.plan is not None:
             data.update({"plan_shape_ok": self.plan.shape_ok, "plan_reasons": self.plan.reasons})

@@ -158,7 +158,7 @@ def strategy_from_file(parsed: SqlFile, name: str) -> Strategy:
         allowed = SECTION_PARAMS[section.name] - ({"ids"} if "pick" not in parsed.sections else set())
         if section.name == "claim" and "pick" in parsed.sections:
             # The pick's column names are known only once the server has run it (validate_on_server).
-            allowed = allowed | (section.params - set().union(*SECTION_PARAMS.values()))
+            allowed = allowed | section.params
         check_params(section, allowed, path)
     isolation = " ".join(parsed.headers.get("isolation", "read committed").lower().split())
     if isolation not in ISOLATION_LEVELS:
@@ -220,6 +220,7 @@ def validate_on_server(conn: psycopg.Connection, strategy: Strategy) -> ClaimSha
                                  "backoff_unit_s": 10.0, "backoff_cap_s": 3600.0}
     shape = DEFAULT_SHAPE
     pick_columns: tuple[str, ...] = ()
+    picked: dict[str, list] = {}
     section = "claim"
     try:
         with conn.transaction(force_rollback=True):
@@ -230,15 +231,21 @@ def validate_on_server(conn: psycopg.Connection, strategy: Strategy) -> ClaimSha
                     continue
                 if section == "claim":
                     _check_claim_params(strategy, pick_columns)
-                cur = _run_section(conn, strategy, section, values)
+                given = {**values, **picked} if section == "claim" else values
+                cur = _run_section(conn, strategy, section, given)
                 if section == "pick":
                     if not cur.description:
                         raise SqlFileError(f"{strategy.source}: section 'pick' returns no rows; it must end with "
                                            "a SELECT of the jobs to claim (their key first)")
                     pick_columns = tuple(c.name for c in cur.description)
-                    values.update(pick_params(ClaimShape((), True, None, pick_columns=pick_columns), cur.fetchall()))
+                    picked = pick_params(ClaimShape((), True, None, pick_columns=pick_columns), cur.fetchall())
                 elif section == "claim":
-                    shape = _check_claim_result(strategy, cur, pick_columns)
+                    shape, first = _check_claim_result(strategy, cur, pick_columns)
+                    if first is not None:  # the later sections get a key of the right type
+                        values["id"] = first[0]
+                        values["attempts"] = first[shape.attempt_index] if shape.attempt_index is not None else 0
+                    elif not shape.key_is_int:
+                        values["id"] = None
                 elif section == "remaining":
                     _check_remaining(strategy, cur)
     except psycopg.Error as exc:
@@ -266,7 +273,8 @@ def _check_remaining(strategy: Strategy, cur: psycopg.Cursor) -> None:
                            "unfinished jobs (for example SELECT count(*) FROM my_jobs)")
 
 
-def _check_claim_result(strategy: Strategy, cur: psycopg.Cursor, pick_columns: tuple[str, ...]) -> ClaimShape:
+def _check_claim_result(strategy: Strategy, cur: psycopg.Cursor, pick_columns: tuple[str, ...]
+                        ) -> tuple[ClaimShape, tuple | None]:
     if not cur.description:
         raise SqlFileError(f"{strategy.source}: section 'claim' returns no rows; its last statement must return "
                            "the claimed jobs (RETURNING id, attempts: the job's key first)")
@@ -281,7 +289,7 @@ def _check_claim_result(strategy: Strategy, cur: psycopg.Cursor, pick_columns: t
         raise SqlFileError(f"{strategy.source}: section 'claim' returns "
                            f"{type(rows[0][shape.attempt_index]).__name__} in its column {column}; "
                            "it must be the attempt number")
-    return shape
+    return shape, (rows[0] if rows else None)
 
 
 def _server_message(strategy: Strategy, section: str, exc: psycopg.Error) -> str:

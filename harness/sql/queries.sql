@@ -112,3 +112,8 @@ SELECT id, status, attempts FROM jobs WHERE id = ANY(%(ids)s);
 
 -- name: finished_among
 SELECT count(*) FROM jobs WHERE id = ANY(%(ids)s) AND status IN ('done', 'failed');
+
+-- name: server_clock
+-- The server's clock right after a claim that returns its lease's end (lease_until): the
+-- ledger compares leases with server time only. Seconds since the epoch.
+SELECT extract(epoch FROM clock_timestamp())::float8;
