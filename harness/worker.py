@@ -23,13 +23,14 @@ from typing import Any
 import psycopg
 from psycopg import errors, pq, sql
 
+from claimcheck.dialect import placeholders
 from claimcheck.fastpath import PreparedStatement
 from claimcheck.keys import KeySpace, canonical
 from claimcheck.ledger import ABANDONED, CLAIM_IS_COMPLETION, DONE, FAILED, STALE, WorkerLog
 from claimcheck.logstream import LogStream, summary
 from claimcheck.queries import QUERIES
 from claimcheck.settings import RunSettings
-from claimcheck.strategy import DEFAULT_SHAPE, RUN_SECTIONS, ClaimShape, Strategy, execute_section, pick_params, sample_params
+from claimcheck.strategy import DEFAULT_SHAPE, RUN_SECTIONS, ClaimShape, Strategy, execute_section, pick_params
 
 BARRIER_TIMEOUT_S = 60.0
 MAX_COMPLETION_RETRIES = 100
@@ -150,7 +151,9 @@ class Loop:
         self.worker_name = f"w{index:02d}"
         values = {"worker": self.worker_name, "batch": s.batch, "lease_seconds": s.lease_seconds, "ids": [],
                   "error": INJECTED_ERROR, "backoff_unit_s": s.backoff_unit_s, "backoff_cap_s": s.backoff_cap_s}
-        self.params = {section: sample_params(plan.strategy, section, **values, id=0, attempts=0)
+        values.update(id=0, attempts=0)
+        # The fixed parameters of each section; the claim's pick columns are added per claim.
+        self.params = {section: {k: values[k] for k in placeholders(plan.strategy.statements[section]) if k in values}
                        for section in plan.strategy.statements if section in RUN_SECTIONS}
         # One round trip for a lone claim statement in lease mode: autocommit makes it its own
         # transaction. A pick, or lock mode, needs an explicit transaction around several statements.
