@@ -104,7 +104,7 @@ def build_own_tables(conn: psycopg.Connection, schema: str, strategy, jobs: int,
         with conn.transaction():
             client = psycopg.ClientCursor(conn)
             for statement in strategy.steps("schema"):
-                client.execute(statement, {k: values[k] for k in placeholders(statement)} or None)
+                client.execute(statement, {k: values[k] for k in placeholders(statement)})
             section = "seed"
             cur = conn.cursor()
             cur.adapters.register_loader("uuid", TextLoader)  # keys as text, no UUID object per row

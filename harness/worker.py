@@ -391,8 +391,13 @@ class Loop:
         return {**params, **{k: v for k, v in (("id", self.keys_of(job)), ("attempts", attempt)) if k in params}}
 
     def _changed(self, section: str, job: int, attempt: int) -> bool:
-        """Run a per-job section; did its last statement change (or return) a row?"""
-        return execute_section(self.conn, self.strategy, section, self._job_params(section, job, attempt)).rowcount > 0
+        """Run a per-job section; did its last statement change (or return) a row? A section of several
+        statements is one transaction (in lock mode, the claim's)."""
+        params = self._job_params(section, job, attempt)
+        if len(self.strategy.steps(section)) == 1 or self.conn.info.transaction_status != pq.TransactionStatus.IDLE:
+            return execute_section(self.conn, self.strategy, section, params).rowcount > 0
+        with self.conn.transaction():
+            return execute_section(self.conn, self.strategy, section, params).rowcount > 0
 
     def _extend(self, job: int, attempt: int) -> bool:
         return self._changed("extend", job, attempt)

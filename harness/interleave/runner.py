@@ -142,7 +142,7 @@ class InterleavingRunner:
             for section in ("schema", "seed"):
                 for statement in strategy.steps(section):
                     try:
-                        await client.execute(statement, {k: values[k] for k in placeholders(statement)} or None)
+                        await client.execute(statement, {k: values[k] for k in placeholders(statement)})
                     except psycopg.Error as exc:
                         raise SpecError(f"{spec.path}: tables {spec.tables}: section '{section}' fails on the "
                                         f"server: {_message(exc)}") from None
