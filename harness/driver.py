@@ -95,12 +95,11 @@ def _judge(conn: psycopg.Connection, run: "_Run", strategy: Strategy, settings: 
                     reaps=run.reaps, keys=seeded.keys)
     if run.killed and verdict.unclaimed_jobs and not strategy.own_schema:
         verdict = _unrecorded(conn, verdict, logs, seeded)
-    if run.faults and strategy.own_schema:
-        fates(run.faults, logs, {}, started, lambda ids: {})
-    elif run.faults:
+    if run.faults:
         stalled = {e.worker: run.shared.stalled_job[e.worker] for e in run.faults
                    if e.kind == "stall" and run.shared.stall[e.worker] == 2}
-        fates(run.faults, logs, stalled, started, lambda ids: {
+        # A file's own tables have no status column we know of: the jobs' final state shows as '?'.
+        fates(run.faults, logs, stalled, started, (lambda ids: {}) if strategy.own_schema else lambda ids: {
             r[0]: (r[1], r[2]) for r in conn.execute(QUERIES["jobs_state"], {"ids": sorted(ids)}).fetchall()})
     return RunResult(
         strategy=strategy, settings=settings, seeded=seeded, verdict=verdict, waits=run.waits, table=outcome,

@@ -37,7 +37,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
         results = run_all(server, strategies, grid, err, pgbench=args.pgbench)
         err.print("planning each claim on a queue with history (the plan guard of `claimcheck explain`)")
         shapes = plan_shapes(server, strategies)
-        results = [dataclasses.replace(r, plan=shapes[r.strategy.name]) for r in results]
+        results = [dataclasses.replace(r, plan=shapes.get(r.strategy.name)) for r in results]
         report_runs(server, results, args, console, "bench",
                     f"claimcheck bench: PostgreSQL {server.version} ({server.source})",
                     always_write=True, evidence=EVIDENCE_JOBS)
@@ -51,4 +51,5 @@ def plan_shapes(server: Server, strategies: list[Strategy]) -> dict[str, PlanVer
     """Each strategy's plan on a table of finished jobs and a few ready ones, judged by the guard."""
     with run_schema(server) as (conn, schema, _):
         prepare_plan_table(conn, schema)
-        return {s.name: plan_verdict(conn, s) for s in strategies}
+        # The guard plans against claimcheck's jobs table: a file with its own tables is not planned.
+        return {s.name: plan_verdict(conn, s) for s in strategies if not s.own_schema}
