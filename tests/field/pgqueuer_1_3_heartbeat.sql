@@ -1,5 +1,5 @@
 -- expected: safe
--- source: janbjorge/pgqueuer v1.3.2 (commit 9244e71e8864b8c3b0d92509a8f6f522d427dbe1): pgqueuer/adapters/persistence/qb.py lines 49-77 (build_install_query), 466-580 (build_dequeue_query), 686-724 (build_log_job_query)
+-- source: janbjorge/pgqueuer v1.3.2 (commit 9244e71e8864b8c3b0d92509a8f6f522d427dbe1): pgqueuer/adapters/persistence/qb.py lines 49-77 (build_install_query), 466-580 (build_dequeue_query), 686-724 (build_log_job_query), 745-746 (heartbeat)
 -- summary: one statement: queued jobs per entrypoint FOR UPDATE SKIP LOCKED, plus 'picked' jobs whose heartbeat is older than the timeout (a lease re-take), set to picked with a fresh heartbeat; completion deletes by id and logs
 --
 -- Translation: the install query's enum, queue table (its indexes) and log table, default names;
@@ -7,7 +7,8 @@
 -- limit (0), $4 = a uuid per worker, $5 = NULL (no per-worker cap), $6 = %(lease_seconds)s as the
 -- heartbeat timeout. The final SELECT adds `heartbeat + $6 AS lease_until` (the lease the stale
 -- branch re-takes on) so claimcheck can judge a re-take with the server's clock. Completion is
--- build_log_job_query for one 'successful' job. pgqueuer's README: "never double-processed";
+-- build_log_job_query for one 'successful' job; `extend` is the heartbeat update (claimcheck
+-- sends it every third of a lease while a job outlasts half of one; pgqueuer at half the timeout). pgqueuer's README: "never double-processed";
 -- its heartbeat guide: a stale heartbeat makes a picked job eligible for re-pickup.
 
 -- name: schema
@@ -185,3 +186,6 @@ INSERT INTO pgqueuer_log (
     traceback
 )
 SELECT id, status, entrypoint, priority, traceback FROM merged;
+
+-- name: extend
+UPDATE pgqueuer SET heartbeat = NOW() WHERE id = ANY(ARRAY[%(id)s]::bigint[]);

@@ -47,6 +47,9 @@ CASES = [
     Case("procrastinate_0_x_job_locks_fixed.sql"),
     Case("procrastinate_3_8_unique_lock.sql", {**SMALL, "jobs": 120}),
     Case("pgqueuer_1_3_heartbeat.sql"),
+    # Work outlasting the heartbeat timeout while the heartbeat keeps up: never re-taken.
+    Case("pgqueuer_1_3_heartbeat.sql", {"workers": 4, "jobs": 16, "batch": 1, "lease_seconds": 0.3,
+                                        "work": "400-600"}, why="heartbeats"),
     Case("pgmq_1_5_visibility_timeout.sql"),
     # Work outlasting the visibility timeout: the message is re-read (a redelivery, judged by the
     # server's clock) and the first reader's unfenced delete then removes it from under the second
@@ -98,6 +101,8 @@ def test_field_design_verdict(server, case: Case, record_property):
     else:
         assert not result.exactly_once
         assert v.double_claimed_jobs or v.stale_completion_violations or v.over_claims
+    if case.why == "heartbeats":
+        assert v.redeliveries == 0
     if case.why == "pruned":  # the scenario happened: claims were released while their job ran
         assert v.redeliveries > 0
     if case.why == "work beyond vt":
