@@ -39,11 +39,22 @@ class KeySpace:
 
     @classmethod
     def of(cls, keys: list, key_is_int: bool) -> "KeySpace":
-        if key_is_int and keys and max(keys) - min(keys) + 1 == len(keys) and len(set(keys)) == len(keys):
-            return cls(first=min(keys), last=max(keys))
-        keys = list(dict.fromkeys(keys))  # a key seeded twice is one job
-        return cls(first=1, last=len(keys), key_is_int=key_is_int, keys=keys,
-                   index={k: n for n, k in enumerate(keys, start=1)})
+        return cls.collect(((k,) for k in keys), key_is_int)
+
+    @classmethod
+    def collect(cls, rows, key_is_int: bool) -> "KeySpace":
+        """From rows whose first value is a key, read once (a seed's result, streamed): one table
+        key -> number and one list number -> key, built together; a key seeded twice is one job."""
+        index: dict = {}
+        keys: list = []
+        for row in rows:
+            key = canonical(row[0], key_is_int)
+            if key not in index:
+                keys.append(key)
+                index[key] = len(keys)
+        if key_is_int and keys and max(keys) - min(keys) + 1 == len(keys):
+            return cls(first=min(keys), last=max(keys))  # a contiguous range: its own numbers
+        return cls(first=1, last=len(keys), key_is_int=key_is_int, keys=keys, index=index)
 
     def number(self, key: object) -> int:
         """The dense number of a canonical key; a negative one for a key never seeded."""

@@ -6,6 +6,7 @@ outside it is created, altered or dropped. Names go through `psycopg.sql.Identif
 from __future__ import annotations
 
 import hashlib
+import itertools
 import secrets
 import time
 from dataclasses import dataclass
@@ -111,17 +112,17 @@ def build_own_tables(conn: psycopg.Connection, schema: str, strategy, jobs: int,
             *before, last = strategy.steps("seed")
             for statement in before:
                 cur.execute(statement, {k: values[k] for k in placeholders(statement)})
-            cur.execute(last, {k: values[k] for k in placeholders(last)})
+            # Streamed row by row: a million keys never sit in one result next to their copies.
+            rows = cur.stream(last, {k: values[k] for k in placeholders(last)})
+            first = next(rows, None)
             if not cur.description:
                 raise SqlFileError(f"{strategy.source}: section 'seed' returns no rows; its last statement must "
                                    "return the key of each job it created (INSERT ... RETURNING id)")
             key_is_int = cur.description[0].type_code in (20, 21, 23)
-            keys = [int(r[0]) if key_is_int else str(r[0]) for r in cur]
+            space = KeySpace.collect(itertools.chain([first] if first is not None else [], rows), key_is_int)
     except psycopg.Error as exc:
         diag = (exc.diag.message_primary or str(exc)).strip()
         raise SqlFileError(f"{strategy.source}: section '{section}' fails on the server: {diag}. "
                            "Nothing was run; fix the statement and try again.") from None
-    space = KeySpace.of(keys, key_is_int)
-    del keys
     return SeededJobs(first_id=space.first, last_id=space.last, count=space.last - space.first + 1,
                       seconds=time.perf_counter() - started, keys=space if space.keys is not None else None)

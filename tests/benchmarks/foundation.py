@@ -6,7 +6,7 @@
    claimcheck's jobs table, then uuid keys on a file's own table (the ledger maps them to dense
    numbers; the coordinator holds the seeded keys once).
 
-`python tests/benchmarks/foundation.py rss` runs only (3).
+`python tests/benchmarks/foundation.py rss` runs only (3); `rss uuid` only its uuid run.
 
 Uses $CLAIMCHECK_DSN for (2) when set, else an embedded server.
 """
@@ -109,8 +109,9 @@ def coordinator_peak_rss(text: str = CLAIM_AND_FINISH_100, keys: str = "bigint")
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] != ["rss"]:
+    if sys.argv[1:2] != ["rss"]:
         check_wall_time()
         seeding_time()
-    coordinator_peak_rss()
+    if sys.argv[1:] != ["rss", "uuid"]:
+        coordinator_peak_rss()
     coordinator_peak_rss(CLAIM_AND_FINISH_100_UUID, "uuid")
