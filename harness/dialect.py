@@ -32,6 +32,13 @@ def substitute(sql: str, replace: Callable[[str], str]) -> str:
     return PARAM_RE.sub(lambda m: replace(m.group("name")), sql).replace("%%", "%")
 
 
+def bind_some(sql: str, values: dict[str, str]) -> str:
+    """The placeholders named in `values` replaced by their text (already SQL literals); others kept.
+    When none is left, `%%` becomes `%` (the statement is then sent without parameters)."""
+    bound = PARAM_RE.sub(lambda m: values.get(m.group("name"), m.group(0)), sql)
+    return bound if placeholders(bound) else bound.replace("%%", "%")
+
+
 def to_positional(sql: str) -> tuple[str, tuple[str, ...]]:
     """`%(name)s` placeholders -> `$1..$n` (one number per distinct name), `%%` -> `%`."""
     order: list[str] = []

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import NoSuchExample
 
-from claimcheck.dialect import placeholders
+from claimcheck.dialect import bind_some
 from claimcheck.interleave.runner import InterleavingRunner, PermutationResult
 from claimcheck.interleave.spec import Spec, Step, render_spec
 from claimcheck.provision import Server
@@ -80,9 +80,7 @@ def _literal(value: object) -> str:
 def _bind(sql: str, values: dict[str, object]) -> str:
     """The strategy's SQL with its parameters written in as literals; the pick's columns (`%(ids)s`)
     stay parameters, given by the runner from the session's last pick."""
-    for name, value in values.items():
-        sql = sql.replace(f"%({name})s", _literal(value))
-    return sql if placeholders(sql) else sql.replace("%%", "%")
+    return bind_some(sql, {name: _literal(value) for name, value in values.items()})
 
 
 def _section_steps(strategy: Strategy, section: str, low: str, session: str, values: dict) -> list[Step]:
