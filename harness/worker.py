@@ -17,7 +17,7 @@ import random
 import signal
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -25,7 +25,8 @@ from psycopg import errors, pq, sql
 
 from claimcheck.dialect import placeholders
 from claimcheck.fastpath import PreparedStatement
-from claimcheck.keys import KeySpace, canonical
+from claimcheck.claimrows import ClaimRows, Notes
+from claimcheck.keys import KeySpace
 from claimcheck.ledger import ABANDONED, CLAIM_IS_COMPLETION, DONE, FAILED, STALE, WorkerLog
 from claimcheck.logstream import LogStream, summary
 from claimcheck.queries import QUERIES
@@ -38,8 +39,6 @@ RETRY_BACKOFF_BASE_S = 0.0005
 RETRY_BACKOFF_CAP_S = 0.05
 RECONNECT_TIMEOUT_S = 60.0
 RECONNECT_PAUSE_S = 0.1
-MAX_OVER_CLAIM_KEYS = 20
-"""Keys kept as evidence of one over-claim."""
 MAX_CONSECUTIVE_ERRORS = 1000
 """A claim that fails this many times in a row on one worker (each retried after a pause) is not
 contention but a broken statement: the worker gives up and the run is not judged."""
@@ -125,15 +124,6 @@ def worker_main(plan: WorkerPlan, index: int, barrier: Any, shared: Shared, pipe
                 loop.conn.close()
 
 
-@dataclass
-class _Notes:
-    """What a claim's rows showed beyond (job, attempt), kept once its transaction commits."""
-
-    unknown_keys: dict = field(default_factory=dict)
-    over_attempts: list = field(default_factory=list)
-    over_claims: list = field(default_factory=list)
-
-
 class _Stopping(Exception):
     """The run is stopping while this worker has no connection."""
 
@@ -166,7 +156,8 @@ class Loop:
         else:
             self.drain_query = QUERIES["unfinished_remaining" if s.lifecycle else "queued_remaining"]
         self.consecutive_failures = 0
-        self.notes = _Notes()
+        self.reader = ClaimRows(plan.shape, plan.keys, s.batch)
+        self.notes = Notes()
         self.pending_leases: list[tuple[float, float]] = []
         self._prepare_fast_paths()
 
@@ -269,33 +260,19 @@ class Loop:
         return execute_section(self.conn, self.strategy, "claim", params).fetchall()
 
     def _record_shape(self, rows: list[tuple], started: float) -> list[tuple[int, int]]:
-        """(job number, attempt) per row; what else the claim returned is checked and kept here: an
-        over-claim, an attempt beyond max_attempts, the lease's end next to the server's clock."""
-        shape, keys = self.shape, self.keys
-        at, most = shape.attempt_index, shape.max_attempts_index
-        out = []
-        for row in rows:
-            key = canonical(row[0], shape.key_is_int)
-            job = keys.number(key) if keys is not None else key
-            if job < 0:
-                self.notes.unknown_keys[job] = str(key)
-            attempt = int(row[at]) if at is not None and row[at] is not None else 0
-            if most is not None and row[most] is not None and attempt > int(row[most]):
-                self.notes.over_attempts.append((job, attempt, int(row[most])))
-            out.append((job, attempt))
-        if len(rows) > self.settings.batch:
-            self.notes.over_claims.append((started, len(rows), [job for job, _ in out[:MAX_OVER_CLAIM_KEYS]]))
+        """(job number, attempt) per row (see claimcheck.claimrows); the notes wait for the commit."""
+        jobs, self.notes = self.reader.read(rows, started)
         self.pending_leases = []
-        if shape.lease_index is not None and rows:
+        if self.notes.leases:
             # The server's clock right after the claim: a re-take is judged against the earlier
             # holder's lease_until with the server's time, never the client's.
             server_now = self.conn.execute(QUERIES["server_clock"]).fetchone()[0]
-            self.pending_leases = [(server_now, _epoch(row[shape.lease_index])) for row in rows]
-        return out
+            self.pending_leases = [(server_now, until) for until in self.notes.leases]
+        return jobs
 
     def _keep_notes(self) -> None:
-        """The claim committed: what `_record_shape` noticed becomes part of the log."""
-        notes, self.notes = self.notes, _Notes()
+        """The claim committed: what its rows showed becomes part of the log."""
+        notes, self.notes = self.notes, Notes()
         self.log.unknown_keys.update(notes.unknown_keys)
         self.log.over_attempts.extend(notes.over_attempts)
         self.log.over_claims.extend(notes.over_claims)
@@ -496,9 +473,3 @@ class Loop:
             raise RuntimeError(f"the claim failed {MAX_CONSECUTIVE_ERRORS} times in a row, last with "
                                f"{self.log.last_error}; that is not contention but a statement that cannot succeed")
 
-
-def _epoch(value: object) -> float:
-    """A server timestamp (datetime from psycopg) as seconds since the epoch; NaN when NULL."""
-    if value is None:
-        return float("nan")
-    return value.timestamp() if hasattr(value, "timestamp") else float(value)
