@@ -222,7 +222,7 @@ class _Run:
             started = time.monotonic()
             if settings.reap_every_s is not None:
                 reaper = Reaper(self.plan.dsn, self.plan.schema, self.plan.app_prefix, self.plan.strategy,
-                                settings.reap_every_s)
+                                settings.reap_every_s, self.plan.keys)
                 reaper.start()
             injector = FaultInjector(settings.faults, settings.jobs, self.plan.dsn, self.plan.app_prefix, started,
                                      self.restart) if settings.faults else None

@@ -1,8 +1,8 @@
 """Job keys of any type, as the dense integers the ledger counts with.
 
 A claim's first column is the job's key: bigint, int, uuid or text. The ledger keeps one counter
-per seeded job and its logs are arrays of integers, so each key is mapped once to a dense number
-`1..n` (its position among the seeded keys). Integer keys that are already a contiguous range map
+per seeded job and its logs are arrays of integers, so each key is mapped to a dense number
+`1..n` (its position among the sorted seeded keys, found by bisection). Integer keys that are already a contiguous range map
 to themselves and need no table at all. The map is built by the coordinator before the workers
 fork, so every worker inherits it without a copy being sent.
 
@@ -14,7 +14,8 @@ processes), and its text travels with the worker's log for the evidence.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from bisect import bisect_left
+from dataclasses import dataclass
 
 
 def canonical(value: object, key_is_int: bool) -> object:
@@ -34,8 +35,8 @@ class KeySpace:
     last: int
     key_is_int: bool = True
     keys: list | None = None
-    """Position -> key; None when the keys are the integers `first..last` themselves."""
-    index: dict = field(default_factory=dict, repr=False)
+    """Number - 1 -> key, sorted, so a key's number is found by bisection: no second table (and no
+    million int objects) next to the keys themselves. None when the keys are `first..last`."""
 
     @classmethod
     def of(cls, keys: list, key_is_int: bool) -> "KeySpace":
@@ -43,25 +44,24 @@ class KeySpace:
 
     @classmethod
     def collect(cls, rows, key_is_int: bool) -> "KeySpace":
-        """From rows whose first value is a key, read once (a seed's result, streamed): one table
-        key -> number and one list number -> key, built together; a key seeded twice is one job."""
-        index: dict = {}
-        keys: list = []
-        for row in rows:
-            key = canonical(row[0], key_is_int)
-            if key not in index:
-                keys.append(key)
-                index[key] = len(keys)
-        if key_is_int and keys and max(keys) - min(keys) + 1 == len(keys):
-            return cls(first=min(keys), last=max(keys))  # a contiguous range: its own numbers
-        return cls(first=1, last=len(keys), key_is_int=key_is_int, keys=keys, index=index)
+        """From rows whose first value is a key, read once (a seed's result, streamed); a key seeded
+        twice is one job."""
+        keys = [canonical(row[0], key_is_int) for row in rows]
+        keys.sort()
+        unique = [k for i, k in enumerate(keys) if i == 0 or k != keys[i - 1]]
+        if len(unique) != len(keys):
+            keys = unique
+        del unique
+        if key_is_int and keys and keys[-1] - keys[0] + 1 == len(keys):
+            return cls(first=keys[0], last=keys[-1])  # a contiguous range: its own numbers
+        return cls(first=1, last=len(keys), key_is_int=key_is_int, keys=keys)
 
     def number(self, key: object) -> int:
         """The dense number of a canonical key; a negative one for a key never seeded."""
         if self.keys is None:
             return key  # out of first..last: the ledger counts it as unexpected
-        n = self.index.get(key)
-        return n if n is not None else unknown_number(key)
+        i = bisect_left(self.keys, key)
+        return i + 1 if i < len(self.keys) and self.keys[i] == key else unknown_number(key)
 
     def shown(self, number: int, unknown: dict | None = None) -> object:
         """The key of a dense number, as evidence shows it."""
