@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from claimcheck.driver import run_strategy
+from claimcheck.interleave.session import run_spec
+from claimcheck.interleave.spec import read_spec
 from claimcheck.session import run_schema
 from claimcheck.settings import RunSettings, WorkTime
 from claimcheck.sqlfile import read_sql_file
@@ -108,3 +110,13 @@ def test_field_design_verdict(server, case: Case, record_property):
     if case.why == "work beyond vt":
         assert v.redeliveries > 0 and v.stale_completion_violations > 0
         assert all(x.kind == "stale-completion" for x in v.violations)
+
+
+def test_procrastinate_fetch_can_end_in_unique_violation(server):
+    """PR #1241's author is right (see the spec's comment): a same-lock job enqueued while a fetch
+    is in flight makes a second fetch fail with 23505 once the first commits; nothing is handed out twice."""
+    spec = read_spec(HERE / "procrastinate_3_8_unique_violation.spec")
+    [result] = run_spec(server, spec)
+    b_fetch = [r for kind, r in result.events if kind == "completed"]
+    assert [r.sqlstate for r in b_fetch] == ["23505"]
+    assert not result.double_claims and result.owned == {1: [("A", 0)]}
