@@ -186,8 +186,11 @@ class Loop:
         OperationalError is: NOWAIT's 55P03 is one, raised by a healthy connection. The fast path
         reports a dead connection without an SQLSTATE, so ask libpq too."""
         state = exc.sqlstate
-        return (self.conn.closed or self.conn.pgconn.status == pq.ConnStatus.BAD or state is None
-                or state.startswith("08") or state in _LOST_SQLSTATES)
+        if state is None:
+            return isinstance(exc, psycopg.OperationalError) or self.conn.closed \
+                or self.conn.pgconn.status == pq.ConnStatus.BAD
+        return self.conn.closed or self.conn.pgconn.status == pq.ConnStatus.BAD \
+            or state.startswith("08") or state in _LOST_SQLSTATES
 
     def run(self) -> None:
         try:
@@ -211,6 +214,8 @@ class Loop:
             except psycopg.Error as exc:
                 if self._lost(exc):
                     self._reconnect()
+                elif exc.sqlstate is None:
+                    raise  # not the server's answer (a client-side error): a harness or file problem
                 else:  # a claim outcome: counted, retried on the same connection after a pause
                     self._count_retry(exc)
                     self._back_off()
@@ -418,6 +423,8 @@ class Loop:
                 return outcome
             except psycopg.Error as exc:
                 if not self._lost(exc):
+                    if exc.sqlstate is None:
+                        raise
                     self._count_retry(exc)
                     self._back_off()
                     continue
