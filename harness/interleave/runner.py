@@ -212,8 +212,7 @@ class InterleavingRunner:
         for conn in self.conns.values():
             if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
                 await conn.execute("ROLLBACK")
-            # Session advisory locks outlive a rollback: every permutation starts with none.
-            await conn.execute("SELECT pg_advisory_unlock_all()")
+            await conn.execute(QUERIES["release_session_locks"])
 
     async def _execute(self, step: Step, state: "_Ownership") -> StepResult:
         conn = self.conns[step.session]

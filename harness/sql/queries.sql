@@ -117,3 +117,8 @@ SELECT count(*) FROM jobs WHERE id = ANY(%(ids)s) AND status IN ('done', 'failed
 -- The server's clock right after a claim that returns its lease's end (lease_until): the
 -- ledger compares leases with server time only. Seconds since the epoch.
 SELECT extract(epoch FROM clock_timestamp())::float8;
+
+-- name: release_session_locks
+-- Between interleaving permutations: session advisory locks outlive a ROLLBACK, and a spec's
+-- steps may take them (the que / good_job family); every permutation starts with none.
+SELECT pg_advisory_unlock_all();
