@@ -24,6 +24,8 @@ from claimcheck.strategy import HEADER_KEYS, load_strategy
 
 HERE = Path(__file__).parent
 SMALL = {"workers": 4, "jobs": 200}
+ONE = {**SMALL, "batch": 1}
+"""For designs that claim one job (a fixed LIMIT 1): batch 1, so a second row is an over-claim."""
 PRUNED = {"workers": 4, "jobs": 30, "batch": 1, "reap_every_s": 0.1, "work": "0-600"}
 
 
@@ -41,13 +43,13 @@ class Case:
 
 
 CASES = [
-    Case("que_0_14_session_advisory.sql"),
-    Case("que_0_14_session_advisory.sql", {**SMALL, "mode": "lock"}, why="lock mode"),
-    Case("good_job_3_99_advisory_uuid.sql"),
-    Case("graphile_worker_0_1_job_queues.sql"),
+    Case("que_0_14_session_advisory.sql", ONE),
+    Case("que_0_14_session_advisory.sql", {**ONE, "mode": "lock"}, why="lock mode"),
+    Case("good_job_3_99_advisory_uuid.sql", ONE),
+    Case("graphile_worker_0_1_job_queues.sql", ONE),
     Case("graphile_worker_0_17_batch.sql"),
-    Case("procrastinate_0_x_job_locks_fixed.sql"),
-    Case("procrastinate_3_8_unique_lock.sql", {**SMALL, "jobs": 120}),
+    Case("procrastinate_0_x_job_locks_fixed.sql", ONE),
+    Case("procrastinate_3_8_unique_lock.sql", {**ONE, "jobs": 120}),
     Case("pgqueuer_1_3_heartbeat.sql"),
     # Work outlasting the heartbeat timeout while the heartbeat keeps up: never re-taken.
     Case("pgqueuer_1_3_heartbeat.sql", {"workers": 4, "jobs": 16, "batch": 1, "lease_seconds": 0.3,
@@ -64,10 +66,10 @@ CASES = [
     # reap section every 0.1 s releases claims older than 300 ms; work takes 0-600 ms).
     Case("solid_queue_1_4_prune_unfenced_finish.sql", PRUNED, expected="unsafe", why="pruned"),
     Case("solid_queue_1_5_claimed_executions.sql", PRUNED, why="pruned"),
-    Case("queue_classic_3_1_nowait.sql"),
-    Case("queue_classic_4_0_skip_locked.sql"),
-    Case("delayed_job_ar_0_4_3_select_then_lock.sql", expected="unsafe"),
-    Case("delayed_job_ar_0_4_4_update_returning.sql"),
+    Case("queue_classic_3_1_nowait.sql", ONE),
+    Case("queue_classic_4_0_skip_locked.sql", ONE),
+    Case("delayed_job_ar_0_4_3_select_then_lock.sql", ONE, expected="unsafe"),
+    Case("delayed_job_ar_0_4_4_update_returning.sql", ONE),
     Case("pg_boss_10_4_uuid.sql"),
     Case("river_0_43_job_get_available.sql"),
     Case("oban_2_18_cte.sql"),
