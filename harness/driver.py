@@ -11,6 +11,7 @@ import dataclasses
 import multiprocessing
 import multiprocessing.connection
 import selectors
+import signal
 import threading
 import time
 
@@ -189,11 +190,23 @@ class _Run:
         receiver, sender = self.ctx.Pipe(duplex=False)
         process = self.ctx.Process(target=worker_main, args=(self.plan, index, barrier, self.shared, sender),
                                    name=f"claimcheck-w{index:02d}", daemon=True)
-        process.start()
+        # A Ctrl-C raised inside fork()'s at-fork hooks (logging's lock release) is printed and
+        # swallowed ("Exception ignored"), and the run would go on: note it, and raise it once the
+        # worker is started and registered, where the run stops cleanly. (The child ignores SIGINT.)
+        interrupted: list[bool] = []
+        main = threading.current_thread() is threading.main_thread()  # signal.signal works only there
+        previous = signal.signal(signal.SIGINT, lambda *_: interrupted.append(True)) if main else None
+        try:
+            process.start()
+        finally:
+            if main:
+                signal.signal(signal.SIGINT, previous)
         sender.close()
         self.processes[index], self.receivers[index] = process, receiver
         self.selector.register(receiver, selectors.EVENT_READ, data=index)
         self.logs_by_worker[index] = WorkerLog(worker=index)
+        if interrupted:
+            raise KeyboardInterrupt
 
     def _spawn_replacement(self) -> int:
         index = len(self.processes)
