@@ -28,10 +28,10 @@ from claimcheck.reaper import Reaper
 from claimcheck.result import RunResult, TableOutcome
 from claimcheck.sampler import LockWaitSampler, WaitSamples
 from claimcheck.runcontext import RunContext
-from claimcheck.schema import SeededJobs, build_jobs_table
+from claimcheck.schema import SeededJobs, build_jobs_table, build_own_tables, key_base
 from claimcheck.settings import RunSettings
 from claimcheck.stats import latency_summary
-from claimcheck.strategy import Strategy, validate_on_server
+from claimcheck.strategy import Strategy, execute_section, validate_on_server
 from claimcheck.timeline import claims_over_time
 from claimcheck.watch import RunWatch
 from claimcheck.worker import BARRIER_TIMEOUT_S, Shared, WorkerPlan, worker_main
@@ -50,25 +50,51 @@ def run_strategy(conn: psycopg.Connection, server: Server, schema: str, run_id: 
     """Seed, check, run and judge one strategy x setting. `conn` is the coordinator's, in `schema`."""
     if settings.fail_rate and not strategy.has("fail"):
         raise UsageError(f"--fail-rate needs a 'fail' section in {strategy.source}")
-    seeded = build_jobs_table(conn, schema, settings.jobs)
-    validate_on_server(conn, strategy)
+    if strategy.own_schema and settings.reap_every_s is not None and not strategy.has("reap"):
+        raise UsageError(f"{strategy.source} brings its own tables: --reap-every and --faults need its own "
+                         "'reap' section (the built-in reaper knows only claimcheck's jobs table)")
+    seeded = seed(conn, schema, run_id, strategy, settings.jobs)
+    # Validation runs on a connection of its own, closed before any worker starts: a rollback
+    # does not release what a statement takes for the session (an advisory lock, a LISTEN, a SET).
+    with coordinator_connection(server.dsn, run_id, schema, role="validate") as throwaway:
+        shape = validate_on_server(throwaway, strategy)
     _check_headroom(conn, settings.workers + (1 if settings.faults else 0))
-    plan = WorkerPlan(run=RunContext(server.dsn, run_id), strategy=strategy, settings=settings)
+    plan = WorkerPlan(run=RunContext(server.dsn, run_id), strategy=strategy, settings=settings, shape=shape,
+                      keys=seeded.keys)
     run = _Run(plan, server.restart, on_progress, RunWatch(seeded.first_id, seeded.last_id,
-                                                           proves=settings.stop_early and not settings.lifecycle))
+                                                           proves=settings.stop_early and not plan.releases))
     run.go()
     if any(f.kind == "restart" for f in run.faults):
         with coordinator_connection(server.dsn, run_id, schema) as fresh:  # the restart closed the coordinator's connection too
-            return judge_run(fresh, run, strategy, settings, seeded)
-    return judge_run(conn, run, strategy, settings, seeded)
+            return judge_run(fresh, run, strategy, settings, seeded, releases=plan.releases)
+    return judge_run(conn, run, strategy, settings, seeded, releases=plan.releases)
+
+
+def seed(conn: psycopg.Connection, schema: str, run_id: str, strategy: Strategy, jobs: int) -> SeededJobs:
+    """The run's jobs: the file's own tables and seed, or our `jobs` table; keys in the run's own range."""
+    if strategy.own_schema:
+        return build_own_tables(conn, schema, strategy, jobs, key_base(run_id))
+    return build_jobs_table(conn, schema, jobs, key_base(run_id))
+
+
+def _table_outcome(conn: psycopg.Connection, strategy: Strategy, seeded: SeededJobs,
+                   logs: list[WorkerLog]) -> TableOutcome:
+    if not strategy.own_schema:
+        return TableOutcome(*conn.execute(QUERIES["table_outcome"]).fetchone(),
+                            *conn.execute(QUERIES["lifecycle_outcome"]).fetchone()[1:])
+    # Own tables: the file's `remaining` says how many jobs are unfinished; the rest are done.
+    with conn.transaction():
+        left = execute_section(conn, strategy, "remaining", {}).fetchone()[0]
+    attempts = max((max(log.attempt) for log in logs if len(log)), default=0)
+    return TableOutcome(done=seeded.count - left, queued=left, running=0, failed=0, max_attempts=attempts)
 
 
 def judge_run(conn: psycopg.Connection, run: "_Run", strategy: Strategy, settings: RunSettings,
-              seeded: SeededJobs) -> RunResult:
-    """Judge a finished run from its workers' logs and the table (the fork driver's and the Locust master's)."""
-    outcome = TableOutcome(*conn.execute(QUERIES["table_outcome"]).fetchone(),
-                           *conn.execute(QUERIES["lifecycle_outcome"]).fetchone()[1:])
+              seeded: SeededJobs, *, releases: bool) -> RunResult:
+    """Judge a finished run from its workers' logs and the table (the fork driver's and the Locust
+    master's). `releases`: see WorkerPlan.releases."""
     logs = run.logs
+    outcome = _table_outcome(conn, strategy, seeded, logs)
     # The run is the span of the workers' own clocks: from the first release from the barrier
     # to the last worker's end (the coordinator wakes from the barrier a little later than they do).
     started = min(log.started_at for log in logs if log.started_at)
@@ -76,13 +102,14 @@ def judge_run(conn: psycopg.Connection, run: "_Run", strategy: Strategy, setting
     # A run ended early (a proven violation, no progress) did not drain: its unclaimed jobs are not lost.
     drained = settings.drains and run.stopped_by in ("drained", "stalled")
     verdict = judge(logs, seeded.first_id, seeded.last_id, drained=drained, origin=started, reaps=run.reaps,
-                    releases=settings.lifecycle)
-    if run.killed and verdict.unclaimed_jobs:
+                    releases=releases, keys=seeded.keys)
+    if run.killed and verdict.unclaimed_jobs and not strategy.own_schema:
         verdict = _unrecorded(conn, verdict, logs, seeded)
     if run.faults:
         stalled = {e.worker: run.shared.stalled_job[e.worker] for e in run.faults
                    if e.kind == "stall" and run.shared.stall[e.worker] == 2}
-        fates(run.faults, logs, stalled, started, lambda ids: {
+        # A file's own tables have no status column we know of: the jobs' final state shows as '?'.
+        fates(run.faults, logs, stalled, started, (lambda ids: {}) if strategy.own_schema else lambda ids: {
             r[0]: (r[1], r[2]) for r in conn.execute(QUERIES["jobs_state"], {"ids": sorted(ids)}).fetchall()})
     return RunResult(
         strategy=strategy, settings=settings, seeded=seeded, verdict=verdict, waits=run.waits, table=outcome,
@@ -93,6 +120,7 @@ def judge_run(conn: psycopg.Connection, run: "_Run", strategy: Strategy, setting
         claim_statements=sum(log.claim_statements for log in logs),
         empty_claims=sum(log.empty_claims for log in logs), faults_skipped=run.faults_skipped,
         reconnects=sum(log.reconnects for log in logs), reaped=len(run.reaps), faults=run.faults,
+        claim_errors=_sum_counts(log.sqlstates for log in logs),
         claims_over_time=claims_over_time(logs, started, finished - started),
         stop_reason=run.stop_reason(started),
     )
@@ -108,9 +136,19 @@ def _unrecorded(conn: psycopg.Connection, verdict: Verdict, logs: list[WorkerLog
                                jobs_finished=verdict.jobs_finished + finished)
 
 
-def coordinator_connection(dsn: str, run_id: str, schema: str | None = None) -> psycopg.Connection:
-    """The coordinator's connection, named for the run, in the run's schema once it exists."""
-    return RunContext(dsn, run_id).connect("coordinator", in_schema=schema is not None)
+def _sum_counts(counts) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for c in counts:
+        for k, v in c.items():
+            total[k] = total.get(k, 0) + v
+    return dict(sorted(total.items()))
+
+
+def coordinator_connection(dsn: str, run_id: str, schema: str | None = None,
+                           role: str = "coordinator") -> psycopg.Connection:
+    """The coordinator's connection (or a short-lived one for `role`), named for the run, in the
+    run's schema once it exists."""
+    return RunContext(dsn, run_id).connect(role, in_schema=schema is not None)
 
 
 def _check_headroom(conn: psycopg.Connection, workers: int) -> None:
@@ -172,12 +210,14 @@ class _Run:
         receiver, sender = self.ctx.Pipe(duplex=False)
         process = self.ctx.Process(target=worker_main, args=(self.plan, index, barrier, self.shared, sender),
                                    name=f"claimcheck-w{index:02d}", daemon=True)
-        with interrupts.deferred():  # a Ctrl-C mid-fork would leave a half-started child untracked
+        # A Ctrl-C mid-fork would leave a half-started child untracked (or be swallowed by an at-fork
+        # hook): it is held until the worker is started and registered, then raised.
+        with interrupts.deferred():
             process.start()
-        sender.close()
-        self.processes[index], self.receivers[index] = process, receiver
-        self.selector.register(receiver, selectors.EVENT_READ, data=index)
-        self.logs_by_worker[index] = WorkerLog(worker=index)
+            sender.close()
+            self.processes[index], self.receivers[index] = process, receiver
+            self.selector.register(receiver, selectors.EVENT_READ, data=index)
+            self.logs_by_worker[index] = WorkerLog(worker=index)
 
     def _spawn_replacement(self) -> int:
         index = len(self.processes)
@@ -205,7 +245,7 @@ class _Run:
                                   "they did not reach the start barrier")) from None
             started = time.monotonic()
             if settings.reap_every_s is not None:
-                reaper = Reaper(self.plan.run, self.plan.strategy, settings.reap_every_s)
+                reaper = Reaper(self.plan.run, self.plan.strategy, settings.reap_every_s, self.plan.keys)
                 reaper.start()
             injector = FaultInjector(settings.faults, settings.jobs, self.plan.run, started,
                                      self.restart) if settings.faults else None

@@ -11,27 +11,12 @@ explicit transaction (a pick, lock mode) keeps psycopg's general path.
 """
 from __future__ import annotations
 
-import re
-
 import psycopg
 from psycopg import errors, pq
 
-_PARAM_RE = re.compile(r"%\((?P<name>[^)]*)\)s")
+from claimcheck.dialect import to_positional
+
 _OK = (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK)
-
-
-def to_positional(statement: str) -> tuple[str, tuple[str, ...]]:
-    """`%(name)s` placeholders -> `$1..$n` (one number per distinct name), `%%` -> `%`."""
-    order: list[str] = []
-
-    def number(match: re.Match) -> str:
-        name = match.group("name")
-        if name not in order:
-            order.append(name)
-        return f"${order.index(name) + 1}"
-
-    text = _PARAM_RE.sub(number, statement).replace("%%", "%")
-    return text, tuple(order)
 
 
 class PreparedStatement:
@@ -54,16 +39,12 @@ class PreparedStatement:
         """Execute with `values` (by placeholder name); the number of rows it changed."""
         return self._execute(self.bind(values)).command_tuples or 0
 
-    def id_attempt_rows(self, bound: list[bytes]) -> list[tuple[int, int]]:
-        """Execute a claim: (job id, attempt) per returned row; attempt 0 when not returned (or NULL),
-        as the worker's general path reads them."""
+    def rows(self, bound: list[bytes]) -> list[tuple]:
+        """Execute a claim: its rows, each value as libpq's text (bytes), None for NULL. The worker
+        reads the key, the attempt and any named column from them as its general path does."""
         result = self._execute(bound)
-        second = result.nfields > 1
-        rows = []
-        for i in range(result.ntuples):
-            attempt = result.get_value(i, 1) if second else None
-            rows.append((int(result.get_value(i, 0)), int(attempt) if attempt is not None else 0))
-        return rows
+        width = result.nfields
+        return [tuple(result.get_value(i, c) for c in range(width)) for i in range(result.ntuples)]
 
     def _execute(self, bound: list[bytes]) -> pq.abc.PGresult:
         result = self.pgconn.exec_prepared(self.name, bound)

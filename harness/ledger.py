@@ -7,12 +7,17 @@ rules in docs/contracts.md (section 2):
 
 - a claim counts only once its transaction committed (workers record nothing else);
 - a re-claim of a job is a **redelivery** (at-least-once behaviour, not a violation) when every
-  earlier claim of it had been released before it: failed and requeued by its worker, or
-  returned by the reaper;
+  earlier claim of it had been released before it: failed and requeued by its worker, returned
+  by the reaper, or its lease (the claim's `lease_until` column) had ended by the server's clock
+  when the re-claim ran;
 - otherwise it is a **double claim**: the job was handed to a second worker while an earlier
   claim was live, or after it had been completed;
-- a completion (or failure) that changed the row after its claim had been reaped is a **stale
-  completion** violation; one that changed no row was fenced off and is only counted;
+- a completion (or failure) that changed the row after its claim had been reaped, or after its
+  lease ended and the job was re-claimed, is a **stale completion** violation; one that changed
+  no row was fenced off and is only counted;
+- a claim that returned more rows than the batch it asked for is an **over-claim**, and a claim
+  whose attempt number is above the job's `max_attempts` (a column the claim returns) is an
+  **over-attempt**: both violations, with evidence;
 - a seeded job never claimed by the end of a drain is `unclaimed`; a claimed id that was never
   seeded is `unexpected`. Both fail the run, like Jepsen's lost / unexpected;
 - in a run where nothing releases a claim (no reaper, no failures, no faults), a claimed job that
@@ -23,7 +28,9 @@ rules in docs/contracts.md (section 2):
   table, so a queue that deletes finished jobs is counted too.
 
 Times are `time.monotonic()` readings, which Linux keeps system-wide, so the logs of different
-processes share one clock.
+processes share one clock; leases are compared with the server's clock only (the lease's end and
+the re-claim's server time are both the server's readings). Jobs are dense numbers (see
+:mod:`claimcheck.keys`); evidence shows the keys.
 """
 from __future__ import annotations
 
@@ -70,6 +77,18 @@ class WorkerLog:
     serialization_failures: int = 0
     deadlocks: int = 0
     reconnects: int = 0
+    sqlstates: dict = field(default_factory=dict)
+    """Server errors raised inside claims and completions, by SQLSTATE (each rolled back and retried)."""
+    last_error: str | None = None
+    leases: list = field(default_factory=list)
+    """(slot, server time right after the claim, lease_until), both epoch seconds, for claims that
+    return `lease_until`."""
+    over_claims: list = field(default_factory=list)
+    """(claimed_at, rows returned, job numbers) of claims that returned more rows than the batch."""
+    over_attempts: list = field(default_factory=list)
+    """(job, attempt, max_attempts) of claims whose attempt was above the job's max_attempts."""
+    unknown_keys: dict = field(default_factory=dict)
+    """Number -> key text of claimed keys that were never seeded."""
     started_at: float = 0.0
     finished_at: float = 0.0
     error: str | None = None
@@ -116,11 +135,13 @@ class Claim:
 class Violation:
     """A job handed to more than one worker, or changed by a worker that no longer owned it."""
 
-    job: int
+    job: object
+    """The job's key."""
     kind: str
     """`concurrent`: claimed again while an earlier claim was live; `after-done`: claimed again
-    after an earlier claim completed it; `stale-completion`: a reaped claim's worker changed the row;
-    `never-finished`: nothing released the claim, yet its completion changed no row."""
+    after an earlier claim completed it; `stale-completion`: a reaped (or lease-expired and
+    re-claimed) claim's worker changed the row; `never-finished`: nothing released the claim, yet
+    its completion changed no row."""
     claims: tuple[Claim, ...]
     """The first MAX_CLAIMS_SHOWN claims of the job, in attempt order."""
     times_claimed: int = 0
@@ -159,12 +180,19 @@ class Verdict:
     never_finished: int = 0
     """Claimed jobs whose every claim ended with a completion that changed no row, in a run where
     nothing releases a claim (judged with `releases=False`): `complete` never matched."""
+    over_claims: int = 0
+    """Claims that returned more rows than the batch they asked for."""
+    over_attempts: int = 0
+    """Claims whose attempt number was above the job's max_attempts (as the claim returned it)."""
+    shape_evidence: tuple[dict, ...] = ()
+    """Evidence of over-claims and over-attempts (at most MAX_EVIDENCE)."""
 
     @property
     def exactly_once(self) -> bool:
         lost = self.unclaimed_jobs if self.drained else 0
         return (self.double_claimed_jobs == 0 and self.stale_completion_violations == 0
-                and self.unexpected_jobs == 0 and lost == 0 and self.never_finished == 0)
+                and self.unexpected_jobs == 0 and lost == 0 and self.never_finished == 0
+                and self.over_claims == 0 and self.over_attempts == 0)
 
 
 @dataclass
@@ -174,10 +202,13 @@ class _Seen:
     claimed_at: float
     ended_at: float
     outcome: int
+    server_at: float = math.nan
+    """The server's clock right after the claim (only for claims that return their lease)."""
+    lease_until: float = math.nan
 
 
 def judge(logs: list[WorkerLog], first_id: int, last_id: int, *, drained: bool, origin: float = 0.0,
-          reaps: list[Reap] | None = None, releases: bool = True) -> Verdict:
+          reaps: list[Reap] | None = None, releases: bool = True, keys=None) -> Verdict:
     """Judge the combined logs of a run over seeded ids `first_id..last_id`.
 
     `drained` says the run went until no job was left, so unclaimed jobs are lost jobs.
@@ -186,8 +217,16 @@ def judge(logs: list[WorkerLog], first_id: int, last_id: int, *, drained: bool, 
     `reaps` are the reaper's returns, each timed before its statement was sent (so before it
     committed).
     `origin` is subtracted from times shown in evidence. Memory stays linear in the number of
-    jobs (one counter per id) plus the claims of jobs claimed more than once.
+    jobs (one counter per id) plus the claims of jobs claimed more than once. `keys` (a
+    :class:`claimcheck.keys.KeySpace`) turns job numbers back into keys for the evidence.
     """
+    unknown: dict[int, str] = {}
+    for log in logs:
+        unknown.update(log.unknown_keys)
+
+    def shown(job: int) -> object:
+        return keys.shown(job, unknown) if keys is not None else job
+
     reaped: dict[tuple[int, int], float] = {}
     for r in reaps or []:  # the first return of a claim is its release
         reaped.setdefault((r.job, r.attempt), r.at)
@@ -232,16 +271,23 @@ def judge(logs: list[WorkerLog], first_id: int, last_id: int, *, drained: bool, 
         lost = job in unmatched and not kind and not any(c.outcome in (LIVE, FAILED) for c in seen)
         never_finished += lost
         if (kind or late or lost) and len(violations) < MAX_EVIDENCE:
-            violations.append(_evidence(job, kind or ("stale-completion" if late else "never-finished"), seen,
+            violations.append(_evidence(shown(job), kind or ("stale-completion" if late else "never-finished"), seen,
                                         reaped, origin))
     never = counts.count(0)
     unique = span - never + len(unexpected)
+    over_claims = [(log.worker, *o) for log in logs for o in log.over_claims]
+    over_attempts = [(log.worker, *o) for log in logs for o in log.over_attempts]
+    evidence = [{"kind": "over-claim", "worker": w, "claimed_at_s": round(at - origin, 6), "rows": n,
+                 "jobs": [shown(j) for j in jobs]} for w, at, n, jobs in sorted(over_claims, key=lambda o: o[1])]
+    evidence += [{"kind": "over-attempt", "worker": w, "job": shown(j), "attempt": a, "max_attempts": m}
+                 for w, j, a, m in over_attempts]
     return Verdict(
         claims=claims, unique_jobs_claimed=unique, double_claimed_jobs=doubled, extra_claims=claims - unique,
         unclaimed_jobs=never, unexpected_jobs=len(unexpected), stale_completions=stale,
         violations=tuple(violations), drained=drained, redeliveries=redelivered,
         stale_completion_violations=stale_violations, jobs_finished=finished.count(1) + len(finished_unexpected),
-        never_finished=never_finished,
+        never_finished=never_finished, over_claims=len(over_claims), over_attempts=len(over_attempts),
+        shape_evidence=tuple(evidence[:MAX_EVIDENCE]),
     )
 
 
@@ -250,17 +296,26 @@ def _history(logs: list[WorkerLog], jobs: set[int]) -> dict[int, list[_Seen]]:
     if not jobs:
         return found
     for log in logs:
+        leases = {slot: (at, until) for slot, at, until in log.leases}
         for i, job in enumerate(log.job):
             if job in jobs:
+                server_at, until = leases.get(i, (math.nan, math.nan))
                 found.setdefault(job, []).append(_Seen(log.worker, log.attempt[i], log.claimed_at[i],
-                                                       log.ended_at[i], log.outcome[i]))
+                                                       log.ended_at[i], log.outcome[i], server_at, until))
     return found
+
+
+def _lease_ended(earlier: _Seen, later: _Seen) -> bool:
+    """Had `earlier`'s lease ended, by the server's clock, when `later` was claimed? (NaN: no lease.)"""
+    return earlier.lease_until <= later.server_at
 
 
 def _released(job: int, earlier: _Seen, later: _Seen, reaped: dict) -> bool:
     """Was `earlier` given back before `later` committed: returned by the reaper, or failed?"""
     at = reaped.get((job, earlier.attempt))
     if at is not None and at <= later.claimed_at:
+        return True
+    if _lease_ended(earlier, later):
         return True
     return earlier.outcome == FAILED and earlier.ended_at <= later.claimed_at
 
@@ -288,10 +343,15 @@ def _reclaims(job: int, seen: list[_Seen], reaped: dict) -> tuple[str | None, in
 
 
 def _stale_change(job: int, seen: list[_Seen], reaped: dict) -> int:
-    """1 if a reaped claim's worker later changed the row (completed or failed it), else 0."""
-    for claim in seen:
+    """1 if a reaped claim's worker later changed the row (completed or failed it), or a claim whose
+    lease ended and whose job was re-claimed changed it (its own requeue before the re-claim aside), else 0."""
+    for i, claim in enumerate(seen):
         at = reaped.get((job, claim.attempt))
         if at is not None and claim.outcome in _CHANGED_ROW and claim.ended_at > at:
+            return 1
+        if claim.outcome in _CHANGED_ROW and any(
+                _lease_ended(claim, later) and not (claim.outcome == FAILED and claim.ended_at <= later.claimed_at)
+                for later in seen if later is not claim and later.claimed_at >= claim.claimed_at):
             return 1
     return 0
 

@@ -33,7 +33,8 @@ import psycopg
 from claimcheck.ledger import DONE, FAILED, WorkerLog
 from claimcheck.logstream import LogStream, summary
 from claimcheck.settings import FaultPlan, RunSettings, WorkTime
-from claimcheck.strategy import Strategy
+from claimcheck.strategy import ClaimShape, Strategy
+from claimcheck.keys import KeySpace
 from claimcheck.runcontext import RunContext
 from claimcheck.worker import Loop, Shared, WorkerPlan, connect_worker
 
@@ -61,8 +62,9 @@ def encode_plan(plan: WorkerPlan) -> str:
     """The plan as the master forwards it to workers (a custom option, sent with Locust's spawn)."""
     settings = asdict(plan.settings)
     settings["work"] = asdict(plan.settings.work)
-    return json.dumps({"dsn": plan.run.dsn, "run_id": plan.run.run_id,
-                       "strategy": asdict(plan.strategy), "settings": settings})
+    keys = None if plan.keys is None else asdict(plan.keys)  # a contiguous range: no list (see MasterRun.setup)
+    return json.dumps({"dsn": plan.run.dsn, "run_id": plan.run.run_id, "strategy": asdict(plan.strategy),
+                       "settings": settings, "shape": asdict(plan.shape), "keys": keys})
 
 
 def decode_plan(text: str) -> WorkerPlan:
@@ -70,7 +72,9 @@ def decode_plan(text: str) -> WorkerPlan:
     settings = data["settings"]
     settings["work"] = WorkTime(**settings["work"])
     settings["faults"] = FaultPlan(**settings["faults"]) if settings.get("faults") else None
-    return WorkerPlan(run=RunContext(data["dsn"], data["run_id"]),
+    shape = {k: tuple(v) if isinstance(v, list) else v for k, v in data["shape"].items()}
+    return WorkerPlan(run=RunContext(data["dsn"], data["run_id"]), shape=ClaimShape(**shape),
+                      keys=None if data["keys"] is None else KeySpace(**data["keys"]),
                       strategy=Strategy(**data["strategy"]), settings=LocustSettings(**settings))
 
 
@@ -110,10 +114,14 @@ class ToMaster:
                 pass  # the connection is gone; the loop reconnects (and anchors) on its next statement
         at = self.clock.server_time
         if kind == "log":
-            start, job, attempt, claimed_at, ended_at, outcome, endings = payload
+            start, job, attempt, claimed_at, ended_at, outcome, endings, notes = payload
+            leases, over_claims, over_attempts, unknown = notes
             data = {"user": self.index, "start": start, "job": job.tolist(), "attempt": attempt.tolist(),
                     "claimed_at": [at(t) for t in claimed_at], "ended_at": [at(t) for t in ended_at],
-                    "outcome": outcome.tolist(), "endings": [(s, at(t), how) for s, t, how in endings]}
+                    "outcome": outcome.tolist(), "endings": [(s, at(t), how) for s, t, how in endings],
+                    # leases are the server's readings already; unknown keys as pairs (msgpack maps want str keys)
+                    "notes": [list(leases), [(at(t), n, list(jobs)) for t, n, jobs in over_claims],
+                              list(over_attempts), list(unknown.items())]}
             self.runner.send_message(LOG_MESSAGE, data)
         else:
             fields = dict(payload, claim_latency_ms=list(payload["claim_latency_ms"]))

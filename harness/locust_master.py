@@ -34,7 +34,7 @@ from rich.console import Console
 
 from claimcheck.cli import REPORT_WIDTH_WHEN_PIPED
 from claimcheck.commands._options import report_runs
-from claimcheck.driver import STALL_TIMEOUT_S, judge_run
+from claimcheck.driver import STALL_TIMEOUT_S, coordinator_connection, judge_run, seed
 from claimcheck.errors import ClaimcheckError, ServerError, UsageError
 from claimcheck.ledger import Verdict, WorkerLog
 from claimcheck.locust_claimer import (END_MESSAGE, LOG_MESSAGE, SERVER_EPOCH, START_MESSAGE, LocustSettings,
@@ -46,7 +46,6 @@ from claimcheck.queries import QUERIES
 from claimcheck.report import print_server
 from claimcheck.sampler import LockWaitSampler, WaitSamples
 from claimcheck.runcontext import RunContext
-from claimcheck.schema import build_jobs_table
 from claimcheck.session import run_id_from_env, run_schema
 from claimcheck.settings import WorkTime
 from claimcheck.strategy import load_strategy, validate_on_server
@@ -101,14 +100,20 @@ class MasterRun:
         # The same schema lifecycle as the fork driver's (owner record, sweep of a dead run's
         # leftovers, drop of only what this run created), closed in cleanup().
         self.conn, _, _ = self.cleanup_stack.enter_context(run_schema(self.server, run_id=self.run_id))
-        self.seeded = build_jobs_table(self.conn, self.schema, self.settings.jobs)
-        validate_on_server(self.conn, self.strategy)
+        self.seeded = seed(self.conn, self.schema, self.run_id, self.strategy, self.settings.jobs)
+        if self.seeded.keys is not None and self.seeded.keys.keys is not None:
+            raise UsageError(f"{self.strategy.source}: --engine locust needs integer keys in one range for now "
+                             "(the fork driver takes keys of any type)")
+        # As the fork driver does: a throwaway connection, so validation holds nothing during the run.
+        with coordinator_connection(self.server.dsn, self.run_id, self.schema, role="validate") as throwaway:
+            shape = validate_on_server(throwaway, self.strategy)
         free = self.conn.execute(QUERIES["connection_headroom"]).fetchone()[0]
         if free < self.settings.workers + 1:
             raise ServerError(f"the server has room for {free} more connections but the run needs "
                               f"{self.settings.workers + 1} (one per user and the sampler); lower --users "
                               "or raise max_connections")
-        plan = WorkerPlan(run=self.run, strategy=self.strategy, settings=self.settings)
+        self.plan = plan = WorkerPlan(run=self.run, strategy=self.strategy, settings=self.settings, shape=shape,
+                                      keys=self.seeded.keys)
         self.options.claimcheck_plan = encode_plan(plan)
         self.sampler = LockWaitSampler(self.run)
         self.sampler.start()
@@ -127,8 +132,11 @@ class MasterRun:
 
     def _on_log(self, environment: Any, msg: Any, **kwargs: Any) -> None:
         d = msg.data
+        leases, over_claims, over_attempts, unknown = d["notes"]
+        notes = ([tuple(x) for x in leases], [tuple(x) for x in over_claims], [tuple(x) for x in over_attempts],
+                 dict(unknown))
         merge_delta(self._log(d["user"]), (d["start"], d["job"], d["attempt"], d["claimed_at"], d["ended_at"],
-                                           d["outcome"], d["endings"]))
+                                           d["outcome"], d["endings"], notes))
         self.last_news = time.monotonic()
 
     def _on_end(self, environment: Any, msg: Any, **kwargs: Any) -> None:
@@ -200,7 +208,7 @@ class MasterRun:
             raise ClaimcheckError("no Locust user started claiming; is a worker connected to this master?")
         run = SimpleNamespace(logs=logs, killed=lost, reaps=[], faults=[], faults_skipped=[], waits=waits,
                               stopped_by=stopped_by, shared=None, stop_reason=lambda started: None)
-        result = judge_run(self.conn, run, self.strategy, self.settings, self.seeded)
+        result = judge_run(self.conn, run, self.strategy, self.settings, self.seeded, releases=self.plan.releases)
         if lost:
             result = dataclasses.replace(result, verdict=self._unrecorded(result.verdict, logs))
             nodes = {self.node_of[u] for u in lost}

@@ -20,6 +20,7 @@ class LogStream:
     def __init__(self, pipe: Any, log: WorkerLog) -> None:
         self.pipe, self.log = pipe, log
         self.sent = 0
+        self.sent_notes = (0, 0, 0)  # leases, over-claims, over-attempts already sent
         self.ended: set[int] = set()
         self.last_flush = time.monotonic()
 
@@ -30,10 +31,14 @@ class LogStream:
     def flush(self) -> None:
         log, start = self.log, self.sent
         endings = [(s, log.ended_at[s], log.outcome[s]) for s in self.ended]
-        if len(log) > start or endings:
+        leases, over, above = self.sent_notes
+        notes = (log.leases[leases:], log.over_claims[over:], log.over_attempts[above:], dict(log.unknown_keys)
+                 if log.unknown_keys else {})
+        if len(log) > start or endings or any(notes[:3]):
             self.pipe.send(("log", (start, log.job[start:], log.attempt[start:], log.claimed_at[start:],
-                                    log.ended_at[start:], log.outcome[start:], endings)))
+                                    log.ended_at[start:], log.outcome[start:], endings, notes)))
         self.sent, self.last_flush = len(log), time.monotonic()
+        self.sent_notes = (len(log.leases), len(log.over_claims), len(log.over_attempts))
         self.ended.clear()
 
     def flush_if_due(self) -> None:
@@ -42,7 +47,7 @@ class LogStream:
 
 
 SUMMARY_FIELDS = ("claim_latency_ms", "claim_statements", "empty_claims", "serialization_failures", "deadlocks",
-                  "reconnects", "started_at", "finished_at", "error")
+                  "reconnects", "sqlstates", "last_error", "unknown_keys", "started_at", "finished_at", "error")
 """What a worker sends once, at its end: everything in its log but the claims it streamed."""
 
 
@@ -59,7 +64,7 @@ def apply_summary(log: WorkerLog, fields: dict) -> None:
 def merge_delta(log: WorkerLog, payload: tuple) -> list[int]:
     """The coordinator's side of :class:`LogStream`: apply one flush to its copy of the log.
     Returns the slots of older records that ended in it."""
-    start, job, attempt, claimed_at, ended_at, outcome, endings = payload
+    start, job, attempt, claimed_at, ended_at, outcome, endings, notes = payload
     if start != len(log):  # messages arrive in order on one pipe; anything else is a harness bug
         raise RuntimeError(f"worker {log.worker}: log delta starts at {start}, {len(log)} records known")
     log.job.extend(job)
@@ -69,4 +74,9 @@ def merge_delta(log: WorkerLog, payload: tuple) -> list[int]:
     log.outcome.extend(outcome)
     for slot, ended, how in endings:
         log.ended_at[slot], log.outcome[slot] = ended, how
+    leases, over_claims, over_attempts, unknown = notes
+    log.leases.extend(leases)
+    log.over_claims.extend(over_claims)
+    log.over_attempts.extend(over_attempts)
+    log.unknown_keys.update(unknown)
     return [slot for slot, _, _ in endings]

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import psycopg
 
+from claimcheck.dialect import substitute
 from claimcheck.errors import ServerError, UsageError
 from claimcheck.ownership import write_owner_file
 from claimcheck.postmaster import die_with_parent, sweep_clusters
@@ -47,7 +48,6 @@ PGBENCH_TIMEOUT_S = 600
 SCRIPT_DIR_PREFIX = "claimcheck-pgbench-"
 MAX_TRIES = 100
 """Serialization failures and deadlocks are retried by pgbench (--max-tries), as by our workers."""
-_PARAM_RE = re.compile(r"%\((?P<name>[^)]*)\)s")
 _TPS_RE = re.compile(r"^tps = (?P<tps>[0-9.]+) \(without initial connection time\)", re.MULTILINE)
 _PROCESSED_RE = re.compile(r"^number of transactions actually processed: (?P<n>\d+)", re.MULTILINE)
 _FAILED_RE = re.compile(r"^number of failed transactions: (?P<n>\d+)", re.MULTILINE)
@@ -88,7 +88,7 @@ def _to_pgbench(statement: str, replacements: dict[str, str]) -> str:
 
     pgbench reads an SQL command over several lines up to `;` or a `\\gset`, so the text stays as written.
     """
-    return _PARAM_RE.sub(lambda m: replacements[m.group("name")], statement).replace("%%", "%")
+    return substitute(statement, replacements.__getitem__)
 
 
 def claim_returns_attempts(conn: psycopg.Connection, strategy: Strategy, settings: RunSettings) -> bool:

@@ -11,6 +11,7 @@ import time
 
 import psycopg
 
+from claimcheck.keys import KeySpace, canonical
 from claimcheck.ledger import Reap
 from claimcheck.queries import QUERIES
 from claimcheck.runcontext import RunContext
@@ -20,10 +21,12 @@ RECONNECT_PAUSE_S = 0.2
 
 
 class Reaper:
-    def __init__(self, run: RunContext, strategy: Strategy, every_s: float) -> None:
+    def __init__(self, run: RunContext, strategy: Strategy, every_s: float, keys: KeySpace | None = None) -> None:
         self.run = run
         self.statement = strategy.statements.get("reap", QUERIES["reap_expired"])
         self.every_s = every_s
+        self.keys = keys
+        """The seeded keys, to number what the reap returns as the workers number their claims."""
         self.reaps: list[Reap] = []
         self._halt = threading.Event()
         self._thread = threading.Thread(target=self._run, name="claimcheck-reaper", daemon=True)
@@ -44,7 +47,8 @@ class Reaper:
                 # acknowledged after this moment may be compared with it safely (see the ledger).
                 at = time.monotonic()
                 rows = conn.execute(self.statement).fetchall()
-                self.reaps.extend(Reap(job=int(r[0]), attempt=int(r[1]) if len(r) > 1 else 0, at=at) for r in rows)
+                self.reaps.extend(Reap(job=self._number(r[0]), attempt=int(r[1]) if len(r) > 1 else 0, at=at)
+                                  for r in rows)
             except psycopg.OperationalError:  # a server restart: try again on the next round
                 if conn is not None:
                     conn.close()
@@ -52,6 +56,11 @@ class Reaper:
                 time.sleep(RECONNECT_PAUSE_S)
         if conn is not None:
             conn.close()
+
+    def _number(self, key: object) -> int:
+        if self.keys is None or self.keys.keys is None:
+            return int(key)
+        return self.keys.number(canonical(key, self.keys.key_is_int))
 
     def stop(self) -> list[Reap]:
         self._halt.set()

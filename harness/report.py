@@ -212,8 +212,32 @@ def print_server(console: Console, server: Server) -> None:
     console.print(f"[bold]PostgreSQL {server.version}[/] ({server.source})")
 
 
+def claim_errors_line(run: RunResult) -> str | None:
+    """Server errors inside claims, by SQLSTATE, and reconnects: outcomes, shown under the table."""
+    if not run.claim_errors and not run.reconnects:
+        return None
+    counts = ", ".join(f"{state} ×{n:,}" for state, n in run.claim_errors.items()) or "none"
+    return (f"{run.strategy.name} ({run.settings.mode}): server errors in claims, each rolled back and retried "
+            f"on the same connection: {counts}; reconnects after a lost connection: {run.reconnects:,}")
+
+
+def shape_lines(evidence: Iterable[dict], limit: int = EVIDENCE_SHOWN) -> list[str]:
+    lines = []
+    for e in list(evidence)[:limit]:
+        if e["kind"] == "over-claim":
+            lines.append(f"over-claim: worker w{e['worker']:02d} got {e['rows']} rows from one claim "
+                         f"(batch smaller) at +{e['claimed_at_s']:.4f}s: jobs {', '.join(map(str, e['jobs']))}")
+        else:
+            lines.append(f"over-attempt: job {e['job']} claimed by w{e['worker']:02d} as attempt {e['attempt']} "
+                         f"with max_attempts {e['max_attempts']}")
+    return lines
+
+
 def print_evidence(console: Console, run: RunResult, limit: int = EVIDENCE_SHOWN) -> None:
     v = run.verdict
+    errors = claim_errors_line(run)
+    if errors:
+        console.print(errors, highlight=False, markup=False)
     if run.exactly_once:
         return
     problems = [f"{v.double_claimed_jobs:,} job(s) handed to more than one worker"] if v.double_claimed_jobs else []
@@ -229,13 +253,17 @@ def print_evidence(console: Console, run: RunResult, limit: int = EVIDENCE_SHOWN
         problems.append(f"{v.unclaimed_jobs:,} unclaimed")
     if v.unexpected_jobs:
         problems.append(f"{v.unexpected_jobs:,} unexpected ids")
+    if v.over_claims:
+        problems.append(f"{v.over_claims:,} over-claim(s): more rows than the batch asked for")
+    if v.over_attempts:
+        problems.append(f"{v.over_attempts:,} claim(s) beyond max_attempts")
     if not run.lifecycle_ok:
         problems.append(f"{run.unfinished_jobs:,} job(s) neither done nor failed, "
                         f"{run.table.over_max_attempts:,} over max_attempts")
     console.print(f"[bold red]{run.strategy.name} ({run.settings.mode}): {'; '.join(problems) or 'violated'}[/]. "
                   f"{v.extra_claims:,} extra claims, {v.redeliveries:,} redeliveries. "
                   "Evidence (times from the start of the run):")
-    for line in evidence_lines(v.violations, limit):
+    for line in evidence_lines(v.violations, limit) + shape_lines(v.shape_evidence, limit):
         console.print(line, highlight=False, markup=False)
 
 

@@ -11,7 +11,6 @@ report they write with the real `jsonschema` and check that both readers agree o
 from __future__ import annotations
 
 import json
-import math
 from functools import cache
 from importlib.resources import files
 from typing import Any, Iterator

@@ -70,6 +70,8 @@ class RunResult:
     jobs its own table left unfinished, in its own words (see :mod:`claimcheck.libs`)."""
     repetitions: "tuple[RunResult, ...]" = ()
     """Every repetition of this strategy x setting (`bench --repeat`), this one among them; empty for one run."""
+    claim_errors: dict = field(default_factory=dict)
+    """Server errors inside claims and completions, by SQLSTATE: each rolled back, counted, retried."""
 
     @property
     def pgbench_ratio(self) -> float | None:
@@ -151,6 +153,9 @@ class RunResult:
             "pgbench_ratio": None if self.pgbench_ratio is None else round(self.pgbench_ratio, 3),
             "pgbench": None if self.pgbench is None else self.pgbench.as_dict(),
             "claims_over_time": self.claims_over_time,
+            "claim_errors": self.claim_errors, "reconnects": self.reconnects,
+            "over_claims": v.over_claims, "over_attempts": v.over_attempts,
+            "shape_violations": list(v.shape_evidence),
         }
         if self.library is not None:
             data["library"] = self.library

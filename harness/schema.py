@@ -5,23 +5,44 @@ outside it is created, altered or dropped. Names go through `psycopg.sql.Identif
 """
 from __future__ import annotations
 
+import hashlib
+import itertools
 import secrets
 import time
 from dataclasses import dataclass
 
 import psycopg
 from psycopg import errors, sql
+from psycopg.types.string import TextLoader
 
-from claimcheck.errors import UsageError
+from claimcheck.dialect import placeholders
+from claimcheck.errors import SqlFileError, UsageError
+from claimcheck.keys import KeySpace
 from claimcheck.ownership import owner_dead, parse_comment, schema_comment
 from claimcheck.queries import QUERIES
 from claimcheck.runcontext import SCHEMA_PREFIX, app_pattern, schema_name
 
 __all__ = ["SCHEMA_PREFIX", "schema_name"]
 
+KEY_RANGE_BITS = 30
+"""Each run's integer keys start at its own multiple of 2**30: up to ~1e9 jobs per run, and runs
+sharing a server never share a key (advisory locks are database-wide, schemas do not separate them)."""
+
 
 def new_run_id() -> str:
     return secrets.token_hex(4)
+
+
+def key_base(run_id: str) -> int:
+    """The first integer key of a run: distinct for distinct run ids (a generated id is 32 random bits,
+    so its range is disjoint from every other run's; a chosen id is hashed to 32 bits)."""
+    try:
+        slot = int(run_id, 16) if len(run_id) <= 8 else None
+    except ValueError:
+        slot = None
+    if slot is None:
+        slot = int.from_bytes(hashlib.blake2b(run_id.encode(), digest_size=4).digest(), "big")
+    return (slot << KEY_RANGE_BITS) + 1
 
 
 @dataclass(frozen=True)
@@ -33,6 +54,12 @@ class SeededJobs:
     count: int
     seconds: float
     """Wall time of the whole table build: create, seed, index, analyze."""
+    keys: KeySpace | None = None
+    """The seeded keys; None: the integers first_id..last_id."""
+
+    @property
+    def keyspace(self) -> KeySpace:
+        return self.keys if self.keys is not None else KeySpace(first=self.first_id, last=self.last_id)
 
 
 def use_schema(conn: psycopg.Connection, schema: str) -> None:
@@ -83,15 +110,51 @@ def drop_schema(conn: psycopg.Connection, schema: str) -> None:
     conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 
 
-def build_jobs_table(conn: psycopg.Connection, schema: str, jobs: int) -> SeededJobs:
-    """(Re)create `schema.jobs` with `jobs` queued jobs; the previous table, if any, goes."""
+def build_jobs_table(conn: psycopg.Connection, schema: str, jobs: int, first_key: int = 1) -> SeededJobs:
+    """(Re)create `schema.jobs` with `jobs` queued jobs, ids from `first_key`; the previous table, if any, goes."""
     started = time.perf_counter()
     with conn.transaction():
         conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(schema, "jobs")))
-        conn.execute(QUERIES["create_jobs"])
+        conn.execute(sql.SQL(QUERIES["create_jobs"]).format(first_key=sql.Literal(first_key)))
         conn.execute(QUERIES["seed_jobs"], {"jobs": jobs})
         conn.execute(QUERIES["add_primary_key"])
         conn.execute(QUERIES["create_ready_index"])
     conn.execute(QUERIES["analyze_jobs"])
     first, last, count = conn.execute(QUERIES["seeded_range"]).fetchone()
     return SeededJobs(first_id=first or 0, last_id=last or 0, count=count, seconds=time.perf_counter() - started)
+
+
+def build_own_tables(conn: psycopg.Connection, schema: str, strategy, jobs: int, first_key: int) -> SeededJobs:
+    """Run a file's `schema` section, then its `seed`, whose last statement returns the seeded keys.
+
+    Runs in `schema` (the search_path), in one transaction: a failure leaves nothing half-built.
+    `schema` statements are bound on the client (DDL takes no server-side parameters).
+    """
+    started = time.perf_counter()
+    values = {"jobs": jobs, "key_base": first_key}
+    section = "schema"
+    try:
+        with conn.transaction():
+            client = psycopg.ClientCursor(conn)
+            for statement in strategy.steps("schema"):
+                client.execute(statement, {k: values[k] for k in placeholders(statement)})
+            section = "seed"
+            cur = conn.cursor()
+            cur.adapters.register_loader("uuid", TextLoader)  # keys as text, no UUID object per row
+            *before, last = strategy.steps("seed")
+            for statement in before:
+                cur.execute(statement, {k: values[k] for k in placeholders(statement)})
+            # Streamed row by row: a million keys never sit in one result next to their copies.
+            rows = cur.stream(last, {k: values[k] for k in placeholders(last)})
+            first = next(rows, None)
+            if not cur.description:
+                raise SqlFileError(f"{strategy.source}: section 'seed' returns no rows; its last statement must "
+                                   "return the key of each job it created (INSERT ... RETURNING id)")
+            key_is_int = cur.description[0].type_code in (20, 21, 23)
+            space = KeySpace.collect(itertools.chain([first] if first is not None else [], rows), key_is_int)
+    except psycopg.Error as exc:
+        diag = (exc.diag.message_primary or str(exc)).strip()
+        raise SqlFileError(f"{strategy.source}: section '{section}' fails on the server: {diag}. "
+                           "Nothing was run; fix the statement and try again.") from None
+    return SeededJobs(first_id=space.first, last_id=space.last, count=space.last - space.first + 1,
+                      seconds=time.perf_counter() - started, keys=space if space.keys is not None else None)

@@ -120,6 +120,9 @@ def run_all(server: Server, strategies: list[Strategy], grid: list[RunSettings],
     """Every strategy x setting in one schema; with `pgbench`, each also through pgbench on a reseeded table."""
     if pgbench:
         pgbench_path(server.bin_dir)  # fail before the first run, not after it
+        own = [s.source for s in strategies if s.own_schema]
+        if own:
+            raise UsageError(f"--pgbench runs the SQL on claimcheck's jobs table; {own[0]} brings its own tables")
     results = []
     with run_schema(server) as (original, schema, run_id):
         conn = original

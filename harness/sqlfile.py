@@ -1,7 +1,7 @@
 """Reading `.sql` files of named statements: the strategy contract and our own queries.
 
 A file is a few optional `-- key: value` headers, then sections, each opened by a
-`-- name: SECTION` line and holding one statement with `%(param)s` placeholders::
+`-- name: SECTION` line and holding one or more statements with `%(param)s` placeholders::
 
     -- isolation: read committed
     -- name: claim
@@ -16,12 +16,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from claimcheck.dialect import has_positional, placeholders, split_statements
 from claimcheck.errors import SqlFileError, read_input
 
 _SECTION_RE = re.compile(r"^\s*--\s*name\s*:\s*(?P<name>\S+)\s*$", re.IGNORECASE)
 _HEADER_RE = re.compile(r"^\s*--\s*(?P<key>[a-z_]+)\s*:\s*(?P<value>.*?)\s*$", re.IGNORECASE)
-_PARAM_RE = re.compile(r"%\((?P<name>[^)]*)\)s")
-_POSITIONAL_RE = re.compile(r"%s|%b|%t")
 
 
 @dataclass(frozen=True)
@@ -31,13 +30,18 @@ class Section:
     name: str
     """The word after `-- name:`."""
     sql: str
-    """The statement, trailing semicolon removed, `%(param)s` placeholders kept."""
+    """The section's text, trailing semicolon removed, `%(param)s` placeholders kept."""
     line: int
     """1-based line of the `-- name:` header, for error messages."""
 
     @property
     def params(self) -> set[str]:
         return placeholders(self.sql)
+
+    @property
+    def statements(self) -> list[str]:
+        """The section's statements in order (see :func:`claimcheck.dialect.split_statements`)."""
+        return [text for text, _ in split_statements(self.sql)]
 
 
 @dataclass(frozen=True)
@@ -99,15 +103,10 @@ def check_params(section: Section, allowed: set[str], path: Path) -> None:
             f"{path}:{section.line}: section '{section.name}' uses unknown parameter(s) "
             f"{', '.join('%(' + u + ')s' for u in unknown)}; it may use "
             f"{', '.join('%(' + a + ')s' for a in sorted(allowed))}")
-    if _POSITIONAL_RE.search(_PARAM_RE.sub("", section.sql.replace("%%", ""))):
+    if has_positional(section.sql):
         raise SqlFileError(
             f"{path}:{section.line}: section '{section.name}' has a positional placeholder (%s); "
             f"use named ones like %(worker)s, and write a literal percent sign as %%")
-
-
-def placeholders(sql: str) -> set[str]:
-    """The names of the `%(name)s` placeholders in a statement."""
-    return {m.group("name") for m in _PARAM_RE.finditer(sql)}
 
 
 def _strip_statement(sql: str) -> str:

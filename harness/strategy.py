@@ -7,28 +7,76 @@ worker starts: here against the contract, and by :func:`validate_on_server` agai
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import psycopg
 from psycopg import sql as pgsql
 
+from claimcheck.dialect import placeholders, split_statements
 from claimcheck.errors import SqlFileError, UsageError
-from claimcheck.sqlfile import SqlFile, check_params, placeholders, read_sql_file
+from claimcheck.sqlfile import SqlFile, check_params, read_sql_file
 from claimcheck.scenarios import SHARED_LIFECYCLE, builtin_names, scenario_path
 
 ISOLATION_LEVELS = ("read committed", "repeatable read", "serializable")
-HEADER_KEYS = frozenset({"isolation", "expected", "seed", "summary", "lifecycle"})
+HEADER_KEYS = frozenset({"isolation", "expected", "seed", "summary", "lifecycle", "source"})
 CLAIM_PARAMS = {"worker", "batch", "lease_seconds"}
-# Which parameters each section may use; `ids` is the pick's result, given to the claim.
+# Which parameters each section may use; `ids` is the pick's first column, given to the claim
+# (with every other column of the pick, as an array named after the column).
 SECTION_PARAMS: dict[str, set[str]] = {
+    "schema": {"jobs", "key_base"},
+    "seed": {"jobs", "key_base"},
+    "remaining": set(),
     "pick": CLAIM_PARAMS,
     "claim": CLAIM_PARAMS | {"ids"},
     "complete": {"id", "attempts", "worker"},
     "fail": {"id", "attempts", "worker", "error", "backoff_unit_s", "backoff_cap_s"},
     "extend": {"id", "attempts", "worker", "lease_seconds"},
+    "after_commit": {"id", "attempts", "worker"},
     "reap": set(),
 }
+OWN_SCHEMA_SECTIONS = ("schema", "seed", "remaining")
+"""A file that brings its own tables has all three; without them it runs on our `jobs` table."""
+RUN_SECTIONS = ("pick", "claim", "complete", "fail", "extend", "after_commit", "reap", "remaining")
+"""The sections validation runs, in this order (schema and seed have run for real by then)."""
 VALIDATION_TIMEOUT_MS = 10_000
+_INT_TYPES = {20, 21, 23}  # int8, int2, int4 type oids
+
+
+@dataclass(frozen=True)
+class ClaimShape:
+    """What the claim returns, learnt from running it once on the server."""
+
+    columns: tuple[str, ...]
+    key_is_int: bool
+    """The key (first column) is an integer type; else keys are compared by their text form."""
+    attempt_index: int | None
+    """The column named `attempts` (or `attempt`), else the second column if it is an integer."""
+    lease_index: int | None = None
+    """The column named `lease_until`: the lease's end, a server timestamp."""
+    max_attempts_index: int | None = None
+    """The column named `max_attempts`: a claim above it is a violation."""
+    pick_columns: tuple[str, ...] = ()
+    """The pick's columns; the claim receives each as an array parameter of that name."""
+
+
+def shape_of(description, pick_columns: tuple[str, ...] = ()) -> ClaimShape:
+    names = tuple(c.name for c in description)
+    lower = [n.lower() for n in names]
+
+    def named(*options: str) -> int | None:
+        return next((lower.index(o) for o in options if o in lower), None)
+
+    attempt = named("attempts", "attempt")
+    if attempt is None and len(names) > 1 and description[1].type_code in _INT_TYPES \
+            and lower[1] not in ("lease_until", "max_attempts"):
+        attempt = 1
+    return ClaimShape(columns=names, key_is_int=description[0].type_code in _INT_TYPES, attempt_index=attempt,
+                      lease_index=named("lease_until"), max_attempts_index=named("max_attempts"),
+                      pick_columns=pick_columns)
+
+
+DEFAULT_SHAPE = ClaimShape(columns=("id", "attempts"), key_is_int=True, attempt_index=1)
 
 
 @dataclass(frozen=True)
@@ -60,6 +108,19 @@ class Strategy:
     def has(self, section: str) -> bool:
         return section in self.statements
 
+    @property
+    def own_schema(self) -> bool:
+        """Does the file bring its own tables (`schema`, `seed`, `remaining`)?"""
+        return "schema" in self.statements
+
+    def steps(self, section: str) -> tuple[str, ...]:
+        """The statements of a section, in order; the section's rows are those of the last."""
+        return self._steps[section]
+
+    @cached_property
+    def _steps(self) -> dict[str, tuple[str, ...]]:
+        return {name: tuple(text for text, _ in split_statements(body)) for name, body in self.statements.items()}
+
 
 def load_strategy(name_or_path: str) -> Strategy:
     """A built-in by name (`skip-locked`) or a user's file by path (`my_claim.sql`)."""
@@ -87,8 +148,17 @@ def strategy_from_file(parsed: SqlFile, name: str) -> Strategy:
     if "claim" not in parsed.sections:
         raise SqlFileError(f"{path}: no '-- name: claim' section; the claim statement is required "
                            "and must return the claimed job id first (its attempt number second, optionally)")
+    own = [s for s in OWN_SCHEMA_SECTIONS if s in parsed.sections]
+    if own and len(own) < len(OWN_SCHEMA_SECTIONS):
+        missing = [s for s in OWN_SCHEMA_SECTIONS if s not in parsed.sections]
+        raise SqlFileError(f"{path}: a file with its own tables needs the sections schema (its tables), seed "
+                           f"(creates %(jobs)s jobs and returns their keys) and remaining (counts unfinished "
+                           f"jobs); {', '.join(missing)} missing")
     for section in parsed.sections.values():
         allowed = SECTION_PARAMS[section.name] - ({"ids"} if "pick" not in parsed.sections else set())
+        if section.name == "claim" and "pick" in parsed.sections:
+            # The pick's column names are known only once the server has run it (validate_on_server).
+            allowed = allowed | section.params
         check_params(section, allowed, path)
     isolation = " ".join(parsed.headers.get("isolation", "read committed").lower().split())
     if isolation not in ISOLATION_LEVELS:
@@ -119,48 +189,107 @@ def sample_params(strategy: Strategy, section: str, **values: object) -> dict[st
     return {k: values[k] for k in placeholders(strategy.statements[section])}
 
 
-def validate_on_server(conn: psycopg.Connection, strategy: Strategy) -> None:
-    """Run every statement once on the seeded table inside a transaction that is rolled back.
+def execute_section(conn: psycopg.Connection, strategy: Strategy, section: str, values: dict,
+                    prepare: bool | None = None) -> psycopg.Cursor:
+    """Run a section's statements in order, each with the parameters it uses; the last one's cursor."""
+    cur = None
+    for statement in strategy.steps(section):
+        cur = conn.execute(statement, {k: values[k] for k in placeholders(statement)}, prepare=prepare)
+    return cur
 
-    This catches what only the server can say (syntax, unknown columns, type errors, several
-    statements in one section) and checks the claim's result shape, before any worker starts.
+
+def pick_params(shape: ClaimShape, rows: list) -> dict[str, list]:
+    """The pick's rows as the claim's parameters: one array per column, and `ids` (the first)."""
+    columns = list(zip(*rows)) if rows else [()] * len(shape.pick_columns)
+    arrays = {name: list(values) for name, values in zip(shape.pick_columns, columns)}
+    arrays["ids"] = list(columns[0]) if shape.pick_columns else []
+    return arrays
+
+
+def validate_on_server(conn: psycopg.Connection, strategy: Strategy) -> ClaimShape:
+    """Run every statement once on the seeded tables inside a transaction that is rolled back, and
+    return what the claim's rows look like.
+
+    This catches what only the server can say (syntax, unknown columns, type errors) and checks the
+    claim's result shape, before any worker starts. Run it on a connection of its own that is
+    closed afterwards (see :func:`claimcheck.driver.run_strategy`): a rollback does not release
+    what a statement may take for the session (a session advisory lock, a LISTEN, a setting).
     """
     values: dict[str, object] = {"worker": "claimcheck-validate", "batch": 1, "lease_seconds": 30.0,
                                  "ids": [], "id": 0, "attempts": 0, "error": "validation",
                                  "backoff_unit_s": 10.0, "backoff_cap_s": 3600.0}
+    shape = DEFAULT_SHAPE
+    pick_columns: tuple[str, ...] = ()
+    picked: dict[str, list] = {}
+    section = "claim"
     try:
         with conn.transaction(force_rollback=True):
             conn.execute(pgsql.SQL("SET LOCAL statement_timeout = {}").format(VALIDATION_TIMEOUT_MS))
             conn.execute(pgsql.SQL("SET TRANSACTION ISOLATION LEVEL {}").format(pgsql.SQL(strategy.isolation.upper())))
-            for section in SECTION_PARAMS:
+            for section in RUN_SECTIONS:
                 if section not in strategy.statements:
                     continue
-                cur = _run_section(conn, strategy, section, values)
+                if section == "claim":
+                    _check_claim_params(strategy, pick_columns)
+                given = {**values, **picked} if section == "claim" else values
+                cur = _run_section(conn, strategy, section, given)
                 if section == "pick":
-                    values["ids"] = [r[0] for r in cur.fetchall()] if cur.description else []
+                    if not cur.description:
+                        raise SqlFileError(f"{strategy.source}: section 'pick' returns no rows; it must end with "
+                                           "a SELECT of the jobs to claim (their key first)")
+                    pick_columns = tuple(c.name for c in cur.description)
+                    picked = pick_params(ClaimShape((), True, None, pick_columns=pick_columns), cur.fetchall())
                 elif section == "claim":
-                    _check_claim_result(strategy, cur)
+                    shape, first = _check_claim_result(strategy, cur, pick_columns)
+                    if first is not None:  # the later sections get a key of the right type
+                        values["id"] = first[0]
+                        values["attempts"] = first[shape.attempt_index] if shape.attempt_index is not None else 0
+                    elif not shape.key_is_int:
+                        values["id"] = None
+                elif section == "remaining":
+                    _check_remaining(strategy, cur)
     except psycopg.Error as exc:
         raise SqlFileError(_server_message(strategy, section, exc)) from None
+    return shape
 
 
 def _run_section(conn: psycopg.Connection, strategy: Strategy, section: str, values: dict) -> psycopg.Cursor:
-    # prepare=True: the extended protocol, as the workers use it. It rejects several statements in
-    # one section, which the simple protocol (used for a query without parameters) would run.
-    return conn.execute(strategy.statements[section], sample_params(strategy, section, **values), prepare=True)
+    # prepare=True: the extended protocol, as the workers use it, one statement at a time.
+    return execute_section(conn, strategy, section, values, prepare=True)
 
 
-def _check_claim_result(strategy: Strategy, cur: psycopg.Cursor) -> None:
+def _check_claim_params(strategy: Strategy, pick_columns: tuple[str, ...]) -> None:
+    unknown = sorted(placeholders(strategy.statements["claim"]) - SECTION_PARAMS["claim"] - set(pick_columns))
+    if unknown:
+        raise SqlFileError(f"{strategy.source}: section 'claim' uses {', '.join('%(' + u + ')s' for u in unknown)}, "
+                           f"which is neither a claim parameter nor a column of the pick "
+                           f"({', '.join(pick_columns) or 'it returns none'})")
+
+
+def _check_remaining(strategy: Strategy, cur: psycopg.Cursor) -> None:
+    row = cur.fetchone() if cur.description else None
+    if row is None or not isinstance(row[0], int):
+        raise SqlFileError(f"{strategy.source}: section 'remaining' must return one row with the number of "
+                           "unfinished jobs (for example SELECT count(*) FROM my_jobs)")
+
+
+def _check_claim_result(strategy: Strategy, cur: psycopg.Cursor, pick_columns: tuple[str, ...]
+                        ) -> tuple[ClaimShape, tuple | None]:
     if not cur.description:
-        raise SqlFileError(f"{strategy.source}: section 'claim' returns no rows; it must end with "
-                           "RETURNING id, attempts (the claimed job id first)")
+        raise SqlFileError(f"{strategy.source}: section 'claim' returns no rows; its last statement must return "
+                           "the claimed jobs (RETURNING id, attempts: the job's key first)")
+    shape = shape_of(cur.description, pick_columns)
     rows = cur.fetchall()
-    if rows and not isinstance(rows[0][0], int):
-        raise SqlFileError(f"{strategy.source}: section 'claim' returns {type(rows[0][0]).__name__} "
-                           f"in its first column ({cur.description[0].name}); it must be the job id")
-    if len(cur.description) > 1 and rows and rows[0][1] is not None and not isinstance(rows[0][1], int):
-        raise SqlFileError(f"{strategy.source}: section 'claim' returns {type(rows[0][1]).__name__} in its "
-                           f"second column ({cur.description[1].name}); it must be the attempt number")
+    if rows and isinstance(rows[0][0], (dict, list, tuple, bytes, float)):
+        raise SqlFileError(f"{strategy.source}: section 'claim' returns {type(rows[0][0]).__name__} in its first "
+                           f"column ({shape.columns[0]}); it must be the job's key (bigint, int, uuid or text)")
+    if shape.attempt_index is not None and rows and rows[0][shape.attempt_index] is not None \
+            and not isinstance(rows[0][shape.attempt_index], int):
+        column = shape.columns[shape.attempt_index]
+        raise SqlFileError(f"{strategy.source}: section 'claim' returns "
+                           f"{type(rows[0][shape.attempt_index]).__name__} in its column {column}; "
+                           "it must be the attempt number")
+    return shape, (rows[0] if rows else None)
 
 
 def _server_message(strategy: Strategy, section: str, exc: psycopg.Error) -> str:

@@ -4,9 +4,11 @@ A worker records each committed claim locally (see :class:`claimcheck.ledger.Wor
 streams its records to the coordinator over a one-way pipe (see :mod:`claimcheck.logstream`):
 every FLUSH_INTERVAL_S, and under fault injection right after each claim and each ending.
 Nothing on the hot path waits for anyone but PostgreSQL, and a killed worker loses at most what
-it did between a commit and the flush. Serialization failures and deadlocks roll the transaction
-back, are counted, and the statement is tried again after a random pause. A lost connection
-(terminated backend, server restart) is re-established.
+it did between a commit and the flush. A server error raised inside a claim (serialization failure,
+deadlock, NOWAIT's lock_not_available, a unique violation, anything the user's SQL raises) rolls
+the transaction back, is counted by SQLSTATE, and the claim is tried again after a random pause on
+the same connection: reconnecting would drop the session's advisory locks and change what is
+tested. Only a lost connection (terminated backend, server restart) is re-established, and counted.
 """
 from __future__ import annotations
 
@@ -21,14 +23,17 @@ from typing import Any
 import psycopg
 from psycopg import errors, pq, sql
 
+from claimcheck.dialect import placeholders
 from claimcheck.fastpath import PreparedStatement
 from claimcheck.interrupts import INTERRUPTS
+from claimcheck.claimrows import ClaimRows, Notes
+from claimcheck.keys import KeySpace
 from claimcheck.ledger import ABANDONED, CLAIM_IS_COMPLETION, DONE, FAILED, STALE, WorkerLog
 from claimcheck.logstream import LogStream, summary
 from claimcheck.queries import QUERIES
 from claimcheck.runcontext import RunContext
 from claimcheck.settings import RunSettings
-from claimcheck.strategy import Strategy, sample_params
+from claimcheck.strategy import DEFAULT_SHAPE, RUN_SECTIONS, ClaimShape, Strategy, execute_section, pick_params
 
 BARRIER_TIMEOUT_S = 60.0
 MAX_COMPLETION_RETRIES = 100
@@ -36,9 +41,12 @@ RETRY_BACKOFF_BASE_S = 0.0005
 RETRY_BACKOFF_CAP_S = 0.05
 RECONNECT_TIMEOUT_S = 60.0
 RECONNECT_PAUSE_S = 0.1
+MAX_CONSECUTIVE_ERRORS = 1000
+"""A claim that fails this many times in a row on one worker (each retried after a pause) is not
+contention but a broken statement: the worker gives up and the run is not judged."""
 INJECTED_ERROR = "claimcheck: injected failure"
-_RETRYABLE = (errors.SerializationFailure, errors.DeadlockDetected)
 _PR_SET_PDEATHSIG = 1
+_LOST_SQLSTATES = ("57P01", "57P02", "57P03")  # admin / crash shutdown, cannot connect now
 
 
 @dataclass(frozen=True)
@@ -49,6 +57,16 @@ class WorkerPlan:
     """Names every worker's connection `claimcheck/<run id>/wNN`, in the run's schema."""
     strategy: Strategy
     settings: RunSettings
+    shape: ClaimShape = DEFAULT_SHAPE
+    """What the claim returns (learnt by validation)."""
+    keys: KeySpace | None = None
+    """The seeded keys (inherited through fork, never sent); None: integer keys used as they are."""
+
+    @property
+    def releases(self) -> bool:
+        """Can a claim be released before it finishes (failures, the reaper, faults, or a lease the
+        claim returns)? Then a re-claim may be a redelivery, judged only once every release is known."""
+        return self.settings.lifecycle or self.shape.lease_index is not None
 
     @property
     def dsn(self) -> str:
@@ -137,13 +155,24 @@ class Loop:
         self.worker_name = f"w{index:02d}"
         values = {"worker": self.worker_name, "batch": s.batch, "lease_seconds": s.lease_seconds, "ids": [],
                   "error": INJECTED_ERROR, "backoff_unit_s": s.backoff_unit_s, "backoff_cap_s": s.backoff_cap_s}
-        self.params = {section: sample_params(plan.strategy, section, **values, id=0, attempts=0)
-                       for section in plan.strategy.statements}
+        values.update(id=0, attempts=0)
+        # The fixed parameters of each section; the claim's pick columns are added per claim.
+        self.params = {section: {k: values[k] for k in placeholders(plan.strategy.statements[section]) if k in values}
+                       for section in plan.strategy.statements if section in RUN_SECTIONS}
         # One round trip for a lone claim statement in lease mode: autocommit makes it its own
         # transaction. A pick, or lock mode, needs an explicit transaction around several statements.
-        self.explicit_transaction = plan.strategy.has_pick or s.mode == "lock"
-        self.drain_query = QUERIES["unfinished_remaining" if s.lifecycle else "queued_remaining"]
+        self.shape = plan.shape
+        self.keys = plan.keys
+        self.explicit_transaction = (plan.strategy.has_pick or s.mode == "lock"
+                                     or len(plan.strategy.steps("claim")) > 1)
+        if plan.strategy.has("remaining"):
+            self.drain_query = plan.strategy.statements["remaining"]
+        else:
+            self.drain_query = QUERIES["unfinished_remaining" if s.lifecycle else "queued_remaining"]
         self.consecutive_failures = 0
+        self.reader = ClaimRows(plan.shape, plan.keys, s.batch)
+        self.notes = Notes()
+        self.pending_leases: list[tuple[float, float]] = []
         self._prepare_fast_paths()
 
     def _prepare_fast_paths(self) -> None:
@@ -151,8 +180,11 @@ class Loop:
         through libpq directly (see claimcheck.fastpath), prepared again on every new connection.
         Anything inside an explicit transaction (a pick, lock mode) keeps psycopg's general path."""
         lease = self.settings.mode == "lease"
-        self.fast_complete = self._prepare_fast("complete") if lease and self.strategy.has_complete else None
-        self.fast_claim = None if self.explicit_transaction else self._prepare_fast("claim")
+        single = lambda section: self.strategy.has(section) and len(self.strategy.steps(section)) == 1  # noqa: E731
+        self.fast_complete = self._prepare_fast("complete") if lease and single("complete") else None
+        # A claim returning its lease reads the server's clock right after it: the general path.
+        plain = self.shape.lease_index is None
+        self.fast_claim = None if self.explicit_transaction or not plain else self._prepare_fast("claim")
         self.fast_claim_params = self.fast_claim.bind(self.params["claim"]) if self.fast_claim else []
 
     def _prepare_fast(self, section: str) -> PreparedStatement | None:
@@ -164,9 +196,15 @@ class Loop:
             return None
 
     def _lost(self, exc: psycopg.Error) -> bool:
-        """Is this the connection going away (terminated backend, restarting server)? The fast path
+        """Is this the connection going away (terminated backend, restarting server)? Not every
+        OperationalError is: NOWAIT's 55P03 is one, raised by a healthy connection. The fast path
         reports a dead connection without an SQLSTATE, so ask libpq too."""
-        return isinstance(exc, psycopg.OperationalError) or self.conn.pgconn.status == pq.ConnStatus.BAD
+        state = exc.sqlstate
+        if state is None:
+            return isinstance(exc, psycopg.OperationalError) or self.conn.closed \
+                or self.conn.pgconn.status == pq.ConnStatus.BAD
+        return self.conn.closed or self.conn.pgconn.status == pq.ConnStatus.BAD \
+            or state.startswith("08") or state in _LOST_SQLSTATES
 
     def run(self) -> None:
         try:
@@ -187,14 +225,14 @@ class Loop:
                 # The drain check runs at the strategy's isolation level too, so it can fail like a claim.
                 if self.settings.drains and not self.conn.execute(self.drain_query).fetchone()[0]:
                     return
-            except _RETRYABLE as exc:
-                self._count_retry(exc)
-                self._back_off()
-                continue
             except psycopg.Error as exc:
-                if not self._lost(exc):
-                    raise
-                self._reconnect()
+                if self._lost(exc):
+                    self._reconnect()
+                elif exc.sqlstate is None:
+                    raise  # not the server's answer (a client-side error): a harness or file problem
+                else:  # a claim outcome: counted, retried on the same connection after a pause
+                    self._count_retry(exc)
+                    self._back_off()
                 continue
             self.consecutive_failures = 0
             self.stream.flush_if_due()
@@ -206,36 +244,84 @@ class Loop:
         self.log.claim_statements += 1
         started = time.monotonic()
         if not self.explicit_transaction:
-            rows = self._claim()
+            rows = self._record_shape(self._claim(), started)
+            self._keep_notes()
             self._after_lease_claim(rows, started, time.monotonic())
             return len(rows)
         with self.conn.transaction():
-            rows = self._claim()
+            rows = self._record_shape(self._claim(), started)
             claim_returned = time.monotonic()
             outcomes = [self._finish_in_transaction(job, attempt) for job, attempt in rows] \
                 if self.settings.mode == "lock" else []
         committed = time.monotonic()
+        self._keep_notes()  # only now: a rolled-back claim is no claim, and proves nothing
         if self.settings.mode == "lock":
             for (job, attempt), outcome in zip(rows, outcomes):
-                self.log.record(job, attempt, committed, committed, outcome)
+                self._note_lease(self.log.record(job, attempt, committed, committed, outcome))
             self._count_claimed(rows, started, claim_returned)
+            self._after_commit(rows)
             if rows:
                 self.stream.flush()
         else:
             self._after_lease_claim(rows, started, committed)
         return len(rows)
 
-    def _claim(self) -> list[tuple[int, int]]:
+    def _claim(self) -> list[tuple]:
+        """The claim's rows, as tuples of the values of its columns."""
         if self.fast_claim is not None:
-            return self.fast_claim.id_attempt_rows(self.fast_claim_params)
+            return self.fast_claim.rows(self.fast_claim_params)
         params = self.params["claim"]
         if self.strategy.has_pick:
-            ids = [r[0] for r in self.conn.execute(self.statements["pick"], self.params["pick"]).fetchall()]
-            if not ids:
+            picked = execute_section(self.conn, self.strategy, "pick", self.params["pick"]).fetchall()
+            if not picked:
                 return []
-            params = {**params, "ids": ids} if "ids" in params else params
-        cur = self.conn.execute(self.statements["claim"], params)
-        return [(r[0], r[1] if len(r) > 1 and r[1] is not None else 0) for r in cur.fetchall()]
+            params = {**params, **pick_params(self.shape, picked)}
+        return execute_section(self.conn, self.strategy, "claim", params).fetchall()
+
+    def _record_shape(self, rows: list[tuple], started: float) -> list[tuple[int, int]]:
+        """(job number, attempt) per row (see claimcheck.claimrows); the notes wait for the commit."""
+        jobs, self.notes = self.reader.read(rows, started)
+        self.pending_leases = []
+        if self.notes.leases:
+            # The server's clock right after the claim: a re-take is judged against the earlier
+            # holder's lease_until with the server's time, never the client's.
+            server_now = self.conn.execute(QUERIES["server_clock"]).fetchone()[0]
+            self.pending_leases = [(server_now, until) for until in self.notes.leases]
+        return jobs
+
+    def _keep_notes(self) -> None:
+        """The claim committed: what its rows showed becomes part of the log."""
+        notes, self.notes = self.notes, Notes()
+        self.log.unknown_keys.update(notes.unknown_keys)
+        self.log.over_attempts.extend(notes.over_attempts)
+        self.log.over_claims.extend(notes.over_claims)
+
+    def _note_lease(self, slot: int) -> None:
+        """Attach the lease of the claim recorded at `slot` (rows are recorded in claim order)."""
+        if self.pending_leases:
+            server_now, until = self.pending_leases.pop(0)
+            self.log.leases.append((slot, server_now, until))
+
+    def _after_commit(self, rows: list[tuple[int, int]]) -> None:
+        """The file's `after_commit` (the unlock of a session advisory lock), per job, on this
+        connection, once the transaction that ended the job's ownership has committed."""
+        if not self.strategy.has("after_commit"):
+            return
+        for job, attempt in rows:
+            try:
+                execute_section(self.conn, self.strategy, "after_commit",
+                                self._job_params("after_commit", job, attempt))
+            except psycopg.Error as exc:
+                if self._lost(exc):
+                    self._reconnect()  # the session, and what it held, is gone anyway
+                    return
+                self._count_retry(exc)
+
+    def keys_of(self, job: int) -> object:
+        """The key as the server knows it, for a parameter."""
+        if self.keys is None or self.keys.keys is None:
+            return job
+        return self.keys.shown(job, self.log.unknown_keys)
 
     def _count_claimed(self, rows: list, started: float, returned: float) -> None:
         """After the rows are recorded: the claim's latency, and progress for the coordinator."""
@@ -246,17 +332,21 @@ class Loop:
     def _after_lease_claim(self, rows: list, started: float, committed: float) -> None:
         if not self.strategy.has_complete:
             for job, attempt in rows:
-                self.log.record(job, attempt, committed, committed, CLAIM_IS_COMPLETION)
+                self._note_lease(self.log.record(job, attempt, committed, committed, CLAIM_IS_COMPLETION))
             self._count_claimed(rows, started, committed)
+            self._after_commit(rows)
             self._flush(bool(rows))
             return
         slots = [self.log.record(job, attempt, committed) for job, attempt in rows]
+        for slot in slots:
+            self._note_lease(slot)
         self._count_claimed(rows, started, committed)
         self._flush(bool(rows))  # under faults, the claims are known before any work starts
         for (job, attempt), slot in zip(rows, slots):
             outcome = self._finish_resiliently(job, attempt)
             self.log.end(slot, time.monotonic(), outcome)
             self.stream.mark_ended(slot)
+            self._after_commit([(job, attempt)])
             self._flush(True)
 
     def _flush(self, news: bool) -> None:
@@ -294,10 +384,19 @@ class Loop:
     def _job_params(self, section: str, job: int, attempt: int) -> dict:
         """A section's parameters for one job: the fixed ones, plus the job's id and attempt if used."""
         params = self.params[section]
-        return {**params, **{k: v for k, v in (("id", job), ("attempts", attempt)) if k in params}}
+        return {**params, **{k: v for k, v in (("id", self.keys_of(job)), ("attempts", attempt)) if k in params}}
+
+    def _changed(self, section: str, job: int, attempt: int) -> bool:
+        """Run a per-job section; did its last statement change (or return) a row? A section of several
+        statements is one transaction (in lock mode, the claim's)."""
+        params = self._job_params(section, job, attempt)
+        if len(self.strategy.steps(section)) == 1 or self.conn.info.transaction_status != pq.TransactionStatus.IDLE:
+            return execute_section(self.conn, self.strategy, section, params).rowcount > 0
+        with self.conn.transaction():
+            return execute_section(self.conn, self.strategy, section, params).rowcount > 0
 
     def _extend(self, job: int, attempt: int) -> bool:
-        return self.conn.execute(self.statements["extend"], self._job_params("extend", job, attempt)).rowcount > 0
+        return self._changed("extend", job, attempt)
 
     def _decide_failure(self) -> bool:
         """Does this job fail (at the fail rate)? Decided once per job, before any retry."""
@@ -317,10 +416,10 @@ class Loop:
         """Run `complete` (or `fail`) for one job: DONE / FAILED if it changed the row, else STALE."""
         if not fails and self.fast_complete is not None:
             # The hot path: the fast statement binds only the names it uses from this dict.
-            changed = self.fast_complete.rowcount({"id": job, "attempts": attempt, "worker": self.worker_name}) > 0
+            changed = self.fast_complete.rowcount({"id": self.keys_of(job), "attempts": attempt,
+                                                   "worker": self.worker_name}) > 0
         else:
-            section = "fail" if fails else "complete"
-            changed = self.conn.execute(self.statements[section], self._job_params(section, job, attempt)).rowcount > 0
+            changed = self._changed("fail" if fails else "complete", job, attempt)
         if not changed:
             return STALE
         return FAILED if fails else DONE
@@ -336,13 +435,16 @@ class Loop:
                 outcome = self._complete(job, attempt, fails)
                 self.consecutive_failures = 0
                 return outcome
-            except _RETRYABLE as exc:
-                self._count_retry(exc)
-                self._back_off()
             except psycopg.Error as exc:
                 if not self._lost(exc):
-                    raise
+                    if exc.sqlstate is None:
+                        raise
+                    self._count_retry(exc)
+                    self._back_off()
+                    continue
                 self._reconnect()
+                if self.strategy.own_schema:
+                    continue  # no status column we know of: the completion is run again, fenced or not
                 # The lost statement may have committed: the row says whether it did.
                 row = self.conn.execute(QUERIES["job_state"], {"id": job}).fetchone()
                 if row and row[1] == attempt:
@@ -379,8 +481,16 @@ class Loop:
         ceiling = min(RETRY_BACKOFF_CAP_S, RETRY_BACKOFF_BASE_S * 2 ** self.consecutive_failures)
         time.sleep(self.rng.uniform(0, ceiling))
 
-    def _count_retry(self, exc: Exception) -> None:
+    def _count_retry(self, exc: psycopg.Error) -> None:
+        """A server error is an outcome of the claim (or completion): counted by its SQLSTATE."""
+        state = exc.sqlstate or "?"
+        self.log.sqlstates[state] = self.log.sqlstates.get(state, 0) + 1
+        self.log.last_error = f"{state}: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}"
         if isinstance(exc, errors.SerializationFailure):
             self.log.serialization_failures += 1
-        else:
+        elif isinstance(exc, errors.DeadlockDetected):
             self.log.deadlocks += 1
+        if self.consecutive_failures >= MAX_CONSECUTIVE_ERRORS:
+            raise RuntimeError(f"the claim failed {MAX_CONSECUTIVE_ERRORS} times in a row, last with "
+                               f"{self.log.last_error}; that is not contention but a statement that cannot succeed")
+

@@ -16,6 +16,7 @@ MARKERS = {
     "unit": "pure logic, no server",
     "integration": "runs against a real PostgreSQL server",
     "acceptance": "runs the claimcheck CLI in a subprocess",
+    "field": "claim designs of real queue libraries, judged on a real server",
 }
 
 

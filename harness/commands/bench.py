@@ -61,7 +61,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
             results = [representative(reps) if len(reps) > 1 else reps[0] for reps in zip(*rounds)]
             err.print("planning each claim on a queue with history (the plan guard of `claimcheck explain`)")
             shapes = plan_shapes(server, strategies)
-            results = [dataclasses.replace(r, plan=shapes[r.strategy.name]) for r in results]
+            results = [dataclasses.replace(r, plan=shapes.get(r.strategy.name)) for r in results]
         if adapters:  # a library batches and leases its own way: one setting per worker count
             lib_grid = [lib_settings(w, args.jobs, args.work_ms, duration_s=args.duration) for w in args.workers]
             results += run_libraries(server, adapters, lib_grid, err)
@@ -100,4 +100,5 @@ def plan_shapes(server: Server, strategies: list[Strategy]) -> dict[str, PlanVer
     """Each strategy's plan on a table of finished jobs and a few ready ones, judged by the guard."""
     with run_schema(server) as (conn, schema, _):
         prepare_plan_table(conn, schema)
-        return {s.name: plan_verdict(conn, s) for s in strategies}
+        # The guard plans against claimcheck's jobs table: a file with its own tables is not planned.
+        return {s.name: plan_verdict(conn, s) for s in strategies if not s.own_schema}

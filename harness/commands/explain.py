@@ -16,6 +16,7 @@ from claimcheck.probes.explain import FINISHED_JOBS, READY_JOBS, PlanVerdict, pl
 from claimcheck.provision import provide_server
 from claimcheck.report import print_server
 from claimcheck.session import run_schema
+from claimcheck.errors import UsageError
 from claimcheck.strategy import load_strategy, validate_on_server
 
 MAX_FINISHED_JOBS = 10_000_000
@@ -37,6 +38,10 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     positive("--finished", args.finished, minimum=0, maximum=MAX_FINISHED_JOBS)
     positive("--ready", args.ready)
     strategies = [load_strategy(name) for name in args.strategies]
+    own = [s.source for s in strategies if s.own_schema]
+    if own:
+        raise UsageError(f"explain plans claims on claimcheck's jobs table with history; {own[0]} brings its own "
+                         "tables (run EXPLAIN on them yourself, or `claimcheck check` it)")
     with provide_server(args.dsn, args.pg) as server:
         print_server(err, server)
         with run_schema(server) as (conn, schema, _run_id):

@@ -17,9 +17,12 @@ from dataclasses import dataclass, field
 import psycopg
 from psycopg import sql
 
+from claimcheck.dialect import placeholders
+from claimcheck.errors import SqlFileError
 from claimcheck.interleave.spec import Spec, SpecError, Step
 from claimcheck.queries import QUERIES
 from claimcheck.runcontext import RunContext
+from claimcheck.strategy import load_strategy
 
 BLOCK_POLL_S = 0.002
 STEP_TIMEOUT_S = 10.0
@@ -51,13 +54,14 @@ class PermutationResult:
     permutation: tuple[str, ...]
     events: list[tuple[str, object]] = field(default_factory=list)
     """(`ran` | `waiting` | `completed` | `cancelled` | `invalid`, StepResult or text), in order."""
-    owned: dict[int, list[tuple[str, int]]] = field(default_factory=dict)
-    """job id -> [(session, attempt)] for every committed claim."""
+    owned: dict[object, list[tuple[str, int]]] = field(default_factory=dict)
+    """job key -> [(session, attempt)] for every committed claim."""
     invalid: str | None = None
 
     @property
-    def double_claims(self) -> dict[int, list[tuple[str, int]]]:
-        return {job: owners for job, owners in sorted(self.owned.items()) if len(owners) > 1}
+    def double_claims(self) -> dict[object, list[tuple[str, int]]]:
+        return {job: owners for job, owners in sorted(self.owned.items(), key=lambda kv: str(kv[0]))
+                if len(owners) > 1}
 
     @property
     def blocked_steps(self) -> list[str]:
@@ -98,11 +102,14 @@ class InterleavingRunner:
     async def reset_table(self, spec: Spec) -> None:
         """The same starting table for every permutation: `spec.jobs` queued jobs, then the setup."""
         assert self.monitor is not None
+        if spec.tables:
+            await self._reset_own_tables(spec)
+            return
         async with self.monitor.transaction():
             if self.table_built_for is None:
                 await self.monitor.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(
                     sql.Identifier(self.schema, "jobs")))
-                await self.monitor.execute(QUERIES["create_jobs"])
+                await self.monitor.execute(sql.SQL(QUERIES["create_jobs"]).format(first_key=1))
                 await self.monitor.execute(QUERIES["add_primary_key"])
                 await self.monitor.execute(QUERIES["create_ready_index"])
             else:
@@ -116,6 +123,35 @@ class InterleavingRunner:
         if self.table_built_for is None:
             await self.monitor.execute(QUERIES["analyze_jobs"])
         self.table_built_for = spec.jobs
+
+    async def _reset_own_tables(self, spec: Spec) -> None:
+        """A strategy file's tables: the run's schema emptied, then its `schema` and `seed` sections
+        (keys from 1, so traces read the same every time), then the spec's setup."""
+        try:
+            strategy = load_strategy(spec.tables)
+        except SqlFileError as exc:
+            raise SpecError(f"{spec.path}: tables {spec.tables}: {exc}") from None
+        if not strategy.own_schema:
+            raise SpecError(f"{spec.path}: tables {spec.tables} has no schema, seed and remaining sections")
+        values = {"jobs": spec.jobs, "key_base": 1}
+        monitor = self.monitor
+        async with monitor.transaction():
+            await monitor.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(self.schema)))
+            await monitor.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(self.schema)))
+            client = psycopg.AsyncClientCursor(monitor)
+            for section in ("schema", "seed"):
+                for statement in strategy.steps(section):
+                    try:
+                        await client.execute(statement, {k: values[k] for k in placeholders(statement)})
+                    except psycopg.Error as exc:
+                        raise SpecError(f"{spec.path}: tables {spec.tables}: section '{section}' fails on the "
+                                        f"server: {_message(exc)}") from None
+            for statement in spec.setup:
+                try:
+                    await monitor.execute(statement)
+                except psycopg.Error as exc:
+                    raise SpecError(f"{spec.path}: setup fails on the server: {_message(exc)}") from None
+        self.table_built_for = None
 
     async def run(self, spec: Spec, permutation: tuple[str, ...]) -> PermutationResult:
         await self.reset_table(spec)
@@ -186,10 +222,13 @@ class InterleavingRunner:
         for conn in self.conns.values():
             if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
                 await conn.execute("ROLLBACK")
+            await conn.execute(QUERIES["release_session_locks"])
 
     async def _execute(self, step: Step, state: "_Ownership") -> StepResult:
         conn = self.conns[step.session]
-        params = {"ids": state.ids.get(step.session, [])} if "%(ids)s" in step.sql else None
+        picked = state.picked.get(step.session, {})
+        wanted = placeholders(step.sql)
+        params = {name: picked.get(name, []) for name in wanted} if wanted else None
         result = StepResult(step)
         try:
             cur = await conn.execute(step.sql, params)
@@ -230,20 +269,21 @@ class _Ownership:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.pending: dict[str, list[tuple[int, int]]] = {}
-        self.ids: dict[str, list[int]] = {}
-        self.owned: dict[int, list[tuple[str, int]]] = {}
+        self.pending: dict[str, list[tuple[object, int]]] = {}
+        self.picked: dict[str, dict[str, list]] = {}
+        """Per session, the last pick's columns as arrays (and `ids`, its first column)."""
+        self.owned: dict[object, list[tuple[str, int]]] = {}
 
     def after(self, step: Step, result: StepResult, conn: psycopg.AsyncConnection) -> None:
         session = step.session
         if result.error is None and result.rows:
             if step.kind == "claim":
                 self.pending.setdefault(session, []).extend(
-                    (self._integer(step, r[0], "the job id"),
-                     self._integer(step, r[1], "the attempt number") if len(r) > 1 and r[1] is not None else 0)
-                    for r in result.rows)
+                    (_key(r[0]), _attempt(result.columns, r)) for r in result.rows)
             elif step.kind == "pick":
-                self.ids[session] = [self._integer(step, r[0], "the job id") for r in result.rows]
+                columns = list(zip(*result.rows))
+                self.picked[session] = {name: list(values) for name, values in zip(result.columns, columns)}
+                self.picked[session]["ids"] = list(columns[0])
         if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
             # The transaction ended with this step: its claims count only if it committed
             # (an explicit COMMIT, or a claim run on its own in autocommit).
@@ -253,15 +293,18 @@ class _Ownership:
                     self.owned.setdefault(job, []).append((session, attempt))
 
 
-    def _integer(self, step: Step, value: object, what: str) -> int:
-        """A claim's or pick's value as an integer job id or attempt; anything else is a spec error."""
-        if isinstance(value, Decimal) and value.is_finite() and value == value.to_integral_value():
-            return int(value)
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise SpecError(f"{self.path}:{step.line}: {step.kind} step {step.name} must return {what} as an "
-                            f"integer in column {1 if 'id' in what else 2}, but returned {value!r} "
-                            f"({type(value).__name__}); return `id, attempts`")
-        return value
+def _key(value: object) -> object:
+    return value if isinstance(value, int) else str(value)
+
+
+def _attempt(columns: list[str], row: tuple) -> int:
+    """The claim's attempt: its `attempts` column, else its second column when that is a number."""
+    lower = [c.lower() for c in columns]
+    index = lower.index("attempts") if "attempts" in lower else 1 if len(row) > 1 else None
+    value = row[index] if index is not None else None
+    if isinstance(value, Decimal) and value.is_finite() and value == value.to_integral_value():
+        return int(value)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _message(exc: psycopg.Error) -> str:

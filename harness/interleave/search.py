@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import NoSuchExample
 
+from claimcheck.dialect import bind_some
 from claimcheck.interleave.runner import InterleavingRunner, PermutationResult
 from claimcheck.interleave.spec import Spec, Step, render_spec
 from claimcheck.provision import Server
@@ -49,7 +50,8 @@ class Schedule:
 
 
 def steps_per_session(strategy: Strategy) -> int:
-    return 4 if strategy.has_pick else 3
+    """BEGIN, each statement of the pick and of the claim, COMMIT or ROLLBACK."""
+    return 2 + len(strategy.steps("claim")) + (len(strategy.steps("pick")) if strategy.has_pick else 0)
 
 
 @st.composite
@@ -76,10 +78,17 @@ def _literal(value: object) -> str:
 
 
 def _bind(sql: str, values: dict[str, object]) -> str:
-    """The strategy's SQL with its parameters written in as literals; `%(ids)s` stays a parameter."""
-    for name, value in values.items():
-        sql = sql.replace(f"%({name})s", _literal(value))
-    return sql if "%(ids)s" in sql else sql.replace("%%", "%")
+    """The strategy's SQL with its parameters written in as literals; the pick's columns (`%(ids)s`)
+    stay parameters, given by the runner from the session's last pick."""
+    return bind_some(sql, {name: _literal(value) for name, value in values.items()})
+
+
+def _section_steps(strategy: Strategy, section: str, low: str, session: str, values: dict) -> list[Step]:
+    """One step per statement of a section; the last one is the `pick` / `claim` whose rows count."""
+    statements = strategy.steps(section)
+    return [Step(f"{low}_{section}" + (f"{i + 1}" if i < len(statements) - 1 else ""), session,
+                 section if i == len(statements) - 1 else "step", _bind(text, values), 0)
+            for i, text in enumerate(statements)]
 
 
 def schedule_spec(strategy: Strategy, schedule: Schedule, path: str = "<search>") -> Spec:
@@ -92,8 +101,8 @@ def schedule_spec(strategy: Strategy, schedule: Schedule, path: str = "<search>"
         low = name.lower()
         parts = [Step(f"{low}_begin", name, "step", begin, 0)]
         if strategy.has_pick:
-            parts.append(Step(f"{low}_pick", name, "pick", _bind(strategy.statements["pick"], values), 0))
-        parts.append(Step(f"{low}_claim", name, "claim", _bind(strategy.statements["claim"], values), 0))
+            parts += _section_steps(strategy, "pick", low, name, values)
+        parts += _section_steps(strategy, "claim", low, name, values)
         end = "COMMIT" if plan.commits else "ROLLBACK"
         parts.append(Step(f"{low}_{end.lower()}", name, "step", end, 0))
         sessions[name] = tuple(parts)
@@ -105,7 +114,7 @@ def schedule_spec(strategy: Strategy, schedule: Schedule, path: str = "<search>"
         permutation.append(sessions[name][cursor[name]].name)
         cursor[name] += 1
     return Spec(path=path, jobs=schedule.jobs, setup=(), sessions=sessions, permutations=(tuple(permutation),),
-                steps=steps)
+                steps=steps, tables=strategy.source if strategy.own_schema else None)
 
 
 @dataclass

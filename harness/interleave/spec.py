@@ -66,6 +66,9 @@ class Spec:
     permutations: tuple[tuple[str, ...], ...]
     """Given ones, or empty for every order-keeping interleaving (see :meth:`all_permutations`)."""
     steps: dict[str, Step] = field(default_factory=dict)
+    tables: str | None = None
+    """A strategy file whose `schema` and `seed` sections build the tables (`tables FILE.sql`),
+    instead of claimcheck's `jobs` table; steps may call the functions its schema defines."""
 
     def permutation_count(self) -> int:
         """How many permutations run: the given ones, or every interleaving (a multinomial
@@ -168,7 +171,7 @@ def _statement(sql: str) -> str:
 
 def parse_spec(text: str, path: str = "<spec>") -> Spec:
     tokens = _Tokens(text, path)
-    jobs, setup = DEFAULT_JOBS, []
+    jobs, setup, tables = DEFAULT_JOBS, [], None
     sessions: dict[str, list[Step]] = {}
     steps: dict[str, Step] = {}
     permutations: list[tuple[tuple[str, int], ...]] = []
@@ -181,6 +184,10 @@ def parse_spec(text: str, path: str = "<spec>") -> Spec:
             if not (value.isascii() and value.isdigit()) or not 1 <= int(value) <= 1_000_000:
                 raise SpecError(f"{path}:{vline}: jobs must be a number from 1 to 1000000, got {value!r}")
             jobs = int(value)
+        elif word == "tables":
+            tables, _ = tokens.take("word", "a strategy file with schema and seed sections after tables")
+            tables = str((Path(path).parent / tables) if not Path(tables).is_absolute() and path != "<spec>"
+                         and not Path(tables).exists() else Path(tables))
         elif word == "setup":
             block, _ = tokens.take("block", "a { SQL } block after setup")
             setup.append(_statement(block))
@@ -216,10 +223,11 @@ def parse_spec(text: str, path: str = "<spec>") -> Spec:
         raise SpecError(f"{path}:1: a spec needs at least one session with steps")
     checked = tuple(_check_permutation(p, steps, sessions, path) for p in permutations)
     return Spec(path=path, jobs=jobs, setup=tuple(setup),
-                sessions={k: tuple(v) for k, v in sessions.items()}, permutations=checked, steps=steps)
+                sessions={k: tuple(v) for k, v in sessions.items()}, permutations=checked, steps=steps,
+                tables=tables)
 
 
-_KEYWORDS = {"jobs", "setup", "session", "permutation", *STEP_KINDS}
+_KEYWORDS = {"jobs", "tables", "setup", "session", "permutation", *STEP_KINDS}
 
 
 def _check_permutation(names: list[tuple[str, int]], steps: dict[str, Step], sessions: dict, path: str
@@ -239,6 +247,8 @@ def render_spec(spec: Spec, header: str = "") -> str:
     """A spec as text that parses back to the same spec (used for counterexamples to save)."""
     out = [f"# {line}" for line in header.splitlines()]
     out.append(f"jobs {spec.jobs}")
+    if spec.tables:
+        out.append(f"tables {spec.tables}")
     out += [f"setup {{ {sql} }}" for sql in spec.setup]
     for session, steps in spec.sessions.items():
         out.append("")

@@ -4,9 +4,10 @@
 -- name: create_jobs
 -- The table from seed 003. The primary key and the partial index are added after
 -- seeding (see add_primary_key, create_ready_index): building them once is faster
--- than maintaining them row by row.
+-- than maintaining them row by row. Ids start at the run's own key range ({first_key},
+-- composed in by claimcheck.schema), so advisory-lock keys never meet another run's.
 CREATE TABLE jobs (
-    id           bigint      GENERATED ALWAYS AS IDENTITY,
+    id           bigint      GENERATED ALWAYS AS IDENTITY (START WITH {first_key}),
     queue        text        NOT NULL DEFAULT 'default',
     payload      jsonb       NOT NULL,
     status       text        NOT NULL DEFAULT 'queued'
@@ -136,3 +137,13 @@ SELECT count(*) FROM jobs WHERE id = ANY(%(ids)s) AND (status <> 'queued' OR att
 -- Which of these claimers still have a connection: the Locust master's witness that a worker
 -- process whose heartbeat stopped is really gone.
 SELECT application_name FROM pg_stat_activity WHERE application_name = ANY(%(names)s);
+
+-- name: server_clock
+-- The server's clock right after a claim that returns its lease's end (lease_until): the
+-- ledger compares leases with server time only. Seconds since the epoch.
+SELECT extract(epoch FROM clock_timestamp())::float8;
+
+-- name: release_session_locks
+-- Between interleaving permutations: session advisory locks outlive a ROLLBACK, and a spec's
+-- steps may take them (the que / good_job family); every permutation starts with none.
+SELECT pg_advisory_unlock_all();

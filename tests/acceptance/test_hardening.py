@@ -126,14 +126,13 @@ def test_interleave_counts_and_refuses_too_many_permutations_before_starting(cli
     cli.assert_nothing_left()
 
 
-def test_a_claim_step_returning_text_is_a_clear_error(cli):
+def test_a_claim_step_returning_a_text_key_is_judged_not_a_traceback(cli):
+    # Keys of any type (text, uuid) are jobs like integer ids: one claim of 'job-1' is no violation.
     path = cli.scratch / "text.spec"
     path.write_text("session A\nclaim a_claim { SELECT 'job-1'::text AS id, 1 AS attempts }\n")
     result = cli("interleave", str(path))
-    assert result.code == 2
-    text = " ".join(result.stderr.split())
-    assert "Traceback" not in text
-    assert "text.spec:2: claim step a_claim must return the job id as an integer" in text
+    assert result.code == 0, result.stderr
+    assert "Traceback" not in result.stderr
     cli.assert_nothing_left()
 
 

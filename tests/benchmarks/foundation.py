@@ -2,7 +2,11 @@
 
 1. Wall time of `claimcheck check skip-locked` (16 workers x 20,000 jobs), embedded server start included.
 2. Seeding time of 1,000,000 jobs (create, one INSERT ... SELECT, primary key, partial index, analyze).
-3. Peak RSS of the coordinator process over a run that records 1,000,000 claims.
+3. Peak RSS of the coordinator process over a run that records 1,000,000 claims: bigint keys on
+   claimcheck's jobs table, then uuid keys on a file's own table (the ledger maps them to dense
+   numbers; the coordinator holds the seeded keys once).
+
+`python tests/benchmarks/foundation.py rss` runs only (3); `rss uuid` only its uuid run.
 
 Uses $CLAIMCHECK_DSN for (2) when set, else an embedded server.
 """
@@ -35,6 +39,25 @@ RETURNING j.id, j.attempts;
 """
 
 
+CLAIM_AND_FINISH_100_UUID = """\
+-- name: schema
+CREATE TABLE uuid_jobs (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), status text NOT NULL DEFAULT 'queued',
+                        attempts int NOT NULL DEFAULT 0);
+CREATE INDEX uuid_jobs_ready ON uuid_jobs (id) WHERE status = 'queued';
+-- name: seed
+INSERT INTO uuid_jobs SELECT FROM generate_series(1, %(jobs)s) RETURNING id;
+-- name: remaining
+SELECT count(*) FROM uuid_jobs WHERE status = 'queued';
+-- name: claim
+WITH next AS (
+    SELECT id FROM uuid_jobs WHERE status = 'queued' LIMIT %(batch)s FOR UPDATE SKIP LOCKED
+)
+UPDATE uuid_jobs j SET status = 'done', attempts = j.attempts + 1
+FROM next WHERE j.id = next.id
+RETURNING j.id, j.attempts;
+"""
+
+
 def cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "claimcheck", *args]
 
@@ -54,10 +77,10 @@ def seeding_time() -> None:
             print(f"seeding 1,000,000 jobs on PostgreSQL {server.version} ({server.source}): {seeded.seconds:.2f} s")
 
 
-def coordinator_peak_rss() -> None:
+def coordinator_peak_rss(text: str = CLAIM_AND_FINISH_100, keys: str = "bigint") -> None:
     with tempfile.TemporaryDirectory() as tmp:
         claim = Path(tmp) / "claim_and_finish.sql"
-        claim.write_text(CLAIM_AND_FINISH_100)
+        claim.write_text(text)
         proc = subprocess.Popen(cli("check", str(claim), "--jobs", "1000000", "--batch", "100", "--workers", "8",
                                     "--json", str(Path(tmp) / "r.json")),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -79,13 +102,16 @@ def coordinator_peak_rss() -> None:
         out, err = proc.communicate()
         watcher.join()
         claims = [line for line in out.splitlines() if "claim_and_finish" in line]
-        print(f"1,000,000-claim run: coordinator peak RSS {peak / 2**20:.0f} MiB, "
+        print(f"1,000,000-claim run, {keys} keys: coordinator peak RSS {peak / 2**20:.0f} MiB, "
               f"{time.perf_counter() - started:.1f} s wall, exit {proc.returncode}")
         for line in claims[:1]:
             print("   ", " ".join(line.split()))
 
 
 if __name__ == "__main__":
-    check_wall_time()
-    seeding_time()
-    coordinator_peak_rss()
+    if sys.argv[1:2] != ["rss"]:
+        check_wall_time()
+        seeding_time()
+    if sys.argv[1:] != ["rss", "uuid"]:
+        coordinator_peak_rss()
+    coordinator_peak_rss(CLAIM_AND_FINISH_100_UUID, "uuid")

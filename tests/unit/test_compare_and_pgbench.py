@@ -152,7 +152,7 @@ def test_pgbench_script_in_lock_mode_is_one_transaction():
 
 
 def test_fast_path_numbers_placeholders_by_first_use():
-    from claimcheck.fastpath import to_positional
+    from claimcheck.dialect import to_positional
 
     text, names = to_positional("UPDATE jobs SET w = %(worker)s WHERE id = %(id)s AND a = %(attempts)s "
                                 "AND w2 = %(worker)s AND note LIKE 'x%%'")

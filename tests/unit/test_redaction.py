@@ -39,7 +39,7 @@ def test_split_password_for_a_child_process():
 def test_no_password_survives(password, form):
     assume(password not in "error at postgresql://u:@h:5432/d host=h password= user=u dbname=d port=5432 ***")
     dsn = {"uri": f"postgresql://u:{password}@h:5432/d",
-           "kv": f"host=h password={password} user=u" if "=" not in password else f"host=h user=u",
+           "kv": f"host=h password={password} user=u" if "=" not in password else "host=h user=u",
            "quoted": "host=h password='" + password.replace("\\", "\\\\").replace("'", "\\'") + "' user=u"}[form]
     remember(dsn)
     if password in dsn:

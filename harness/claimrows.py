@@ -1,0 +1,65 @@
+"""What a claim's rows say: the jobs (as dense numbers) and attempts, and what else they prove.
+
+A claim's first column is the job's key; its attempt number, `lease_until` and `max_attempts` are
+found by name (see :class:`claimcheck.strategy.ClaimShape`). Reading the rows also notices what
+the ledger judges beyond double claims: more rows than the batch asked for (an over-claim), an
+attempt above the job's max_attempts, a key that was never seeded. The worker keeps these notes
+only once the claim's transaction commits: a rolled-back claim is no claim and proves nothing.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from claimcheck.keys import KeySpace, canonical
+from claimcheck.strategy import ClaimShape
+
+MAX_OVER_CLAIM_KEYS = 20
+"""Keys kept as evidence of one over-claim."""
+
+
+@dataclass
+class Notes:
+    """What one claim's rows showed beyond (job, attempt)."""
+
+    unknown_keys: dict = field(default_factory=dict)
+    over_attempts: list = field(default_factory=list)
+    """(job, attempt, max_attempts)."""
+    over_claims: list = field(default_factory=list)
+    """(claimed_at, rows returned, job numbers)."""
+    leases: list = field(default_factory=list)
+    """lease_until (epoch seconds) per row, in row order, for claims that return it."""
+
+
+class ClaimRows:
+    """Reads claims of one shape, numbering keys in one key space, against one batch size."""
+
+    def __init__(self, shape: ClaimShape, keys: KeySpace | None, batch: int) -> None:
+        self.shape, self.keys, self.batch = shape, keys, batch
+
+    def read(self, rows: list[tuple], started: float) -> tuple[list[tuple[int, int]], Notes]:
+        """(job number, attempt) per row, and the notes. Values may be psycopg's or libpq's text."""
+        shape, keys, notes = self.shape, self.keys, Notes()
+        at, most, lease = shape.attempt_index, shape.max_attempts_index, shape.lease_index
+        out = []
+        for row in rows:
+            key = canonical(row[0], shape.key_is_int)
+            job = keys.number(key) if keys is not None else key
+            if job < 0:
+                notes.unknown_keys[job] = str(key)
+            attempt = int(row[at]) if at is not None and row[at] is not None else 0
+            if most is not None and row[most] is not None and attempt > int(row[most]):
+                notes.over_attempts.append((job, attempt, int(row[most])))
+            if lease is not None:
+                notes.leases.append(epoch(row[lease]))
+            out.append((job, attempt))
+        if len(rows) > self.batch:
+            notes.over_claims.append((started, len(rows), [job for job, _ in out[:MAX_OVER_CLAIM_KEYS]]))
+        return out, notes
+
+
+def epoch(value: object) -> float:
+    """A server timestamp (datetime from psycopg) as seconds since the epoch; NaN when NULL."""
+    if value is None:
+        return math.nan
+    return value.timestamp() if hasattr(value, "timestamp") else float(value)
