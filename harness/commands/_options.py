@@ -78,8 +78,7 @@ def add_run_options(p: argparse.ArgumentParser, *, workers: str, jobs: int, mode
                             f"{REPORTS_DIR}/{p.prog.split()[-1]}-TIME.json under the current directory, created if needed)")
     else:
         add_json_option(g)
-    g.add_argument("--wide", action="store_true",
-                   help="show every column of the results table (the default fits 80 columns; a pipe gets every column)")
+    add_wide_option(g)
     life = p.add_argument_group("lifecycle (retries, leases, reaper)")
     life.add_argument("--fail-rate", type=float, default=0.0,
                       help="fraction of jobs failed by their worker and retried with the strategy's backoff")
@@ -109,6 +108,11 @@ def settings_grid(args: argparse.Namespace, faults: FaultPlan | None = None,
                         fail_rate=args.fail_rate, backoff_unit_s=args.backoff_unit, backoff_cap_s=args.backoff_cap,
                         reap_every_s=reap, faults=faults, stop_early=stop_early)
             for m, w, b in itertools.product(args.mode, args.workers, args.batch)]
+
+
+def add_wide_option(g) -> None:
+    g.add_argument("--wide", action="store_true",
+                   help="show every column of the results table (the default fits 80 columns; a pipe gets every column)")
 
 
 def plain_settings(args: argparse.Namespace) -> dict:

@@ -10,7 +10,7 @@ import argparse
 
 from rich.console import Console
 
-from claimcheck.commands._options import add_json_option, add_server_options, int_list, report_runs
+from claimcheck.commands._options import add_json_option, add_server_options, add_wide_option, int_list, report_runs
 from claimcheck.libs import ADAPTERS, LibraryAdapter, load_adapter
 from claimcheck.libs.runner import FAULT_WORK_MS, LIB_WORK_MS, lib_settings, run_library
 from claimcheck.provision import Server, provide_server
@@ -41,6 +41,7 @@ def add_lib_options(p: argparse.ArgumentParser, *, workers: str, jobs: int) -> N
                                      f"{FAULT_WORK_MS} with --faults)")
     g.add_argument("--duration", type=float, help="stop after this many seconds even if jobs remain")
     add_json_option(g)
+    add_wide_option(g)
 
 
 

@@ -30,6 +30,7 @@ from claimcheck.libs.database import database_dsn, run_database
 from claimcheck.libs.records import read_worker_files, to_ledger
 from claimcheck.provision import Server
 from claimcheck.result import RunResult
+from claimcheck.runcontext import RunContext
 from claimcheck.sampler import LockWaitSampler
 from claimcheck.schema import SeededJobs, new_run_id
 from claimcheck.settings import FaultPlan, RunSettings, WorkTime
@@ -113,8 +114,10 @@ class _Run:
     def __init__(self, server: Server, adapter: LibraryAdapter, settings: RunSettings, database: str, run_id: str,
                  tmp: Path, progress: Callable[[int, float], None] | None) -> None:
         self.server, self.adapter, self.settings, self.tmp, self.progress = server, adapter, settings, tmp, progress
-        self.app_prefix = f"claimcheck/{run_id}/"
-        self.dsn = database_dsn(server.dsn, database, f"{self.app_prefix}coordinator")
+        # The run's own database; its connections are named as every run's are (claimcheck.runcontext),
+        # so the sampler and the terminate fault find them. The library connects with a DSN string.
+        self.run = RunContext(psycopg.conninfo.make_conninfo(server.dsn, dbname=database), run_id)
+        self.dsn = database_dsn(server.dsn, database, self.run.app_name("coordinator"))
         self.database = database
         self.procs: dict[int, _Proc] = {}
         self.deaths: dict[int, float] = {}
@@ -127,7 +130,7 @@ class _Run:
         self.next_index += 1
         config = WorkerConfig(
             library=self.adapter.name, worker=index, records=str(self.tmp / f"w{index:02d}.tsv"),
-            dsn=database_dsn(self.server.dsn, self.database, f"{self.app_prefix}w{index:02d}"),
+            dsn=database_dsn(self.server.dsn, self.database, self.run.app_name(f"w{index:02d}")),
             stall_flag=str(self.shared.stall.path(index)), work_ms=str(self.settings.work),
             stall_s=(self.settings.faults.stall_factor * self.adapter.lease_s) if self.settings.faults else 0.0,
             faults=self.settings.faults is not None)
@@ -144,10 +147,10 @@ class _Run:
         adapter.install(self.dsn)
         ids = adapter.enqueue(self.dsn, range(1, settings.jobs + 1))
         seeded = SeededJobs(first_id=1, last_id=settings.jobs, count=len(ids), seconds=time.perf_counter() - seed_started)
-        conn = psycopg.connect(self.dsn, autocommit=True)
-        sampler = LockWaitSampler(self.dsn, self.app_prefix)
+        conn = self.run.connect("coordinator", in_schema=False)
+        sampler = LockWaitSampler(self.run)
         origin = time.monotonic()
-        injector = (FaultInjector(settings.faults, settings.jobs, self.dsn, self.app_prefix, origin, self.server.restart)
+        injector = (FaultInjector(settings.faults, settings.jobs, self.run, origin, self.server.restart)
                     if settings.faults else None)
         recovered = 0
         try:
@@ -205,6 +208,11 @@ class _Run:
             started = finished + table.running
             if self.progress:
                 self.progress(finished, now - origin)
+            # Every fault whose mark has passed, before the drain check: a fast library can take all
+            # its jobs between two ticks, and a fault asked for must still land.
+            while injector and injector.due(started):
+                alive = {i: p.popen.pid for i, p in self.procs.items() if p.popen.poll() is None}
+                injector.inject(alive, self.shared, self._spawn)
             if finished >= settings.jobs and table.queued == 0 and table.running == 0:
                 return "drained", recovered
             if settings.duration_s is not None and now - origin >= settings.duration_s:
@@ -213,9 +221,6 @@ class _Run:
                 last_count, last_change = (finished, table.running), now
             elif now - last_change > NO_PROGRESS_S:
                 return "stalled", recovered
-            if injector and injector.due(started):
-                alive = {i: p.popen.pid for i, p in self.procs.items() if p.popen.poll() is None}
-                injector.inject(alive, self.shared, self._spawn)
             if settings.faults and now >= next_recover:
                 next_recover = now + RECOVER_EVERY_S
                 try:
