@@ -170,6 +170,8 @@ class Loop:
         else:
             self.drain_query = QUERIES["unfinished_remaining" if s.lifecycle else "queued_remaining"]
         self.consecutive_failures = 0
+        self._released_at = 0.0
+        """When the last `fail` (a requeue) was first sent: see _finish_resiliently."""
         self.reader = ClaimRows(plan.shape, plan.keys, s.batch)
         self.notes = Notes()
         self.pending_leases: list[tuple[float, float]] = []
@@ -253,11 +255,15 @@ class Loop:
             claim_returned = time.monotonic()
             outcomes = [self._finish_in_transaction(job, attempt) for job, attempt in rows] \
                 if self.settings.mode == "lock" else []
+            commit_sent = time.monotonic()
         committed = time.monotonic()
         self._keep_notes()  # only now: a rolled-back claim is no claim, and proves nothing
         if self.settings.mode == "lock":
             for (job, attempt), outcome in zip(rows, outcomes):
-                self._note_lease(self.log.record(job, attempt, committed, committed, outcome))
+                # A requeue is timed when its COMMIT was sent: no later claim can have seen it sooner
+                # (see _finish_resiliently). A claim is timed once its commit returned.
+                released = commit_sent if outcome == FAILED else committed
+                self._note_lease(self.log.record(job, attempt, committed, released, outcome))
             self._count_claimed(rows, started, claim_returned)
             self._after_commit(rows)
             if rows:
@@ -344,7 +350,7 @@ class Loop:
         self._flush(bool(rows))  # under faults, the claims are known before any work starts
         for (job, attempt), slot in zip(rows, slots):
             outcome = self._finish_resiliently(job, attempt)
-            self.log.end(slot, time.monotonic(), outcome)
+            self.log.end(slot, self._released_at if outcome == FAILED else time.monotonic(), outcome)
             self.stream.mark_ended(slot)
             self._after_commit([(job, attempt)])
             self._flush(True)
@@ -430,6 +436,11 @@ class Loop:
         if not self._work(job, attempt):
             return ABANDONED
         fails = self._decide_failure()
+        # The ledger accepts a re-claim after a requeue only if the requeue came first. Another
+        # worker can re-claim the job the moment our `fail` commits, and record its claim before
+        # we read the clock again (a busy machine deschedules us): so a requeue is timed before
+        # it was first sent, a moment no re-claim can precede. (A claim is timed after its commit.)
+        self._released_at = time.monotonic()
         for _ in range(MAX_COMPLETION_RETRIES):
             try:
                 outcome = self._complete(job, attempt, fails)
