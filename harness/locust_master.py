@@ -101,9 +101,6 @@ class MasterRun:
         # leftovers, drop of only what this run created), closed in cleanup().
         self.conn, _, _ = self.cleanup_stack.enter_context(run_schema(self.server, run_id=self.run_id))
         self.seeded = seed(self.conn, self.schema, self.run_id, self.strategy, self.settings.jobs)
-        if self.seeded.keys is not None and self.seeded.keys.keys is not None:
-            raise UsageError(f"{self.strategy.source}: --engine locust needs integer keys in one range for now "
-                             "(the fork driver takes keys of any type)")
         # As the fork driver does: a throwaway connection, so validation holds nothing during the run.
         with coordinator_connection(self.server.dsn, self.run_id, self.schema, role="validate") as throwaway:
             shape = validate_on_server(throwaway, self.strategy)
@@ -209,7 +206,7 @@ class MasterRun:
         run = SimpleNamespace(logs=logs, killed=lost, reaps=[], faults=[], faults_skipped=[], waits=waits,
                               stopped_by=stopped_by, shared=None, stop_reason=lambda started: None)
         result = judge_run(self.conn, run, self.strategy, self.settings, self.seeded, releases=self.plan.releases)
-        if lost:
+        if lost and not self.strategy.own_schema:  # the table query knows only claimcheck's jobs table
             result = dataclasses.replace(result, verdict=self._unrecorded(result.verdict, logs))
             nodes = {self.node_of[u] for u in lost}
             self.err.print(f"claimcheck: {len(nodes)} Locust worker process(es) went missing mid-run (no "

@@ -129,13 +129,19 @@ def worker_main(plan: WorkerPlan, index: int, barrier: Any, shared: Shared, pipe
             except Exception:
                 pass
     finally:
-        log.finished_at = time.monotonic()
-        try:
-            stream.flush()
-            pipe.send(("end", summary(log)))
-        finally:
-            if loop is not None and not loop.conn.closed:
-                loop.conn.close()
+        send_end(log, stream, pipe, loop)
+
+
+def send_end(log: WorkerLog, stream: LogStream, pipe: Any, loop: "Loop | None") -> None:
+    """A claimer's last word, however it ended: what it had not sent yet, its summary, its
+    connection closed (the fork driver's workers and Locust users alike)."""
+    log.finished_at = time.monotonic()
+    try:
+        stream.flush()
+        pipe.send(("end", summary(log)))
+    finally:
+        if loop is not None and not loop.conn.closed:
+            loop.conn.close()
 
 
 class _Stopping(Exception):

@@ -48,6 +48,19 @@ def test_locust_reaches_the_fork_drivers_verdict(cli, strategy, mode, record_pro
     cli.assert_nothing_left()
 
 
+def test_a_field_design_with_uuid_keys_and_its_own_tables_runs_on_locust(cli):
+    # pg-boss 10.4's claim on its own table with uuid ids (tests/field): the seeded keys travel to the
+    # Locust workers with the plan, and the master judges them as the fork driver does.
+    field = os.path.join(os.path.dirname(__file__), "..", "field", "pg_boss_10_4_uuid.sql")
+    out = cli.scratch / "uuid.json"
+    done = cli("check", field, "--engine", "locust", "--users", "4", "--processes", "2", "--jobs", "300",
+               "--json", str(out))
+    assert done.code == 0, done.stdout + done.stderr
+    run = verdict(out)
+    assert run["exactly_once"] and run["unique_jobs_claimed"] == 300 and run["unclaimed_jobs"] == 0
+    cli.assert_nothing_left()
+
+
 def _locust(cli, *args: str, port: int, out: str) -> subprocess.Popen:
     env = dict(cli.env(dsn=True))
     command = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--loglevel", "INFO", *args]
