@@ -279,8 +279,7 @@ class Loop:
                 self._note_lease(self.log.record(job, attempt, committed, committed, outcome))
             self._count_claimed(rows, started, claim_returned)
             self._after_commit(rows)
-            if rows:
-                self.stream.flush()
+            self._flush(bool(rows))  # as in lease mode: at once under faults, else every FLUSH_INTERVAL_S
         else:
             self._after_lease_claim(rows, started, committed)
         return len(rows)
