@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import ctypes
 import random
-from contextlib import AbstractContextManager, contextmanager
 import signal
 import time
 import traceback
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator
 
