@@ -6,8 +6,10 @@ query conversion, parameter adaptation, result bookkeeping) costs ~40-60 us of C
 libpq's `PQexecPrepared` with the values already as text costs ~15 us, closer to pgbench's C
 client. The statement, its transaction (autocommit: one implicit transaction per execution),
 its round trip, its rows and its row count are exactly those of `conn.execute(statement, params)`.
-Used for lease mode's lone autocommit claim and its per-job completions; anything inside an
-explicit transaction (a pick, lock mode) keeps psycopg's general path.
+Used for a lone claim statement and its per-job completions, in lease mode (autocommit) and in lock
+mode, where :class:`Transaction` sends the BEGIN / COMMIT / ROLLBACK that psycopg's
+`conn.transaction()` sends, through libpq too. A pick, a claim of several statements or a claim
+returning a lease keeps psycopg's general path.
 """
 from __future__ import annotations
 
@@ -17,6 +19,14 @@ from psycopg import errors, pq
 from claimcheck.dialect import to_positional
 
 _OK = (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK)
+_ALREADY_PREPARED = b"42P05"
+
+
+def _check(result: pq.abc.PGresult, encoding: str) -> None:
+    if result.status not in _OK:
+        # The same exception types as psycopg raises, so SerializationFailure and
+        # DeadlockDetected are retried by the worker exactly as before.
+        raise errors.error_from_result(result, encoding=encoding)
 
 
 class PreparedStatement:
@@ -29,7 +39,11 @@ class PreparedStatement:
         text, self.params = to_positional(statement)
         # Parameter types are inferred by the server from the statement, as for psycopg's
         # prepared statements; a statement where that fails raises here, before the run.
-        self._check(self.pgconn.prepare(self.name, text.encode(), None))
+        result = self.pgconn.prepare(self.name, text.encode(), None)
+        if result.error_field(pq.DiagnosticField.SQLSTATE) != _ALREADY_PREPARED:
+            self._check(result)
+        # else: prepared again after a rollback that did not drop it (see Loop._general_transaction);
+        # this name only ever holds this statement on this connection.
 
     def bind(self, values: dict) -> list[bytes]:
         """The parameters as libpq takes them: text, in `$n` order. Bind once what does not change."""
@@ -52,7 +66,40 @@ class PreparedStatement:
         return result
 
     def _check(self, result: pq.abc.PGresult) -> None:
-        if result.status not in _OK:
-            # The same exception types as psycopg raises, so SerializationFailure and
-            # DeadlockDetected are retried by the worker exactly as before.
-            raise errors.error_from_result(result, encoding=self.encoding)
+        _check(result, self.encoding)
+
+
+class Transaction:
+    """`with Transaction(conn):` the explicit transaction of `with conn.transaction():` on an
+    autocommit connection, through libpq: the same commands (BEGIN; COMMIT, or ROLLBACK on an
+    exception), one round trip each, the same exception types.
+
+    Two differences, both on psycopg's bookkeeping only: psycopg's rollback also empties its cache
+    of prepared statements and sends DEALLOCATE ALL, which would drop this module's statements
+    (prepared once per connection) and costs a round trip per failed claim; here nothing is
+    deallocated (prepared statements outlive a rollback on the server, so psycopg's cache stays true).
+    And an error during the rollback is swallowed without psycopg's logged warning.
+    """
+
+    def __init__(self, conn: psycopg.Connection) -> None:
+        self.pgconn = conn.pgconn
+        self.encoding = conn.info.encoding
+
+    def __enter__(self) -> Transaction:
+        self._command(b"BEGIN")
+        return self
+
+    def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: object) -> bool:
+        if exc is None:
+            self._command(b"COMMIT")
+        elif self.pgconn.status == pq.ConnStatus.OK:
+            # As psycopg: roll back what the error left open, unless the connection is broken
+            # (then the server has rolled it back), and never hide the error that got us here.
+            try:
+                self._command(b"ROLLBACK")
+            except Exception:
+                pass
+        return False
+
+    def _command(self, command: bytes) -> None:
+        _check(self.pgconn.exec_(command), self.encoding)

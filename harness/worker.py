@@ -17,14 +17,15 @@ import random
 import signal
 import time
 import traceback
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import psycopg
 from psycopg import errors, pq, sql
 
 from claimcheck.dialect import placeholders
-from claimcheck.fastpath import PreparedStatement
+from claimcheck.fastpath import PreparedStatement, Transaction
 from claimcheck.interrupts import INTERRUPTS
 from claimcheck.claimrows import ClaimRows, Notes
 from claimcheck.keys import KeySpace
@@ -184,16 +185,34 @@ class Loop:
         self._prepare_fast_paths()
 
     def _prepare_fast_paths(self) -> None:
-        """Lease mode's lone autocommit claim and its per-job completions are the hot path: they go
+        """A lone claim statement and its per-job completions are the hot path, in both modes: they go
         through libpq directly (see claimcheck.fastpath), prepared again on every new connection.
-        Anything inside an explicit transaction (a pick, lock mode) keeps psycopg's general path."""
-        lease = self.settings.mode == "lease"
+        In lock mode the transaction around them does too (see `_transaction`). A pick, a claim of
+        several statements, or one returning a lease keeps psycopg's general path."""
         single = lambda section: self.strategy.has(section) and len(self.strategy.steps(section)) == 1  # noqa: E731
-        self.fast_complete = self._prepare_fast("complete") if lease and single("complete") else None
+        self.fast_complete = self._prepare_fast("complete") if single("complete") else None
         # A claim returning its lease reads the server's clock right after it: the general path.
-        plain = self.shape.lease_index is None
-        self.fast_claim = None if self.explicit_transaction or not plain else self._prepare_fast("claim")
+        plain = self.shape.lease_index is None and not self.strategy.has_pick
+        self.fast_claim = self._prepare_fast("claim") if plain and single("claim") else None
         self.fast_claim_params = self.fast_claim.bind(self.params["claim"]) if self.fast_claim else []
+
+    def _transaction(self) -> AbstractContextManager:
+        """The claim's explicit transaction: through libpq when the claim is (the same BEGIN,
+        COMMIT, or ROLLBACK on an error), else psycopg's."""
+        return Transaction(self.conn) if self.fast_claim is not None else self._general_transaction()
+
+    @contextmanager
+    def _general_transaction(self) -> Iterator[None]:
+        """psycopg's `conn.transaction()`. Its rollback also sends DEALLOCATE ALL (it forgets its own
+        prepared statements), which drops the fast path's too: prepare them again, or every later
+        fast claim or completion would fail with 26000."""
+        try:
+            with self.conn.transaction():
+                yield
+        except BaseException:
+            if not self.conn.closed and self.conn.pgconn.status == pq.ConnStatus.OK:
+                self._prepare_fast_paths()
+            raise
 
     def _prepare_fast(self, section: str) -> PreparedStatement | None:
         try:
@@ -256,7 +275,7 @@ class Loop:
             self._keep_notes()
             self._after_lease_claim(rows, started, time.monotonic())
             return len(rows)
-        with self.conn.transaction():
+        with self._transaction():
             rows = self._record_shape(self._claim(), started)
             claim_returned = time.monotonic()
             outcomes = [self._finish_in_transaction(job, attempt) for job, attempt in rows] \
@@ -272,8 +291,7 @@ class Loop:
                 self._note_lease(self.log.record(job, attempt, committed, released, outcome))
             self._count_claimed(rows, started, claim_returned)
             self._after_commit(rows)
-            if rows:
-                self.stream.flush()
+            self._flush(bool(rows))  # as in lease mode: at once under faults, else every FLUSH_INTERVAL_S
         else:
             self._after_lease_claim(rows, started, committed)
         return len(rows)
@@ -404,7 +422,7 @@ class Loop:
         params = self._job_params(section, job, attempt)
         if len(self.strategy.steps(section)) == 1 or self.conn.info.transaction_status != pq.TransactionStatus.IDLE:
             return execute_section(self.conn, self.strategy, section, params).rowcount > 0
-        with self.conn.transaction():
+        with self._general_transaction():
             return execute_section(self.conn, self.strategy, section, params).rowcount > 0
 
     def _extend(self, job: int, attempt: int) -> bool:

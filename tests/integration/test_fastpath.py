@@ -1,0 +1,75 @@
+"""The worker's libpq fast path (claimcheck.fastpath) under claim errors, on a real server."""
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from claimcheck.fastpath import PreparedStatement, Transaction
+
+NOWAIT_QUEUE = """
+-- name: schema
+CREATE TABLE q (id bigint PRIMARY KEY, locked_at timestamptz, done bool NOT NULL DEFAULT false);
+-- name: seed
+INSERT INTO q SELECT %(key_base)s + g FROM generate_series(0, %(jobs)s - 1) g RETURNING id;
+-- name: remaining
+SELECT count(*) FROM q WHERE NOT done;
+-- name: complete
+UPDATE q SET done = true WHERE id = %(id)s;
+"""
+
+
+def write(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "claim.sql"
+    path.write_text(textwrap.dedent(text))
+    return str(path)
+
+
+def test_lock_mode_claim_errors_roll_back_the_libpq_transaction(run, tmp_path):
+    # A lone claim in lock mode runs BEGIN, claim, completions and COMMIT through libpq; NOWAIT's
+    # 55P03 must roll that transaction back and be retried on the same connection.
+    path = write(tmp_path, NOWAIT_QUEUE + """
+        -- name: claim
+        UPDATE q SET locked_at = now()
+        WHERE id = (SELECT id FROM q WHERE locked_at IS NULL ORDER BY id LIMIT 1 FOR UPDATE NOWAIT)
+        RETURNING id;
+        """)
+    result = run(path, workers=4, jobs=300, batch=1, mode="lock")
+    assert result.exactly_once
+    assert result.claim_errors.get("55P03", 0) > 0, result.claim_errors
+    assert result.reconnects == 0
+
+
+def test_fast_completions_survive_psycopgs_rollback_of_a_pick(run, tmp_path):
+    # A pick keeps psycopg's transaction, whose rollback sends DEALLOCATE ALL: the fast completion
+    # statement must be prepared again, or every later completion fails with 26000.
+    path = write(tmp_path, NOWAIT_QUEUE + """
+        -- name: pick
+        SELECT id FROM q WHERE locked_at IS NULL ORDER BY id LIMIT 1;
+        -- name: claim
+        UPDATE q SET locked_at = now()
+        WHERE id = (SELECT id FROM q WHERE id = ANY(%(id)s::bigint[]) AND locked_at IS NULL FOR UPDATE NOWAIT)
+        RETURNING id;
+        """)
+    result = run(path, workers=4, jobs=300, batch=1, mode="lease")
+    assert result.exactly_once
+    assert result.claim_errors.get("55P03", 0) > 0, result.claim_errors
+    assert "26000" not in result.claim_errors
+
+
+def test_libpq_transaction_commits_and_rolls_back_like_psycopgs(server):
+    with psycopg.connect(server.dsn, autocommit=True) as conn:
+        statement = PreparedStatement(conn, "claimcheck_test", "SELECT %(n)s::int")
+        with Transaction(conn):
+            assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+            assert statement.rows(statement.bind({"n": 1})) == [(b"1",)]
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            with Transaction(conn):
+                conn.execute("SELECT 1/0")
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        # Prepared again on the same connection (after a rollback that kept it): no error.
+        again = PreparedStatement(conn, "claimcheck_test", "SELECT %(n)s::int")
+        assert again.rows(again.bind({"n": 2})) == [(b"2",)]
