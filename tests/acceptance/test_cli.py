@@ -215,9 +215,11 @@ def test_check_of_an_unsafe_claim_stops_at_the_first_proven_violation(cli):
     result = cli("check", "naive-single", "--workers", "8", "--jobs", "5000", "--json", str(out))
     assert result.code == 1, result.stderr
     text = " ".join(result.stdout.split())
-    assert "stopped early: job" in text and "claimed a second time" in text and "add --drain" in text
+    # Either proof may come first: the second claim itself, or the completion it fenced off.
+    assert "stopped early:" in text and "add --drain" in text
+    assert "claimed a second time" in text or "changed no row" in text
     (run,) = json.loads(out.read_text())["runs"]
-    assert run["stopped_by"] == "violation" and run["double_claimed_jobs"] > 0 and run["violations"]
+    assert run["stopped_by"] == "violation" and run["violations"]
     assert run["exactly_once"] is False
     cli.assert_nothing_left()
 
