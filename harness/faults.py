@@ -90,7 +90,7 @@ class FaultInjector:
             shared.stall[victim] = 1
             self.events.append(FaultEvent("stall", at, victim, "told to sleep past its lease after its next claim"))
         elif kind == "terminate":
-            self._terminate(at)
+            self._terminate(at, shared)
         elif kind == "restart" and self.restart is not None:
             started = time.monotonic()
             self.restart()
@@ -99,25 +99,36 @@ class FaultInjector:
         else:
             self.skipped.append(kind)
 
-    def _terminate(self, at: float) -> None:
+    def _terminate(self, at: float, shared) -> None:
         """Terminate a worker backend caught inside a transaction; with short transactions that
-        takes a few looks at pg_stat_activity, and after TERMINATE_LOOKS any worker backend will do."""
+        takes a few looks at pg_stat_activity, and after TERMINATE_LOOKS any worker backend will do.
+        A stalled worker (asleep inside its transaction in lock mode, the first one a look finds)
+        is left alone: each fault hits a worker that is working, or it tests nothing."""
+        def first_working(rows: list) -> tuple | None:
+            return next((r for r in rows if not shared.stall[_worker_of(r[1])]), None)
+
         with self.run.connect("injector", in_schema=False) as conn:
             row, caught = None, True
             for _ in range(TERMINATE_LOOKS):
-                if row := conn.execute(QUERIES["busy_worker_backends"], self.params).fetchone():
+                if row := first_working(conn.execute(QUERIES["busy_worker_backends"], self.params).fetchall()):
                     break
                 time.sleep(TERMINATE_LOOK_PAUSE_S)
             if row is None:
-                row, caught = conn.execute(QUERIES["any_worker_backend"], self.params).fetchone(), False
+                row = first_working(conn.execute(QUERIES["any_worker_backend"], self.params).fetchall())
+                caught = False
             if row is None:
                 self.skipped.append("terminate")
                 return
             pid, app, state = row
             conn.execute(QUERIES["terminate_backend"], {"pid": pid})
-        worker = int(app.rsplit("/w", 1)[1])
+        worker = _worker_of(app)
         where = f"caught {state}" if caught else "between transactions"
         self.events.append(FaultEvent("terminate", at, worker, f"pg_terminate_backend({pid}), {where}"))
+
+
+def _worker_of(application_name: str) -> int:
+    """The worker number of a `claimcheck/<run>/wNN` connection."""
+    return int(application_name.rsplit("/w", 1)[1])
 
 
 def _held(logs: list[WorkerLog]) -> dict[int, list[int]]:

@@ -66,14 +66,12 @@ SELECT pid, application_name, state FROM pg_stat_activity
 WHERE application_name LIKE %(app_prefix)s AND application_name ~ '/w[0-9]+$'
   AND (state = 'idle in transaction' OR state = 'active' AND xact_start IS NOT NULL)
   AND pid <> pg_backend_pid()
-ORDER BY state = 'idle in transaction' DESC, random()
-LIMIT 1;
+ORDER BY state = 'idle in transaction' DESC, random();
 
 -- name: any_worker_backend
 SELECT pid, application_name, state FROM pg_stat_activity
 WHERE application_name LIKE %(app_prefix)s AND application_name ~ '/w[0-9]+$' AND pid <> pg_backend_pid()
-ORDER BY random()
-LIMIT 1;
+ORDER BY random();
 
 -- name: terminate_backend
 SELECT pg_terminate_backend(%(pid)s);
