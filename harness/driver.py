@@ -299,7 +299,9 @@ class _Run:
                 last_progress, last_progress_at = self.watch.progress, now
             if self.on_progress:
                 self.on_progress(claims, now - started)
-            if injector is not None and injector.due(claims) and not self.shared.stop.value:
+            # Every fault whose mark has passed, not one per tick: a fast run can pass several marks
+            # in one tick and drain before the next (lock mode lost its restart that way).
+            while injector is not None and injector.due(claims) and not self.shared.stop.value:
                 alive = {i: p.pid for i, p in self.processes.items() if i not in self.finished and p.is_alive()}
                 injector.inject(alive, self.shared, self._spawn_replacement)
                 self.killed |= injector.killed
