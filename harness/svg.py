@@ -164,10 +164,7 @@ def bar_chart(labels: Sequence[str], stacks: dict[str, Sequence[float]], title: 
     scale = plot_w / ticks[-1]
     out = _open(width, height, title)
     bottom = m["top"] + len(labels) * BAR_ROW_PX
-    for t in ticks:
-        x = LABEL_COLUMN_PX + t * scale
-        out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{m["top"]}" y2="{bottom}" stroke="#e5e5e5"/>'
-                   f'<text x="{x:.1f}" y="{bottom + 14}" text-anchor="middle">{_fmt(t)}</text>')
+    out += _x_grid(ticks, scale, m["top"], bottom)
     for row, label in enumerate(labels):
         y = m["top"] + row * BAR_ROW_PX
         out.append(_row_label(LABEL_COLUMN_PX - 6, y + 15, label, row < len(flagged) and flagged[row]))
@@ -188,6 +185,16 @@ def bar_chart(labels: Sequence[str], stacks: dict[str, Sequence[float]], title: 
     return "".join(out)
 
 
+def _x_grid(ticks: Sequence[float], scale: float, top: float, bottom: float) -> list[str]:
+    """Vertical grid lines and their value labels, for charts whose bars or ranges run left to right."""
+    out = []
+    for t in ticks:
+        x = LABEL_COLUMN_PX + t * scale
+        out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top}" y2="{bottom}" stroke="#e5e5e5"/>'
+                   f'<text x="{x:.1f}" y="{bottom + 14}" text-anchor="middle">{_fmt(t)}</text>')
+    return out
+
+
 def range_chart(labels: Sequence[str], marks: dict[str, Sequence[float | None]], title: str, x_label: str,
                 flagged: Sequence[bool] = ()) -> str:
     """One row per label: a line from its smallest to its largest mark, and a tick per mark (e.g. the
@@ -200,10 +207,7 @@ def range_chart(labels: Sequence[str], marks: dict[str, Sequence[float | None]],
     scale = plot_w / ticks[-1]
     out = _open(width, height, title)
     bottom = m["top"] + len(labels) * BAR_ROW_PX
-    for t in ticks:
-        x = LABEL_COLUMN_PX + t * scale
-        out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{m["top"]}" y2="{bottom}" stroke="#e5e5e5"/>'
-                   f'<text x="{x:.1f}" y="{bottom + 14}" text-anchor="middle">{_fmt(t)}</text>')
+    out += _x_grid(ticks, scale, m["top"], bottom)
     for row, label in enumerate(labels):
         y = m["top"] + row * BAR_ROW_PX + BAR_ROW_PX / 2
         out.append(_row_label(LABEL_COLUMN_PX - 6, y + 4, label, row < len(flagged) and flagged[row]))
