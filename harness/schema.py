@@ -21,6 +21,7 @@ from claimcheck.keys import KeySpace
 from claimcheck.ownership import owner_dead, parse_comment, schema_comment
 from claimcheck.queries import QUERIES
 from claimcheck.runcontext import SCHEMA_PREFIX, app_pattern, schema_name
+from claimcheck.strategy import INT_TYPES
 
 __all__ = ["SCHEMA_PREFIX", "schema_name"]
 
@@ -56,10 +57,6 @@ class SeededJobs:
     """Wall time of the whole table build: create, seed, index, analyze."""
     keys: KeySpace | None = None
     """The seeded keys; None: the integers first_id..last_id."""
-
-    @property
-    def keyspace(self) -> KeySpace:
-        return self.keys if self.keys is not None else KeySpace(first=self.first_id, last=self.last_id)
 
 
 def use_schema(conn: psycopg.Connection, schema: str) -> None:
@@ -150,7 +147,7 @@ def build_own_tables(conn: psycopg.Connection, schema: str, strategy, jobs: int,
             if not cur.description:
                 raise SqlFileError(f"{strategy.source}: section 'seed' returns no rows; its last statement must "
                                    "return the key of each job it created (INSERT ... RETURNING id)")
-            key_is_int = cur.description[0].type_code in (20, 21, 23)
+            key_is_int = cur.description[0].type_code in INT_TYPES
             space = KeySpace.collect(itertools.chain([first] if first is not None else [], rows), key_is_int)
     except psycopg.Error as exc:
         diag = (exc.diag.message_primary or str(exc)).strip()

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from claimcheck.dialect import has_positional, placeholders, split_statements
+from claimcheck.dialect import has_positional, placeholders
 from claimcheck.errors import SqlFileError, read_input
 
 _SECTION_RE = re.compile(r"^\s*--\s*name\s*:\s*(?P<name>\S+)\s*$", re.IGNORECASE)
@@ -38,10 +38,6 @@ class Section:
     def params(self) -> set[str]:
         return placeholders(self.sql)
 
-    @property
-    def statements(self) -> list[str]:
-        """The section's statements in order (see :func:`claimcheck.dialect.split_statements`)."""
-        return [text for text, _ in split_statements(self.sql)]
 
 
 @dataclass(frozen=True)

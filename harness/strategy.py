@@ -40,7 +40,7 @@ OWN_SCHEMA_SECTIONS = ("schema", "seed", "remaining")
 RUN_SECTIONS = ("pick", "claim", "complete", "fail", "extend", "after_commit", "reap", "remaining")
 """The sections validation runs, in this order (schema and seed have run for real by then)."""
 VALIDATION_TIMEOUT_MS = 10_000
-_INT_TYPES = {20, 21, 23}  # int8, int2, int4 type oids
+INT_TYPES = {20, 21, 23}  # int8, int2, int4 type oids
 
 
 @dataclass(frozen=True)
@@ -68,10 +68,10 @@ def shape_of(description, pick_columns: tuple[str, ...] = ()) -> ClaimShape:
         return next((lower.index(o) for o in options if o in lower), None)
 
     attempt = named("attempts", "attempt")
-    if attempt is None and len(names) > 1 and description[1].type_code in _INT_TYPES \
+    if attempt is None and len(names) > 1 and description[1].type_code in INT_TYPES \
             and lower[1] not in ("lease_until", "max_attempts"):
         attempt = 1
-    return ClaimShape(columns=names, key_is_int=description[0].type_code in _INT_TYPES, attempt_index=attempt,
+    return ClaimShape(columns=names, key_is_int=description[0].type_code in INT_TYPES, attempt_index=attempt,
                       lease_index=named("lease_until"), max_attempts_index=named("max_attempts"),
                       pick_columns=pick_columns)
 
@@ -120,6 +120,12 @@ class Strategy:
     @cached_property
     def _steps(self) -> dict[str, tuple[str, ...]]:
         return {name: tuple(text for text, _ in split_statements(body)) for name, body in self.statements.items()}
+
+    @cached_property
+    def bound_steps(self) -> dict[str, tuple[tuple[str, tuple[str, ...]], ...]]:
+        """Each section's statements with the parameter names each uses, parsed once (a worker runs
+        them per claim and per job)."""
+        return {name: tuple((text, tuple(placeholders(text))) for text in steps) for name, steps in self._steps.items()}
 
 
 def load_strategy(name_or_path: str) -> Strategy:
@@ -193,8 +199,8 @@ def execute_section(conn: psycopg.Connection, strategy: Strategy, section: str, 
                     prepare: bool | None = None) -> psycopg.Cursor:
     """Run a section's statements in order, each with the parameters it uses; the last one's cursor."""
     cur = None
-    for statement in strategy.steps(section):
-        cur = conn.execute(statement, {k: values[k] for k in placeholders(statement)}, prepare=prepare)
+    for statement, names in strategy.bound_steps[section]:
+        cur = conn.execute(statement, {k: values[k] for k in names}, prepare=prepare)
     return cur
 
 

@@ -69,13 +69,6 @@ class WorkerPlan:
         claim returns)? Then a re-claim may be a redelivery, judged only once every release is known."""
         return self.settings.lifecycle or self.shape.lease_index is not None
 
-    @property
-    def dsn(self) -> str:
-        return self.run.dsn
-
-    @property
-    def schema(self) -> str:
-        return self.run.schema
 
 
 @dataclass
@@ -159,7 +152,7 @@ class Loop:
         self.strategy = plan.strategy
         self.statements = plan.strategy.statements
         self.rng = random.Random(index)
-        self.worker_name = f"w{index:02d}"
+        self.worker_name = worker_role(index)
         values = {"worker": self.worker_name, "batch": s.batch, "lease_seconds": s.lease_seconds, "ids": [],
                   "error": INJECTED_ERROR, "backoff_unit_s": s.backoff_unit_s, "backoff_cap_s": s.backoff_cap_s}
         values.update(id=0, attempts=0)
@@ -172,15 +165,12 @@ class Loop:
         self.keys = plan.keys
         self.explicit_transaction = (plan.strategy.has_pick or s.mode == "lock"
                                      or len(plan.strategy.steps("claim")) > 1)
-        if plan.strategy.has("remaining"):
-            self.drain_query = plan.strategy.statements["remaining"]
-        else:
-            self.drain_query = QUERIES["unfinished_remaining" if s.lifecycle else "queued_remaining"]
+        self.drain_query = QUERIES["unfinished_remaining" if s.lifecycle else "queued_remaining"]
+        """Our jobs table's drain check; a file with its own tables has its `remaining` section."""
         self.consecutive_failures = 0
         self._released_at = 0.0
         """When the last `fail` (a requeue) was first sent: see _finish_resiliently."""
         self.reader = ClaimRows(plan.shape, plan.keys, s.batch)
-        self.notes = Notes()
         self.pending_leases: list[tuple[float, float]] = []
         self._prepare_fast_paths()
 
@@ -226,12 +216,12 @@ class Loop:
         """Is this the connection going away (terminated backend, restarting server)? Not every
         OperationalError is: NOWAIT's 55P03 is one, raised by a healthy connection. The fast path
         reports a dead connection without an SQLSTATE, so ask libpq too."""
+        if self.conn.closed or self.conn.pgconn.status == pq.ConnStatus.BAD:
+            return True
         state = exc.sqlstate
         if state is None:
-            return isinstance(exc, psycopg.OperationalError) or self.conn.closed \
-                or self.conn.pgconn.status == pq.ConnStatus.BAD
-        return self.conn.closed or self.conn.pgconn.status == pq.ConnStatus.BAD \
-            or state.startswith("08") or state in _LOST_SQLSTATES
+            return isinstance(exc, psycopg.OperationalError)
+        return state.startswith("08") or state in _LOST_SQLSTATES
 
     def run(self) -> None:
         try:
@@ -250,7 +240,7 @@ class Loop:
                     continue
                 self.log.empty_claims += 1
                 # The drain check runs at the strategy's isolation level too, so it can fail like a claim.
-                if self.settings.drains and not self.conn.execute(self.drain_query).fetchone()[0]:
+                if self.settings.drains and not self._remaining():
                     return
             except psycopg.Error as exc:
                 if self._lost(exc):
@@ -266,23 +256,29 @@ class Loop:
             if self.settings.poll_ms:
                 time.sleep(self.settings.poll_ms / 1000)
 
+    def _remaining(self) -> int:
+        """How many jobs are left (a file's `remaining` section may hold several statements)."""
+        if self.strategy.has("remaining"):
+            return execute_section(self.conn, self.strategy, "remaining", {}).fetchone()[0]
+        return self.conn.execute(self.drain_query).fetchone()[0]
+
     def claim_cycle(self) -> int:
         """One claim transaction (and in lock mode the work and completions inside it)."""
         self.log.claim_statements += 1
         started = time.monotonic()
         if not self.explicit_transaction:
-            rows = self._record_shape(self._claim(), started)
-            self._keep_notes()
+            rows, notes = self._record_shape(self._claim(), started)
+            self._keep_notes(notes)
             self._after_lease_claim(rows, started, time.monotonic())
             return len(rows)
         with self._transaction():
-            rows = self._record_shape(self._claim(), started)
+            rows, notes = self._record_shape(self._claim(), started)
             claim_returned = time.monotonic()
             outcomes = [self._finish_in_transaction(job, attempt) for job, attempt in rows] \
                 if self.settings.mode == "lock" else []
             commit_sent = time.monotonic()
         committed = time.monotonic()
-        self._keep_notes()  # only now: a rolled-back claim is no claim, and proves nothing
+        self._keep_notes(notes)  # only now: a rolled-back claim is no claim, and proves nothing
         if self.settings.mode == "lock":
             for (job, attempt), outcome in zip(rows, outcomes):
                 # A requeue is timed when its COMMIT was sent: no later claim can have seen it sooner
@@ -308,20 +304,19 @@ class Loop:
             params = {**params, **pick_params(self.shape, picked)}
         return execute_section(self.conn, self.strategy, "claim", params).fetchall()
 
-    def _record_shape(self, rows: list[tuple], started: float) -> list[tuple[int, int]]:
+    def _record_shape(self, rows: list[tuple], started: float) -> tuple[list[tuple[int, int]], Notes]:
         """(job number, attempt) per row (see claimcheck.claimrows); the notes wait for the commit."""
-        jobs, self.notes = self.reader.read(rows, started)
+        jobs, notes = self.reader.read(rows, started)
         self.pending_leases = []
-        if self.notes.leases:
+        if notes.leases:
             # The server's clock right after the claim: a re-take is judged against the earlier
             # holder's lease_until with the server's time, never the client's.
             server_now = self.conn.execute(QUERIES["server_clock"]).fetchone()[0]
-            self.pending_leases = [(server_now, until) for until in self.notes.leases]
-        return jobs
+            self.pending_leases = [(server_now, until) for until in notes.leases]
+        return jobs, notes
 
-    def _keep_notes(self) -> None:
+    def _keep_notes(self, notes: Notes) -> None:
         """The claim committed: what its rows showed becomes part of the log."""
-        notes, self.notes = self.notes, Notes()
         self.log.unknown_keys.update(notes.unknown_keys)
         self.log.over_attempts.extend(notes.over_attempts)
         self.log.over_claims.extend(notes.over_claims)
