@@ -142,3 +142,23 @@ def test_search_and_interleave_run_on_a_files_own_tables(server, tmp_path):
 
     result = asyncio.run(go())
     assert result.owned == {2: [("B", 0)]}  # A's claim never committed; B skipped A's locked row
+
+
+def test_a_remaining_section_of_several_statements_drains_the_run(run, tmp_path):
+    # The workers' drain check runs the section as validation does: statement by statement.
+    path = write(tmp_path, """
+        -- name: schema
+        CREATE TABLE q (id bigint PRIMARY KEY, done boolean NOT NULL DEFAULT false);
+        -- name: seed
+        INSERT INTO q SELECT %(key_base)s + g FROM generate_series(0, %(jobs)s - 1) g RETURNING id;
+        -- name: remaining
+        SET LOCAL statement_timeout = '5s';
+        SELECT count(*) FROM q WHERE NOT done;
+        -- name: claim
+        UPDATE q SET done = true
+        WHERE id IN (SELECT id FROM q WHERE NOT done ORDER BY id LIMIT %(batch)s FOR UPDATE SKIP LOCKED)
+        RETURNING id;
+        """)
+    result = run(path, workers=2, jobs=200)
+    assert result.exactly_once and result.stopped_by == "drained"
+    assert result.verdict.unique_jobs_claimed == 200 and not result.claim_errors, result.claim_errors
