@@ -15,7 +15,6 @@ import psycopg
 from psycopg import errors, sql
 from psycopg.types.string import TextLoader
 
-from claimcheck.dialect import placeholders
 from claimcheck.errors import SqlFileError, UsageError
 from claimcheck.keys import KeySpace
 from claimcheck.ownership import owner_dead, parse_comment, schema_comment
@@ -63,18 +62,24 @@ def use_schema(conn: psycopg.Connection, schema: str) -> None:
     conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
 
 
+def owned_schema_sql(schema: str) -> list[sql.Composed]:
+    """CREATE SCHEMA with its owner record: a schema of ours never exists without one (a sweep
+    leaves a schema with no owner record alone for ever)."""
+    name = sql.Identifier(schema)
+    return [sql.SQL("CREATE SCHEMA {}").format(name),
+            sql.SQL("COMMENT ON SCHEMA {} IS {}").format(name, sql.Literal(schema_comment()))]
+
+
 def create_schema(conn: psycopg.Connection, schema: str) -> None:
     """Create the run's schema with its owner record (see claimcheck.ownership) in one transaction,
     so it never exists without one. A schema of that name already there is another run's: refused,
     never dropped (a reused CLAIMCHECK_RUN_ID must not destroy the run that holds it)."""
     try:
         with conn.transaction():
-            conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
-            conn.execute(sql.SQL("COMMENT ON SCHEMA {} IS {}").format(sql.Identifier(schema),
-                                                                   sql.Literal(schema_comment())))
+            for statement in owned_schema_sql(schema):
+                conn.execute(statement)
     except errors.DuplicateSchema:
-        owner = parse_comment(conn.execute("SELECT obj_description(%s::regnamespace, 'pg_namespace')",
-                                           (schema,)).fetchone()[0])
+        owner = parse_comment(conn.execute(QUERIES["schema_comment"], {"schema": schema}).fetchone()[0])
         whose = (f"run by process {owner.get('pid')} on {owner.get('host')}" if owner else "not made by this version")
         raise UsageError(f"schema {schema} already exists ({whose}); another run uses this run id. Choose another "
                          f"CLAIMCHECK_RUN_ID, or unset it for a fresh one; claimcheck leaves that schema alone") from None
@@ -133,16 +138,16 @@ def build_own_tables(conn: psycopg.Connection, schema: str, strategy, jobs: int,
     try:
         with conn.transaction():
             client = psycopg.ClientCursor(conn)
-            for statement in strategy.steps("schema"):
-                client.execute(statement, {k: values[k] for k in placeholders(statement)})
+            for statement, names in strategy.bound_steps["schema"]:
+                client.execute(statement, {k: values[k] for k in names})
             section = "seed"
             cur = conn.cursor()
             cur.adapters.register_loader("uuid", TextLoader)  # keys as text, no UUID object per row
-            *before, last = strategy.steps("seed")
-            for statement in before:
-                cur.execute(statement, {k: values[k] for k in placeholders(statement)})
+            *before, (last, last_names) = strategy.bound_steps["seed"]
+            for statement, names in before:
+                cur.execute(statement, {k: values[k] for k in names})
             # Streamed row by row: a million keys never sit in one result next to their copies.
-            rows = cur.stream(last, {k: values[k] for k in placeholders(last)})
+            rows = cur.stream(last, {k: values[k] for k in last_names})
             first = next(rows, None)
             if not cur.description:
                 raise SqlFileError(f"{strategy.source}: section 'seed' returns no rows; its last statement must "

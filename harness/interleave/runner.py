@@ -22,6 +22,7 @@ from claimcheck.errors import SqlFileError
 from claimcheck.interleave.spec import Spec, SpecError, Step
 from claimcheck.queries import QUERIES
 from claimcheck.runcontext import RunContext
+from claimcheck.schema import owned_schema_sql
 from claimcheck.strategy import load_strategy
 
 BLOCK_POLL_S = 0.002
@@ -136,13 +137,15 @@ class InterleavingRunner:
         values = {"jobs": spec.jobs, "key_base": 1}
         monitor = self.monitor
         async with monitor.transaction():
+            # The file's own tables anew for each permutation: the schema again, with its owner record.
             await monitor.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(self.schema)))
-            await monitor.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(self.schema)))
+            for statement in owned_schema_sql(self.schema):
+                await monitor.execute(statement)
             client = psycopg.AsyncClientCursor(monitor)
             for section in ("schema", "seed"):
-                for statement in strategy.steps(section):
+                for statement, names in strategy.bound_steps[section]:
                     try:
-                        await client.execute(statement, {k: values[k] for k in placeholders(statement)})
+                        await client.execute(statement, {k: values[k] for k in names})
                     except psycopg.Error as exc:
                         raise SpecError(f"{spec.path}: tables {spec.tables}: section '{section}' fails on the "
                                         f"server: {_message(exc)}") from None

@@ -111,6 +111,10 @@ SELECT id, status, attempts FROM jobs WHERE id = ANY(%(ids)s);
 -- name: finished_among
 SELECT count(*) FROM jobs WHERE id = ANY(%(ids)s) AND status IN ('done', 'failed');
 
+-- name: schema_comment
+-- A run's owner record (see claimcheck.ownership), written as its schema's comment.
+SELECT obj_description(%(schema)s::regnamespace, 'pg_namespace');
+
 -- name: leftover_schemas
 -- Schemas of claimcheck runs, with the owner record each run writes as the schema's comment.
 SELECT nspname, obj_description(oid, 'pg_namespace') FROM pg_namespace

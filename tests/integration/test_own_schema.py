@@ -10,6 +10,8 @@ from claimcheck.driver import coordinator_connection, seed
 from claimcheck.interleave.runner import InterleavingRunner
 from claimcheck.interleave.search import search
 from claimcheck.interleave.spec import parse_spec
+from claimcheck.ownership import parse_comment
+from claimcheck.queries import QUERIES
 from claimcheck.session import run_schema
 from claimcheck.strategy import load_strategy, validate_on_server
 
@@ -136,12 +138,15 @@ def test_search_and_interleave_run_on_a_files_own_tables(server, tmp_path):
                       "permutation a1 a2 b1 b2 b3")
 
     async def go():
-        with run_schema(server) as (_, schema, run_id):
+        with run_schema(server) as (conn, schema, run_id):
             async with InterleavingRunner(server.dsn, schema, run_id, ["A", "B"]) as runner:
-                return await runner.run(spec, spec.permutations[0])
+                done = await runner.run(spec, spec.permutations[0])
+            # The permutation rebuilt the file's tables in a new schema: its owner record came too.
+            return done, conn.execute(QUERIES["schema_comment"], {"schema": schema}).fetchone()[0]
 
-    result = asyncio.run(go())
+    result, comment = asyncio.run(go())
     assert result.owned == {2: [("B", 0)]}  # A's claim never committed; B skipped A's locked row
+    assert parse_comment(comment) is not None
 
 
 def test_a_remaining_section_of_several_statements_drains_the_run(run, tmp_path):
@@ -162,3 +167,4 @@ def test_a_remaining_section_of_several_statements_drains_the_run(run, tmp_path)
     result = run(path, workers=2, jobs=200)
     assert result.exactly_once and result.stopped_by == "drained"
     assert result.verdict.unique_jobs_claimed == 200 and not result.claim_errors, result.claim_errors
+
