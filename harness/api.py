@@ -99,18 +99,13 @@ def assert_exactly_once(strategy: str | os.PathLike | None = None, *, lib: str |
 
 def failure_message(result: "RunResult") -> str:
     """The verdict in one line, then the counterexample: each claim of the first violated jobs."""
-    from claimcheck.report import evidence_lines
+    from claimcheck.report import evidence_lines, shape_lines, violation_summary
 
     v, s = result.verdict, result.settings
     head = (f"{result.strategy.source or result.strategy.name} is not exactly-once: "
-            f"{v.double_claimed_jobs:,} job(s) handed to more than one worker, {v.extra_claims:,} extra claims, "
-            f"{v.unclaimed_jobs:,} unclaimed, {v.unexpected_jobs:,} unexpected ids "
+            f"{'; '.join(violation_summary(result)) or 'violated'}, {v.extra_claims:,} extra claims "
             f"({s.workers} workers, {s.jobs:,} jobs, batch {s.batch}, {s.mode} mode)")
-    if v.never_finished:
-        head += f"; {v.never_finished:,} claimed job(s) never finished (their completion changed no row)"
     if result.stop_reason:
         head += f"; {'stopped early' if result.stopped_early else 'ended'}: {result.stop_reason}"
-    if not result.lifecycle_ok:
-        head += (f"; after the drain {result.unfinished_jobs:,} job(s) were unfinished and "
-                 f"{result.table.over_max_attempts:,} over max_attempts")
-    return "\n".join([head + ". Evidence (times from the start of the run):", *evidence_lines(v.violations)])
+    return "\n".join([head + ". Evidence (times from the start of the run):",
+                      *evidence_lines(v.violations), *shape_lines(v.shape_evidence)])

@@ -31,7 +31,7 @@ from claimcheck.runcontext import RunContext
 from claimcheck.schema import SeededJobs, build_jobs_table, build_own_tables, key_base
 from claimcheck.settings import RunSettings
 from claimcheck.stats import latency_summary
-from claimcheck.strategy import Strategy, execute_section, validate_on_server
+from claimcheck.strategy import ClaimShape, Strategy, execute_section, validate_on_server
 from claimcheck.timeline import claims_over_time
 from claimcheck.watch import RunWatch
 from claimcheck.worker import BARRIER_TIMEOUT_S, Shared, WorkerPlan, worker_main
@@ -54,10 +54,7 @@ def run_strategy(conn: psycopg.Connection, server: Server, schema: str, run_id: 
         raise UsageError(f"{strategy.source} brings its own tables: --reap-every and --faults need its own "
                          "'reap' section (the built-in reaper knows only claimcheck's jobs table)")
     seeded = seed(conn, schema, run_id, strategy, settings.jobs)
-    # Validation runs on a connection of its own, closed before any worker starts: a rollback
-    # does not release what a statement takes for the session (an advisory lock, a LISTEN, a SET).
-    with coordinator_connection(server.dsn, run_id, schema, role="validate") as throwaway:
-        shape = validate_on_server(throwaway, strategy)
+    shape = validate(server.dsn, run_id, schema, strategy)
     _check_headroom(conn, settings.workers + (1 if settings.faults else 0))
     plan = WorkerPlan(run=RunContext(server.dsn, run_id), strategy=strategy, settings=settings, shape=shape,
                       keys=seeded.keys)
@@ -68,6 +65,14 @@ def run_strategy(conn: psycopg.Connection, server: Server, schema: str, run_id: 
         with coordinator_connection(server.dsn, run_id, schema) as fresh:  # the restart closed the coordinator's connection too
             return judge_run(fresh, run, strategy, settings, seeded, releases=plan.releases)
     return judge_run(conn, run, strategy, settings, seeded, releases=plan.releases)
+
+
+def validate(dsn: str, run_id: str, schema: str, strategy: Strategy) -> ClaimShape:
+    """Check the file on the server, on a connection of its own closed before any worker starts: a
+    rollback does not release what a statement takes for the session (an advisory lock, a LISTEN, a
+    SET), and a connection that lives through the run must hold none of it."""
+    with coordinator_connection(dsn, run_id, schema, role="validate") as throwaway:
+        return validate_on_server(throwaway, strategy)
 
 
 def seed(conn: psycopg.Connection, schema: str, run_id: str, strategy: Strategy, jobs: int) -> SeededJobs:

@@ -34,7 +34,7 @@ from rich.console import Console
 
 from claimcheck.cli import REPORT_WIDTH_WHEN_PIPED
 from claimcheck.commands._options import report_runs
-from claimcheck.driver import STALL_TIMEOUT_S, coordinator_connection, judge_run, seed
+from claimcheck.driver import STALL_TIMEOUT_S, judge_run, seed, validate
 from claimcheck.errors import ClaimcheckError, ServerError, UsageError
 from claimcheck.ledger import Verdict, WorkerLog
 from claimcheck.locust_claimer import (END_MESSAGE, LOG_MESSAGE, SERVER_EPOCH, START_MESSAGE, LocustSettings,
@@ -48,7 +48,7 @@ from claimcheck.sampler import LockWaitSampler, WaitSamples
 from claimcheck.runcontext import RunContext
 from claimcheck.session import run_id_from_env, run_schema
 from claimcheck.settings import WorkTime
-from claimcheck.strategy import load_strategy, validate_on_server
+from claimcheck.strategy import load_strategy
 from claimcheck.worker import WorkerPlan, worker_role
 
 WATCH_INTERVAL_S = 0.2
@@ -101,9 +101,7 @@ class MasterRun:
         # leftovers, drop of only what this run created), closed in cleanup().
         self.conn, _, _ = self.cleanup_stack.enter_context(run_schema(self.server, run_id=self.run_id))
         self.seeded = seed(self.conn, self.schema, self.run_id, self.strategy, self.settings.jobs)
-        # As the fork driver does: a throwaway connection, so validation holds nothing during the run.
-        with coordinator_connection(self.server.dsn, self.run_id, self.schema, role="validate") as throwaway:
-            shape = validate_on_server(throwaway, self.strategy)
+        shape = validate(self.server.dsn, self.run_id, self.schema, self.strategy)
         free = self.conn.execute(QUERIES["connection_headroom"]).fetchone()[0]
         if free < self.settings.workers + 1:
             raise ServerError(f"the server has room for {free} more connections but the run needs "

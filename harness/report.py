@@ -233,13 +233,10 @@ def shape_lines(evidence: Iterable[dict], limit: int = EVIDENCE_SHOWN) -> list[s
     return lines
 
 
-def print_evidence(console: Console, run: RunResult, limit: int = EVIDENCE_SHOWN) -> None:
+def violation_summary(run: RunResult) -> list[str]:
+    """What made a run fail, one phrase per kind: the terminal, the pytest plugin and the API say
+    the same."""
     v = run.verdict
-    errors = claim_errors_line(run)
-    if errors:
-        console.print(errors, highlight=False, markup=False)
-    if run.exactly_once:
-        return
     problems = [f"{v.double_claimed_jobs:,} job(s) handed to more than one worker"] if v.double_claimed_jobs else []
     if v.never_finished:
         problems.append(f"{v.never_finished:,} claimed job(s) never finished: their completion changed no row "
@@ -260,6 +257,17 @@ def print_evidence(console: Console, run: RunResult, limit: int = EVIDENCE_SHOWN
     if not run.lifecycle_ok:
         problems.append(f"{run.unfinished_jobs:,} job(s) neither done nor failed, "
                         f"{run.table.over_max_attempts:,} over max_attempts")
+    return problems
+
+
+def print_evidence(console: Console, run: RunResult, limit: int = EVIDENCE_SHOWN) -> None:
+    v = run.verdict
+    errors = claim_errors_line(run)
+    if errors:
+        console.print(errors, highlight=False, markup=False)
+    if run.exactly_once:
+        return
+    problems = violation_summary(run)
     console.print(f"[bold red]{run.strategy.name} ({run.settings.mode}): {'; '.join(problems) or 'violated'}[/]. "
                   f"{v.extra_claims:,} extra claims, {v.redeliveries:,} redeliveries. "
                   "Evidence (times from the start of the run):")

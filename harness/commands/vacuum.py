@@ -7,6 +7,7 @@ import argparse
 from rich.console import Console
 
 from claimcheck.commands._options import add_json_option, add_server_options, str_list
+from claimcheck.driver import validate
 from claimcheck.errors import UsageError
 from claimcheck.probes._report import maybe_write, probe_document
 from claimcheck.probes._work import PROBE_STRATEGY, positive
@@ -17,7 +18,7 @@ from claimcheck.provision import provide_server
 from claimcheck.report import print_server
 from claimcheck.session import run_schema
 from claimcheck.schema import build_jobs_table
-from claimcheck.strategy import load_strategy, validate_on_server
+from claimcheck.strategy import load_strategy
 
 DEFAULT_JOBS = 2_000  # seed 003: "let other workers process 2,000 jobs"
 MAX_JOBS = 1_000_000
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
         print_server(err, server)
         with run_schema(server) as (conn, schema, run_id):
             build_jobs_table(conn, schema, VALIDATION_JOBS)
-            validate_on_server(conn, strategy)  # as `check` does: a broken file is one clear error, first
+            validate(server.dsn, run_id, schema, strategy)  # as `check` does: a broken file is one clear error, first
             rows = run_vacuum_probe(conn, server.dsn, schema, run_id, strategy, args.jobs, args.holders,
                                     progress=lambda text: err.print(f"  {text}", highlight=False))
             err.print(f"  archive: {args.jobs:,} jobs processed, then deleted in batches", highlight=False)

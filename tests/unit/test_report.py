@@ -1,4 +1,5 @@
 """Rendering is a function of plain results: render into a fixed-width console and read the text."""
+import dataclasses
 import io
 import math
 from collections import Counter
@@ -115,3 +116,16 @@ def test_wide_shows_every_column():
         assert header in text, header
     compact = render_at(results_table([run], "t", wide=False), 200)
     assert "unique" not in compact and "top lock wait" not in compact and "p50/p95/p99" not in compact
+
+
+def test_the_api_failure_names_over_claims_with_their_evidence():
+    # A run that fails only on over-claims: the message says so and shows the claim, as the CLI does.
+    from claimcheck.api import failure_message
+    from claimcheck.report import violation_summary
+
+    run = result("mine", [log(0, (1, 1, 0.1, 0.2), (2, 1, 0.1, 0.2), (3, 1, 0.1, 0.2))], None)
+    evidence = ({"kind": "over-claim", "worker": 0, "claimed_at_s": 0.1, "rows": 12, "jobs": [1, 2]},)
+    run = dataclasses.replace(run, verdict=dataclasses.replace(run.verdict, over_claims=1, shape_evidence=evidence))
+    assert violation_summary(run) == ["1 over-claim(s): more rows than the batch asked for"]
+    message = failure_message(run)
+    assert "over-claim" in message.splitlines()[0] and len(message.splitlines()) > 1
