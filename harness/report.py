@@ -21,7 +21,7 @@ from claimcheck.result import RunResult
 from claimcheck.ledger import Violation
 from claimcheck.report_schema import SCHEMA_VERSION
 from claimcheck.provision import Server
-from claimcheck.redaction import scrub, scrub_all
+from claimcheck.redaction import scrub_all
 
 REPORTS_DIR = Path("reports")
 EVIDENCE_SHOWN = 5
@@ -33,13 +33,13 @@ def document(server: Server, runs: Iterable[RunResult], command: str, settings: 
     `runs` (one object per strategy x setting)."""
     return {
         "schema_version": SCHEMA_VERSION,
-        "tool": {"name": "claimcheck", "version": __version__, "command": scrub(command)},
+        "tool": {"name": "claimcheck", "version": __version__, "command": command},
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
                     # at the end of the runs: compare warns when two reports were made under different load
                     "load_average_1m": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None},
         "postgres": {"version": server.version, "version_num": server.version_num, "source": server.source},
-        "settings": scrub_all(settings),
+        "settings": settings,
         "runs": [run.as_dict() for run in runs],
     }
 
@@ -48,7 +48,7 @@ def write_json(doc: dict, path: Path | None, verb: str) -> Path:
     if path is None:
         REPORTS_DIR.mkdir(exist_ok=True)
         path = REPORTS_DIR / f"{verb}-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(json.dumps(scrub_all(doc), indent=2) + "\n")
+    path.write_text(json.dumps(scrub_all(doc), indent=2) + "\n")  # every file sink scrubs, once
     return path
 
 

@@ -119,7 +119,7 @@ class RunResult:
     def repetition_dicts(self) -> list[dict]:
         """Each repetition's headline figures, in the order run (this run alone without --repeat)."""
         return [{"throughput_jobs_per_s": round(r.throughput_jobs_per_s, 1), "elapsed_s": round(r.elapsed_s, 4),
-                 "jobs_done": r.table.done, "double_claimed_jobs": r.verdict.double_claimed_jobs,
+                 "jobs_done": r.jobs_done, "double_claimed_jobs": r.verdict.double_claimed_jobs,
                  "exactly_once": r.exactly_once, "claim_p95_ms": r.claim_latency_ms.get("p95")}
                 for r in (self.repetitions or (self,))]
 
@@ -147,7 +147,7 @@ class RunResult:
             "max_waiting_workers": self.waits.max_waiting_workers, "stopped_by": self.stopped_by,
             "stop_reason": self.stop_reason,
             "seed_seconds": round(self.seeded.seconds, 3),
-            "exactly_once": all(r["exactly_once"] for r in repetitions),
+            "exactly_once": self.exactly_once,
             "violations": [x.as_dict() for x in v.violations],
             "pgbench_jobs_per_s": None if self.pgbench is None else round(self.pgbench.jobs_per_s, 1),
             "pgbench_ratio": None if self.pgbench_ratio is None else round(self.pgbench_ratio, 3),

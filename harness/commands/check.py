@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from claimcheck.errors import UsageError
 from claimcheck.interleave.search import DEFAULT_EXAMPLES, search
 from claimcheck.interleave.trace import render
 from claimcheck.provision import provide_server
-from claimcheck.report import document, print_server, print_stop
+from claimcheck.report import document, print_server, print_stop, write_json
 from claimcheck.session import run_all
 from claimcheck.settings import FaultPlan
 from claimcheck.strategy import load_strategy
@@ -103,5 +102,5 @@ def run_search(args: argparse.Namespace, strategy, console: Console, err: Consol
                          "seconds": round(result.seconds, 3),
                          "counterexample": render(result.counterexample) if result.counterexample else None,
                          "spec": result.spec_text}
-        args.json.write_text(json.dumps(doc, indent=2) + "\n")
+        write_json(doc, args.json, "check")
     return outcome

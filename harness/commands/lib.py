@@ -55,7 +55,7 @@ def run_libraries(server: Server, adapters: list[LibraryAdapter], grid: list[Run
             err.print(f"  {label}: enqueuing {settings.jobs:,} jobs, then {settings.workers} worker(s)", highlight=False)
             result = run_library(server, adapter, settings)
             status = "[green]exactly-once[/]" if result.exactly_once else "[red]violated[/]"
-            err.print(f"  {label}: {result.table.done:,} done in {result.elapsed_s:.2f}s "
+            err.print(f"  {label}: {result.jobs_done:,} done in {result.elapsed_s:.2f}s "
                       f"({result.throughput_jobs_per_s:,.0f} jobs/s), {result.verdict.redeliveries} redeliveries "
                       f"{status}")
             results.append(result)
