@@ -26,7 +26,7 @@ from rich.text import Text
 
 from claimcheck import report_schema
 from claimcheck.errors import UsageError, read_input
-from claimcheck.stats import mann_whitney_less, median
+from claimcheck.stats import mann_whitney_less, median, spread
 
 DEFAULT_MAX_DROP_PCT = 20.0
 DEFAULT_ALPHA = 0.01
@@ -248,8 +248,8 @@ def _rate(run: dict | None) -> str:
     values = samples(run)
     if len(values) == 1:
         return f"{values[0]:,.0f}"
-    mid = median(values)
-    return f"{mid:,.0f} ±{median([abs(v - mid) for v in values]):,.0f} (n={len(values)})"
+    s = spread(values)
+    return f"{s['median']:,.0f} ±{s['mad']:,.0f} (n={s['n']})"
 
 
 def comparison_table(comparison: Comparison, title: str) -> Table:

@@ -32,6 +32,7 @@ import psycopg
 
 from claimcheck.ledger import DONE, FAILED, WorkerLog
 from claimcheck.logstream import LogStream
+from claimcheck.queries import QUERIES
 from claimcheck.settings import FaultPlan, RunSettings, WorkTime
 from claimcheck.strategy import ClaimShape, Strategy
 from claimcheck.keys import KeySpace
@@ -48,7 +49,6 @@ INDEX_STRIDE = 100_000
 """A user's number is its Locust worker process's index times this, plus its number in the process:
 unique across hosts, so `%(worker)s` (written to locked_by) names one claimer."""
 ANCHOR_EVERY_S = 5.0
-SERVER_EPOCH = "SELECT extract(epoch FROM clock_timestamp())::float8"
 _numbers = itertools.count()
 
 
@@ -89,7 +89,7 @@ class ServerClock:
 
     def anchor(self, conn: psycopg.Connection) -> None:
         before = time.monotonic()
-        server = conn.execute(SERVER_EPOCH).fetchone()[0]
+        server = conn.execute(QUERIES["server_clock"]).fetchone()[0]
         after = time.monotonic()
         self.offset, self.anchored_at = server - (before + after) / 2, after
 

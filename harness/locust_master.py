@@ -37,7 +37,7 @@ from claimcheck.commands._options import report_runs
 from claimcheck.driver import STALL_TIMEOUT_S, judge_run, seed, validate
 from claimcheck.errors import ClaimcheckError, ServerError, UsageError
 from claimcheck.ledger import Verdict, WorkerLog
-from claimcheck.locust_claimer import (END_MESSAGE, LOG_MESSAGE, SERVER_EPOCH, START_MESSAGE, LocustSettings,
+from claimcheck.locust_claimer import (END_MESSAGE, LOG_MESSAGE, START_MESSAGE, LocustSettings,
                                        encode_plan)
 from claimcheck.logstream import apply_summary, merge_delta
 from claimcheck.provision import Server, server_version
@@ -192,7 +192,7 @@ class MasterRun:
     def _judge(self, lost: set[int], stopped_by: str) -> int:
         waits = self.sampler.stop() if self.sampler else WaitSamples()
         self.sampler = None
-        now = self.conn.execute(SERVER_EPOCH).fetchone()[0]
+        now = self.conn.execute(QUERIES["server_clock"]).fetchone()[0]
         for user in lost:  # like the fork driver's dead worker: its log ends where its stream did
             self.logs[user].finished_at = now
         logs = [self.logs[u] for u in sorted(self.logs)]

@@ -17,11 +17,11 @@ from pathlib import Path
 
 from claimcheck import svg
 from claimcheck.redaction import scrub_all
+from claimcheck.sampler import SAMPLE_INTERVAL_S
 
 TIMELINES_SHOWN = 4
 """Per-worker timelines beyond the first are folded away; past this many runs they are left out."""
 LOCK_PREFIX = "Lock/"
-DEFAULT_SAMPLE_INTERVAL_S = 0.05
 """The sampler's interval, for reports written before `wait_sample_interval_s` was recorded."""
 
 _CSS = """
@@ -59,7 +59,7 @@ def lock_wait_seconds(runs: list[dict]) -> dict[str, list[float]]:
     none): each sample saw a worker waiting, and stands for one sampling interval of it."""
     events = sorted({e for run in runs for e in run.get("wait_events", {}) if e.startswith(LOCK_PREFIX)})
     return {e: [float(run.get("wait_events", {}).get(e, 0)) * run.get("wait_sample_interval_s",
-                                                                        DEFAULT_SAMPLE_INTERVAL_S)
+                                                                        SAMPLE_INTERVAL_S)
                 for run in runs] for e in events} or {"no lock waits sampled": [0.0] * len(runs)}
 
 

@@ -129,8 +129,10 @@ class LibraryAdapter:
         return []
 
     def outcome(self, conn: psycopg.Connection) -> TableOutcome:
-        """The library's table after (or during) the run, in our terms."""
-        raise NotImplementedError
+        """The library's table after (or during) the run, in our terms: the `<name>_outcome` query
+        of sql/libs.sql."""
+        done, queued, running, failed, max_attempts = conn.execute(LIB_QUERIES[f"{self.name}_outcome"]).fetchone()
+        return TableOutcome(done=done, queued=queued, running=running, failed=failed, max_attempts=max_attempts)
 
     def unfinished(self, conn: psycopg.Connection, limit: int) -> list[dict]:
         """Jobs neither done nor failed in the library's table, in its own words (at most `limit`)."""

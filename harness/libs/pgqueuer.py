@@ -26,7 +26,6 @@ from pgqueuer.types import QueueExecutionMode
 
 from claimcheck.libs._adapter import LibraryAdapter, Recorder, WorkerConfig
 from claimcheck.libs._sql import LIB_QUERIES
-from claimcheck.result import TableOutcome
 
 ENTRYPOINT = "claimcheck_record"
 ENQUEUE_CHUNK = 1_000
@@ -95,10 +94,6 @@ class PgqueuerAdapter(LibraryAdapter):
             stopping.cancel()
             if not worker.cancelled() and worker.exception():
                 raise worker.exception()
-
-    def outcome(self, conn: psycopg.Connection) -> TableOutcome:
-        done, queued, running, failed, max_attempts = conn.execute(LIB_QUERIES["pgqueuer_outcome"]).fetchone()
-        return TableOutcome(done=done, queued=queued, running=running, failed=failed, max_attempts=max_attempts)
 
     def final_status(self, conn: psycopg.Connection, ids: dict[int, object]) -> dict[int, tuple[str, int]]:
         key_of = {job_id: key for key, job_id in ids.items()}

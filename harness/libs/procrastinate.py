@@ -28,7 +28,6 @@ import psycopg
 
 from claimcheck.libs._adapter import LibraryAdapter, Recorder, WorkerConfig
 from claimcheck.libs._sql import LIB_QUERIES
-from claimcheck.result import TableOutcome
 
 TASK_NAME = "claimcheck_record"
 ENQUEUE_CHUNK = 1_000
@@ -110,10 +109,6 @@ class ProcrastinateAdapter(LibraryAdapter):
             return asyncio.run(go())
         except procrastinate.exceptions.ConnectorException:
             return []  # the server is restarting: the next round recovers
-
-    def outcome(self, conn: psycopg.Connection) -> TableOutcome:
-        done, queued, running, failed, max_attempts = conn.execute(LIB_QUERIES["procrastinate_outcome"]).fetchone()
-        return TableOutcome(done=done, queued=queued, running=running, failed=failed, max_attempts=max_attempts)
 
     def final_status(self, conn: psycopg.Connection, ids: dict[int, object]) -> dict[int, tuple[str, int]]:
         rows = conn.execute(LIB_QUERIES["procrastinate_status"], {"keys": sorted(ids)}).fetchall()

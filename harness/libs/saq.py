@@ -27,7 +27,6 @@ from saq.queue.postgres import PostgresQueue
 
 from claimcheck.libs._adapter import LibraryAdapter, Recorder, WorkerConfig
 from claimcheck.libs._sql import LIB_QUERIES
-from claimcheck.result import TableOutcome
 
 TASK_NAME = "claimcheck_record"
 RETRIES = 5
@@ -103,10 +102,6 @@ class SaqAdapter(LibraryAdapter):
         await queue.disconnect()
         if not running.cancelled() and running.exception():
             raise running.exception()
-
-    def outcome(self, conn: psycopg.Connection) -> TableOutcome:
-        done, queued, running, failed, max_attempts = conn.execute(LIB_QUERIES["saq_outcome"]).fetchone()
-        return TableOutcome(done=done, queued=queued, running=running, failed=failed, max_attempts=max_attempts)
 
     def final_status(self, conn: psycopg.Connection, ids: dict[int, object]) -> dict[int, tuple[str, int]]:
         rows = conn.execute(LIB_QUERIES["saq_status"], {"keys": [str(k) for k in ids]}).fetchall()
