@@ -7,6 +7,8 @@ deleted even when the user presses Ctrl-C again. Each cleanup step records what 
 """
 from __future__ import annotations
 
+import ctypes
+import functools
 import signal
 import threading
 from contextlib import contextmanager
@@ -59,3 +61,17 @@ def shielded() -> Iterator[None]:
             signal.signal(s, handler)
     if received:
         raise KeyboardInterrupt
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(signum: int = signal.SIGTERM) -> None:
+    """Have the kernel send `signum` to this process when its parent dies (Linux): workers and
+    pgbench die at once with a SIGKILLed coordinator; the embedded server gets SIGINT (a fast
+    shutdown). Call it in the child, e.g. as a Popen preexec_fn."""
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signum, 0, 0, 0)
+
+
+server_dies_with_parent = functools.partial(die_with_parent, signal.SIGINT)
+"""The embedded server's preexec_fn: a fast shutdown if we die."""

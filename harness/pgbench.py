@@ -37,7 +37,8 @@ import psycopg
 from claimcheck.dialect import substitute
 from claimcheck.errors import ServerError, UsageError
 from claimcheck.ownership import write_owner_file
-from claimcheck.postmaster import die_with_parent, sweep_clusters
+from claimcheck.interrupts import die_with_parent
+from claimcheck.postmaster import sweep_clusters
 from claimcheck.queries import QUERIES
 from claimcheck.redaction import scrub, split_password
 from claimcheck.runcontext import RunContext

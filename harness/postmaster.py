@@ -11,7 +11,6 @@ Ctrl-C in the terminal reaches only us, and we stop it in order.
 """
 from __future__ import annotations
 
-import ctypes
 import os
 import pwd
 import shutil
@@ -26,7 +25,7 @@ from pathlib import Path
 import psycopg
 
 from claimcheck.errors import ServerError
-from claimcheck.interrupts import done, shielded
+from claimcheck.interrupts import done, server_dies_with_parent, shielded
 from claimcheck.ownership import owner_dead, read_owner_file, write_owner_file
 
 READY_TIMEOUT_S = 30.0
@@ -35,7 +34,6 @@ READY_POLL_S = 0.05
 # The socket's path (parent + "/claimcheck-pg-XXXXXXXX/.s.PGSQL.5432") must fit in 107 bytes.
 MAX_PARENT_PATH = 70
 SOCKET_PORT = 5432  # only names the socket file; nothing listens on TCP
-_PR_SET_PDEATHSIG = 1
 CLUSTER_PREFIX = "claimcheck-pg-"
 # Accounts we may run the server as when we are root (initdb refuses to run as root).
 _SERVER_ACCOUNTS = ("postgres", "pgserver")
@@ -57,17 +55,6 @@ def _server_account() -> str | None:
 
 def _traversable_by_others(path: Path) -> bool:
     return all(p.stat().st_mode & stat.S_IXOTH for p in (path, *path.parents))
-
-
-def _die_with_parent() -> None:
-    """Runs in the server's child process before exec: fast shutdown if we die."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGINT, 0, 0, 0)
-
-
-def die_with_parent() -> None:
-    """Runs in a client child process (pgbench) before exec: SIGTERM when we die, as workers get."""
-    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 class LocalPostmaster:
@@ -136,7 +123,7 @@ class LocalPostmaster:
             [str(self.bin_dir / "postgres"), "-D", str(self.root / "data"), "-k", str(self.root),
              "-p", str(SOCKET_PORT), "-c", "listen_addresses=", "-c", f"max_connections={self.max_connections}"],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True, preexec_fn=_die_with_parent, **self._run_as_account(),
+            start_new_session=True, preexec_fn=server_dies_with_parent, **self._run_as_account(),
         )
         log.close()
         self._wait_until_ready()

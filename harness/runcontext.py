@@ -59,7 +59,7 @@ class RunContext:
         conn = psycopg.connect(self.dsn, **self._options(role))
         if in_schema:
             try:
-                conn.execute(_set_search_path(self.schema))
+                use_schema(conn, self.schema)
             except BaseException:
                 conn.close()
                 raise
@@ -73,6 +73,11 @@ class RunContext:
             await conn.close()
             raise
         return conn
+
+
+def use_schema(conn: psycopg.Connection, schema: str) -> None:
+    """Work inside `schema` on this connection (the run's tables, found by name)."""
+    conn.execute(_set_search_path(schema))
 
 
 def _set_search_path(schema: str) -> sql.Composed:

@@ -19,7 +19,7 @@ from claimcheck.errors import SqlFileError, UsageError
 from claimcheck.keys import KeySpace
 from claimcheck.ownership import owner_dead, parse_comment, schema_comment
 from claimcheck.queries import QUERIES
-from claimcheck.runcontext import SCHEMA_PREFIX, app_pattern, schema_name
+from claimcheck.runcontext import SCHEMA_PREFIX, app_pattern, schema_name, use_schema
 from claimcheck.strategy import INT_TYPES
 
 __all__ = ["SCHEMA_PREFIX", "schema_name"]
@@ -56,10 +56,6 @@ class SeededJobs:
     """Wall time of the whole table build: create, seed, index, analyze."""
     keys: KeySpace | None = None
     """The seeded keys; None: the integers first_id..last_id."""
-
-
-def use_schema(conn: psycopg.Connection, schema: str) -> None:
-    conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
 
 
 def owned_schema_sql(schema: str) -> list[sql.Composed]:

@@ -12,7 +12,6 @@ tested. Only a lost connection (terminated backend, server restart) is re-establ
 """
 from __future__ import annotations
 
-import ctypes
 import random
 import signal
 import time
@@ -26,7 +25,7 @@ from psycopg import errors, pq, sql
 
 from claimcheck.dialect import placeholders
 from claimcheck.fastpath import PreparedStatement, Transaction
-from claimcheck.interrupts import INTERRUPTS
+from claimcheck.interrupts import INTERRUPTS, die_with_parent
 from claimcheck.claimrows import ClaimRows, Notes
 from claimcheck.keys import KeySpace
 from claimcheck.ledger import ABANDONED, CLAIM_IS_COMPLETION, DONE, FAILED, STALE, WorkerLog
@@ -46,7 +45,6 @@ MAX_CONSECUTIVE_ERRORS = 1000
 """A claim that fails this many times in a row on one worker (each retried after a pause) is not
 contention but a broken statement: the worker gives up and the run is not judged."""
 INJECTED_ERROR = "claimcheck: injected failure"
-_PR_SET_PDEATHSIG = 1
 _LOST_SQLSTATES = ("57P01", "57P02", "57P03")  # admin / crash shutdown, cannot connect now
 
 
@@ -104,7 +102,7 @@ def worker_main(plan: WorkerPlan, index: int, barrier: Any, shared: Shared, pipe
     # handler, inherited through fork, would turn it into a KeyboardInterrupt and a traceback.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, INTERRUPTS)  # blocked by the coordinator while it forked us
-    ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    die_with_parent()
     log = WorkerLog(worker=index)
     stream = LogStream(pipe, log)
     loop = None
