@@ -95,9 +95,10 @@ def _table_outcome(conn: psycopg.Connection, strategy: Strategy, seeded: SeededJ
 
 
 def judge_run(conn: psycopg.Connection, run: "_Run", strategy: Strategy, settings: RunSettings,
-              seeded: SeededJobs, *, releases: bool) -> RunResult:
+              seeded: SeededJobs, *, releases: bool, unreaped: bool = False) -> RunResult:
     """Judge a finished run from its workers' logs and the table (the fork driver's and the Locust
-    master's). `releases`: see WorkerPlan.releases."""
+    master's). `releases`: see WorkerPlan.releases; `unreaped`: no reaper returns a dead claimer's
+    jobs (see _unrecorded)."""
     logs = run.logs
     outcome = _table_outcome(conn, strategy, seeded, logs)
     # The run is the span of the workers' own clocks: from the first release from the barrier
@@ -109,7 +110,7 @@ def judge_run(conn: psycopg.Connection, run: "_Run", strategy: Strategy, setting
     verdict = judge(logs, seeded.first_id, seeded.last_id, drained=drained, origin=started, reaps=run.reaps,
                     releases=releases, keys=seeded.keys)
     if run.killed and verdict.unclaimed_jobs and not strategy.own_schema:
-        verdict = _unrecorded(conn, verdict, logs, seeded)
+        verdict = _unrecorded(conn, verdict, logs, seeded, unreaped)
     if run.faults:
         stalled = {e.worker: run.shared.stalled_job[e.worker] for e in run.faults
                    if e.kind == "stall" and run.shared.stall[e.worker] == 2}
@@ -131,13 +132,17 @@ def judge_run(conn: psycopg.Connection, run: "_Run", strategy: Strategy, setting
     )
 
 
-def _unrecorded(conn: psycopg.Connection, verdict: Verdict, logs: list[WorkerLog], seeded: SeededJobs) -> Verdict:
+def _unrecorded(conn: psycopg.Connection, verdict: Verdict, logs: list[WorkerLog], seeded: SeededJobs,
+                unreaped: bool) -> Verdict:
     """A worker killed between a commit and its next flush takes that claim's record with it. Jobs
-    the table shows finished but no log claimed were claimed by such a worker: not lost."""
+    the table shows finished but no log claimed were claimed by such a worker: not lost. Without a
+    reaper to return the others (`unreaped`: a Locust run), a job the table shows taken but
+    unfinished was claimed by one too."""
     claimed = {job for log in logs for job in log.job}
     never = [job for job in range(seeded.first_id, seeded.last_id + 1) if job not in claimed]
     finished = conn.execute(QUERIES["finished_among"], {"ids": never}).fetchone()[0]
-    return dataclasses.replace(verdict, unclaimed_jobs=verdict.unclaimed_jobs - finished, unrecorded_claims=finished,
+    taken = conn.execute(QUERIES["claimed_among"], {"ids": never}).fetchone()[0] if unreaped else finished
+    return dataclasses.replace(verdict, unclaimed_jobs=verdict.unclaimed_jobs - taken, unrecorded_claims=taken,
                                jobs_finished=verdict.jobs_finished + finished)
 
 

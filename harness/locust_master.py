@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 
 import argparse
-import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -36,7 +35,7 @@ from claimcheck.cli import REPORT_WIDTH_WHEN_PIPED
 from claimcheck.commands._options import report_runs
 from claimcheck.driver import STALL_TIMEOUT_S, judge_run, seed, validate
 from claimcheck.errors import ClaimcheckError, ServerError, UsageError
-from claimcheck.ledger import Verdict, WorkerLog
+from claimcheck.ledger import WorkerLog
 from claimcheck.locust_claimer import (END_MESSAGE, LOG_MESSAGE, START_MESSAGE, LocustSettings,
                                        encode_plan)
 from claimcheck.logstream import apply_summary, merge_delta
@@ -203,9 +202,9 @@ class MasterRun:
             raise ClaimcheckError("no Locust user started claiming; is a worker connected to this master?")
         run = SimpleNamespace(logs=logs, killed=lost, reaps=[], faults=[], faults_skipped=[], waits=waits,
                               stopped_by=stopped_by, shared=None, stop_reason=lambda started: None)
-        result = judge_run(self.conn, run, self.strategy, self.settings, self.seeded, releases=self.plan.releases)
-        if lost and not self.strategy.own_schema:  # the table query knows only claimcheck's jobs table
-            result = dataclasses.replace(result, verdict=self._unrecorded(result.verdict, logs))
+        result = judge_run(self.conn, run, self.strategy, self.settings, self.seeded, releases=self.plan.releases,
+                           unreaped=True)
+        if lost:
             nodes = {self.node_of[u] for u in lost}
             self.err.print(f"claimcheck: {len(nodes)} Locust worker process(es) went missing mid-run (no "
                            f"heartbeat, no connection left): the claims their {len(lost)} users had streamed "
@@ -221,17 +220,6 @@ class MasterRun:
         self.console.print("[bold green]exactly-once held[/]" if held else "[bold red]exactly-once violated[/]")
         self.judged = True
         return 0 if held else 1
-
-    def _unrecorded(self, verdict: Verdict, logs: list[WorkerLog]) -> Verdict:
-        """The fork driver counts a dead worker's unsent claims as unrecorded when the table shows
-        the job finished (its reaper returns the others). A Locust run has no reaper, so a lost
-        user's unsent claim may also have left its job taken but unfinished: every job the table
-        shows claimed that no record names was claimed by a lost user, and is unrecorded, not lost."""
-        claimed = {job for log in logs for job in log.job}
-        never = [j for j in range(self.seeded.first_id, self.seeded.last_id + 1) if j not in claimed]
-        taken = self.conn.execute(QUERIES["claimed_among"], {"ids": never}).fetchone()[0]
-        unseen = verdict.unclaimed_jobs + verdict.unrecorded_claims
-        return dataclasses.replace(verdict, unclaimed_jobs=unseen - taken, unrecorded_claims=taken)
 
     def _report_settings(self) -> dict:
         o = self.options
