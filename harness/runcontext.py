@@ -47,6 +47,11 @@ class RunContext:
     def app_name(self, role: str) -> str:
         return f"{self.app_prefix}{role}"[:MAX_APP_NAME]
 
+    def role_dsn(self, role: str) -> str:
+        """This run's DSN with `role`'s name, for a program that connects from a DSN string (a
+        queue library's own code)."""
+        return psycopg.conninfo.make_conninfo(self.dsn, application_name=self.app_name(role))
+
     def app_pattern(self) -> str:
         return app_pattern(self.run_id)
 

@@ -24,11 +24,6 @@ CONNECT_TIMEOUT_S = 5
 DROP_LOCK_TIMEOUT = "10s"
 
 
-def database_dsn(dsn: str, database: str, application_name: str) -> str:
-    """The server's DSN pointed at `database`, with our application name (the sampler and the
-    terminate fault find the run's backends by it)."""
-    return psycopg.conninfo.make_conninfo(dsn, dbname=database, application_name=application_name)
-
 
 def _may_create(conn: psycopg.Connection) -> bool:
     row = conn.execute("SELECT rolcreatedb OR rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()

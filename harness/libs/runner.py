@@ -26,11 +26,12 @@ from claimcheck.errors import ServerError
 from claimcheck.faults import FaultInjector, fates
 from claimcheck.ledger import judge
 from claimcheck.libs._adapter import LibraryAdapter, WorkerConfig
-from claimcheck.libs.database import database_dsn, run_database
+from claimcheck.libs.database import run_database
 from claimcheck.libs.records import read_worker_files, to_ledger
 from claimcheck.provision import Server
 from claimcheck.result import RunResult
 from claimcheck.runcontext import RunContext
+from claimcheck.worker import worker_role
 from claimcheck.sampler import LockWaitSampler
 from claimcheck.schema import SeededJobs, new_run_id
 from claimcheck.settings import FaultPlan, RunSettings, WorkTime
@@ -117,8 +118,7 @@ class _Run:
         # The run's own database; its connections are named as every run's are (claimcheck.runcontext),
         # so the sampler and the terminate fault find them. The library connects with a DSN string.
         self.run = RunContext(psycopg.conninfo.make_conninfo(server.dsn, dbname=database), run_id)
-        self.dsn = database_dsn(server.dsn, database, self.run.app_name("coordinator"))
-        self.database = database
+        self.dsn = self.run.role_dsn("coordinator")
         self.procs: dict[int, _Proc] = {}
         self.deaths: dict[int, float] = {}
         self.replacements = 0
@@ -130,7 +130,7 @@ class _Run:
         self.next_index += 1
         config = WorkerConfig(
             library=self.adapter.name, worker=index, records=str(self.tmp / f"w{index:02d}.tsv"),
-            dsn=database_dsn(self.server.dsn, self.database, self.run.app_name(f"w{index:02d}")),
+            dsn=self.run.role_dsn(worker_role(index)),
             stall_flag=str(self.shared.stall.path(index)), work_ms=str(self.settings.work),
             stall_s=(self.settings.faults.stall_factor * self.adapter.lease_s) if self.settings.faults else 0.0,
             faults=self.settings.faults is not None)
@@ -161,7 +161,7 @@ class _Run:
         finally:
             self._stop_all()
             waits = sampler.stop()
-        conn = _reconnect(conn, self.dsn)
+        conn = _reconnect(conn, self.run)
         try:
             table = adapter.outcome(conn)
             unfinished = adapter.unfinished(conn, UNFINISHED_SHOWN)
@@ -202,7 +202,7 @@ class _Run:
             try:
                 table = adapter.outcome(conn)
             except psycopg.OperationalError:  # a restart fault: ask again once the server is back
-                conn = _reconnect(conn, self.dsn)
+                conn = _reconnect(conn, self.run)
                 continue
             finished = table.done + table.failed
             started = finished + table.running
@@ -286,7 +286,7 @@ def _terminations(injector: FaultInjector | None, files: dict[int, str]) -> dict
     return found
 
 
-def _reconnect(conn: psycopg.Connection, dsn: str) -> psycopg.Connection:
+def _reconnect(conn: psycopg.Connection, run: RunContext) -> psycopg.Connection:
     try:
         conn.execute("SELECT 1")
         return conn
@@ -295,7 +295,7 @@ def _reconnect(conn: psycopg.Connection, dsn: str) -> psycopg.Connection:
     deadline = time.monotonic() + 30
     while True:
         try:
-            return psycopg.connect(dsn, autocommit=True, connect_timeout=5)
+            return run.connect("coordinator", in_schema=False)
         except psycopg.OperationalError:
             if time.monotonic() > deadline:
                 raise
