@@ -19,7 +19,6 @@ from psycopg import errors, pq
 from claimcheck.dialect import to_positional
 
 _OK = (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK)
-_ALREADY_PREPARED = b"42P05"
 
 
 def _check(result: pq.abc.PGresult, encoding: str) -> None:
@@ -39,11 +38,7 @@ class PreparedStatement:
         text, self.params = to_positional(statement)
         # Parameter types are inferred by the server from the statement, as for psycopg's
         # prepared statements; a statement where that fails raises here, before the run.
-        result = self.pgconn.prepare(self.name, text.encode(), None)
-        if result.error_field(pq.DiagnosticField.SQLSTATE) != _ALREADY_PREPARED:
-            self._check(result)
-        # else: prepared again after a rollback that did not drop it (see Loop._general_transaction);
-        # this name only ever holds this statement on this connection.
+        self._check(self.pgconn.prepare(self.name, text.encode(), None))
 
     def bind(self, values: dict) -> list[bytes]:
         """The parameters as libpq takes them: text, in `$n` order. Bind once what does not change."""

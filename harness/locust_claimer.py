@@ -144,6 +144,10 @@ class LocustLoop(Loop):
         self.fast_complete = self.fast_claim = None
         self.fast_claim_params = []
 
+    def _transaction(self):
+        # psycopg's transaction: its waits yield to the other greenlets (libpq's blocking calls would not).
+        return self.conn.transaction()
+
     def _reconnect(self) -> None:
         super()._reconnect()
         self.clock.anchor(self.conn)

@@ -16,9 +16,9 @@ import random
 import signal
 import time
 import traceback
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import psycopg
 from psycopg import errors, pq, sql
@@ -185,22 +185,11 @@ class Loop:
         self.fast_claim_params = self.fast_claim.bind(self.params["claim"]) if self.fast_claim else []
 
     def _transaction(self) -> AbstractContextManager:
-        """The claim's explicit transaction: through libpq when the claim is (the same BEGIN,
-        COMMIT, or ROLLBACK on an error), else psycopg's."""
-        return Transaction(self.conn) if self.fast_claim is not None else self._general_transaction()
-
-    @contextmanager
-    def _general_transaction(self) -> Iterator[None]:
-        """psycopg's `conn.transaction()`. Its rollback also sends DEALLOCATE ALL (it forgets its own
-        prepared statements), which drops the fast path's too: prepare them again, or every later
-        fast claim or completion would fail with 26000."""
-        try:
-            with self.conn.transaction():
-                yield
-        except BaseException:
-            if not self.conn.closed and self.conn.pgconn.status == pq.ConnStatus.OK:
-                self._prepare_fast_paths()
-            raise
+        """An explicit transaction (the claim's, or a per-job section of several statements) through
+        libpq: the BEGIN, COMMIT or ROLLBACK of psycopg's `conn.transaction()`, without its
+        DEALLOCATE ALL on a rollback, which would drop the fast path's statements. psycopg's own
+        prepared statements outlive the ROLLBACK as well (they are not transactional)."""
+        return Transaction(self.conn)
 
     def _prepare_fast(self, section: str) -> PreparedStatement | None:
         try:
@@ -415,7 +404,7 @@ class Loop:
         params = self._job_params(section, job, attempt)
         if len(self.strategy.steps(section)) == 1 or self.conn.info.transaction_status != pq.TransactionStatus.IDLE:
             return execute_section(self.conn, self.strategy, section, params).rowcount > 0
-        with self._general_transaction():
+        with self._transaction():
             return execute_section(self.conn, self.strategy, section, params).rowcount > 0
 
     def _extend(self, job: int, attempt: int) -> bool:
