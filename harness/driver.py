@@ -48,8 +48,7 @@ MAX_REPLACEMENTS = 32
 def run_strategy(conn: psycopg.Connection, server: Server, schema: str, run_id: str, strategy: Strategy,
                  settings: RunSettings, on_progress=None) -> RunResult:
     """Seed, check, run and judge one strategy x setting. `conn` is the coordinator's, in `schema`."""
-    if settings.fail_rate and not strategy.has("fail"):
-        raise UsageError(f"--fail-rate needs a 'fail' section in {strategy.source}")
+    check_fail_rate(strategy, settings)
     if strategy.own_schema and settings.reap_every_s is not None and not strategy.has("reap"):
         raise UsageError(f"{strategy.source} brings its own tables: --reap-every and --faults need its own "
                          "'reap' section (the built-in reaper knows only claimcheck's jobs table)")
@@ -65,6 +64,11 @@ def run_strategy(conn: psycopg.Connection, server: Server, schema: str, run_id: 
         with coordinator_connection(server.dsn, run_id, schema) as fresh:  # the restart closed the coordinator's connection too
             return judge_run(fresh, run, strategy, settings, seeded, releases=plan.releases)
     return judge_run(conn, run, strategy, settings, seeded, releases=plan.releases)
+
+
+def check_fail_rate(strategy: Strategy, settings: RunSettings) -> None:
+    if settings.fail_rate and not strategy.has("fail"):
+        raise UsageError(f"--fail-rate needs a 'fail' section in {strategy.source}")
 
 
 def validate(dsn: str, run_id: str, schema: str, strategy: Strategy) -> ClaimShape:
@@ -200,8 +204,7 @@ class _Run:
         self.faults: list[FaultEvent] = []
         self.faults_skipped: list[str] = []
         self.waits = WaitSamples()
-        self.stopped_by = "drained" if self.settings.drains else (
-            "duration" if self.settings.duration_s is not None else "claims-per-worker")
+        self.stopped_by = self.settings.limit_kind
 
     def stop_reason(self, started: float) -> str | None:
         """Why the run ended before its drain, in words, for the report."""
@@ -285,7 +288,7 @@ class _Run:
 
     def _monitor(self, started: float, injector: FaultInjector | None) -> None:
         settings = self.settings
-        stall_limit = STALL_TIMEOUT_S + 2 * settings.batch * max(settings.work.a_ms, settings.work.b_ms) / 1000
+        stall_limit = settings.stall_limit_s(STALL_TIMEOUT_S)
         if settings.faults:
             stall_limit += settings.lease_seconds * (settings.faults.stall_factor + 2)
         last_claims, last_change = -1, started

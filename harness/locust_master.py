@@ -33,8 +33,8 @@ from rich.console import Console
 
 from claimcheck.cli import REPORT_WIDTH_WHEN_PIPED
 from claimcheck.commands._options import report_runs
-from claimcheck.driver import STALL_TIMEOUT_S, judge_run, seed, validate
-from claimcheck.errors import ClaimcheckError, ServerError, UsageError
+from claimcheck.driver import STALL_TIMEOUT_S, check_fail_rate, judge_run, seed, validate
+from claimcheck.errors import ClaimcheckError, ServerError
 from claimcheck.ledger import WorkerLog
 from claimcheck.locust_claimer import (END_MESSAGE, LOG_MESSAGE, START_MESSAGE, LocustSettings,
                                        encode_plan)
@@ -74,8 +74,7 @@ class MasterRun:
             self.console = Console(width=REPORT_WIDTH_WHEN_PIPED)
         self.strategy = load_strategy(self.options.claim_file)
         self.settings = settings_from(self.options)
-        if self.settings.fail_rate and not self.strategy.has("fail"):
-            raise UsageError(f"--fail-rate needs a 'fail' section in {self.strategy.source}")
+        check_fail_rate(self.strategy, self.settings)
         version, num = server_version(self.options.dsn)
         self.server = Server(dsn=self.options.dsn, source="dsn", version=version, version_num=num)
         self.run = RunContext(self.server.dsn, run_id_from_env())  # $CLAIMCHECK_RUN_ID names the schema
@@ -163,10 +162,8 @@ class MasterRun:
         running = set(self.node_of) - self.ended - lost
         target = self.env.runner.target_user_count or self.settings.workers
         if not running and (len(self.node_of) >= target or lost):
-            return True, lost, "drained" if self.settings.drains else (
-                "duration" if self.settings.duration_s is not None else "claims-per-worker")
-        limit = STALL_TIMEOUT_S + 2 * self.settings.batch * max(self.settings.work.a_ms, self.settings.work.b_ms) / 1000
-        if time.monotonic() - self.last_news > limit:
+            return True, lost, self.settings.limit_kind
+        if time.monotonic() - self.last_news > self.settings.stall_limit_s(STALL_TIMEOUT_S):
             return True, lost | running, "stalled"
         return False, lost, ""
 

@@ -132,6 +132,16 @@ class RunSettings:
         return self.fail_rate > 0 or self.reap_every_s is not None or self.faults is not None
 
     @property
+    def limit_kind(self) -> str:
+        """How a run that was not stopped ends: `drained`, `duration` or `claims-per-worker`."""
+        return "drained" if self.drains else ("duration" if self.duration_s is not None else "claims-per-worker")
+
+    def stall_limit_s(self, base_s: float) -> float:
+        """Seconds without a claim (or a finished job) before a run counts as stalled: `base_s`
+        plus the work two batches may take."""
+        return base_s + 2 * self.batch * max(self.work.a_ms, self.work.b_ms) / 1000
+
+    @property
     def drains(self) -> bool:
         """A run without a time or count limit goes until no job is left: unclaimed jobs then fail it."""
         return self.duration_s is None and self.claims_per_worker is None

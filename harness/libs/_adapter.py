@@ -92,8 +92,6 @@ class LibraryAdapter:
     """The name users type: `claimcheck lib NAME`."""
     distribution: ClassVar[str]
     """The package on PyPI (its installed version is shown with every result)."""
-    tested: ClassVar[str]
-    """The version the test suite pins."""
     promise: ClassVar[str]
     """What the library promises about delivery, in a sentence, from its docs."""
     docs: ClassVar[str]

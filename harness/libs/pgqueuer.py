@@ -42,7 +42,6 @@ async def _connect(dsn: str) -> psycopg.AsyncConnection:
 class PgqueuerAdapter(LibraryAdapter):
     name = "pgqueuer"
     distribution = "pgqueuer"
-    tested = "1.6.0"
     promise = ("one worker per job while its heartbeat is fresh (dequeue with FOR UPDATE SKIP LOCKED); a picked "
                "job whose heartbeat is older than heartbeat_timeout is picked again: at-least-once")
     docs = "https://pgqueuer.readthedocs.io/en/latest/ (Heartbeat guide; QueueManager.run)"

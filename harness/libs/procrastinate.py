@@ -46,7 +46,6 @@ def _app(dsn: str) -> procrastinate.App:
 class ProcrastinateAdapter(LibraryAdapter):
     name = "procrastinate"
     distribution = "procrastinate"
-    tested = "3.10.0"
     promise = ("one worker per job (fetch with FOR UPDATE SKIP LOCKED); a job of a worker whose heartbeat "
                "stopped is retried by the user's periodic get_stalled_jobs + retry_job: at-least-once")
     docs = "https://procrastinate.readthedocs.io/en/stable/howto/production/retry_stalled_jobs.html"

@@ -41,6 +41,8 @@ from claimcheck.timeline import claims_over_time
 
 TICK_S = 0.1
 RECOVER_EVERY_S = 0.5
+"""How often the library's documented recovery runs under --faults; the JSON shows it as `reap_every_s`
+(library runs are lifecycle runs: jobs may come back, so results carry redeliveries)."""
 NO_PROGRESS_S = 30.0
 STOP_GRACE_S = 10.0
 MAX_REPLACEMENTS = 40
@@ -52,9 +54,6 @@ UNFINISHED_SHOWN = 20
 LIB_WORK_MS = "0"
 FAULT_WORK_MS = "2"
 """Under --faults each execution lasts 2 ms, so a SIGKILL finds a worker mid-task."""
-LIFECYCLE_TICK_S = 0.5
-"""Library runs are lifecycle runs (jobs may come back), so results carry redeliveries; the
-library's own table is read every TICK_S, and this is what the JSON shows as `reap_every_s`."""
 
 
 def lib_settings(workers: int, jobs: int, work_ms: str | None = None, faults: bool = False,
@@ -63,12 +62,11 @@ def lib_settings(workers: int, jobs: int, work_ms: str | None = None, faults: bo
     and mode are fixed: every library here claims, commits, and works outside the claim."""
     work = WorkTime.parse(str(work_ms) if work_ms is not None else (FAULT_WORK_MS if faults else LIB_WORK_MS))
     return RunSettings(workers=workers, jobs=jobs, batch=1, mode="lease", work=work, duration_s=duration_s,
-                       reap_every_s=LIFECYCLE_TICK_S, faults=FaultPlan() if faults else None)
+                       reap_every_s=RECOVER_EVERY_S, faults=FaultPlan() if faults else None)
 
 
 @dataclass
 class _Proc:
-    index: int
     popen: subprocess.Popen
     last_alive: float
 
@@ -138,7 +136,7 @@ class _Run:
         popen = subprocess.Popen([sys.executable, "-m", "claimcheck.libs._worker", json.dumps(config.__dict__)],
                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr)
         stderr.close()
-        self.procs[index] = _Proc(index, popen, time.monotonic())
+        self.procs[index] = _Proc(popen, time.monotonic())
         return index
 
     def go(self) -> RunResult:

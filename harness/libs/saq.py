@@ -46,7 +46,6 @@ def _queue(dsn: str) -> PostgresQueue:
 class SaqAdapter(LibraryAdapter):
     name = "saq"
     distribution = "saq"
-    tested = "0.26.4"
     promise = ("one worker per job (dequeue with FOR UPDATE SKIP LOCKED); an active job past its timeout or "
                "heartbeat is swept and retried while attempts < retries: at-least-once")
     docs = "https://saq-py.readthedocs.io/ (Job timeout/heartbeat/retries; PostgresQueue.sweep)"
