@@ -79,7 +79,6 @@ class WorkerLog:
     reconnects: int = 0
     sqlstates: dict = field(default_factory=dict)
     """Server errors raised inside claims and completions, by SQLSTATE (each rolled back and retried)."""
-    last_error: str | None = None
     leases: list = field(default_factory=list)
     """(slot, server time right after the claim, lease_until), both epoch seconds, for claims that
     return `lease_until`."""

@@ -47,8 +47,9 @@ class LogStream:
 
 
 SUMMARY_FIELDS = ("claim_latency_ms", "claim_statements", "empty_claims", "serialization_failures", "deadlocks",
-                  "reconnects", "sqlstates", "last_error", "unknown_keys", "started_at", "finished_at", "error")
-"""What a worker sends once, at its end: everything in its log but the claims it streamed."""
+                  "reconnects", "sqlstates", "started_at", "finished_at", "error")
+"""What a worker sends once, at its end: everything in its log but what it streamed (its claims
+and their notes)."""
 
 
 def summary(log: WorkerLog) -> dict:

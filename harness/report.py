@@ -65,12 +65,14 @@ def _top_wait(run: RunResult) -> str:
     return f"{key} {samples:,}"
 
 
-_NOTES = {
-    "uncaught": ("*", "unsafe by its header, but no violation was caught in this run"),
-    "surprise": ("!", "expected safe, yet violated"),
-    "stalled": ("s", "stalled: no claim for a while"),
-    "no-progress": ("p", "no progress: claims went on but no job was finished"),
-    "violation": ("e", "stopped early at a proven violation; `check --drain` runs to the end"),
+_NOTES = {  # key: (mark in a compact table, its caption, words in a wide table, their style)
+    "uncaught": ("*", "unsafe by its header, but no violation was caught in this run",
+                 " (unsafe, not caught this run)", "yellow"),
+    "surprise": ("!", "expected safe, yet violated", " (expected safe!)", "bold red"),
+    "stalled": ("s", "stalled: no claim for a while", " stalled", "red"),
+    "no-progress": ("p", "no progress: claims went on but no job was finished", " no progress", "red"),
+    "violation": ("e", "stopped early at a proven violation; `check --drain` runs to the end", " stopped early",
+                  "yellow"),
 }
 
 
@@ -98,11 +100,8 @@ def verdict_text(run: RunResult, compact: bool = False) -> Text:
         if notes:
             text.append(" " + "".join(_NOTES[n][0] for n in notes), style="yellow")
         return text
-    words = {"uncaught": (" (unsafe, not caught this run)", "yellow"), "surprise": (" (expected safe!)", "bold red"),
-             "stalled": (" stalled", "red"), "no-progress": (" no progress", "red"),
-             "violation": (" stopped early", "yellow")}
     for note in notes:
-        text.append(*words[note])
+        text.append(_NOTES[note][2], style=_NOTES[note][3])
     return text
 
 

@@ -502,12 +502,12 @@ class Loop:
         """A server error is an outcome of the claim (or completion): counted by its SQLSTATE."""
         state = exc.sqlstate or "?"
         self.log.sqlstates[state] = self.log.sqlstates.get(state, 0) + 1
-        self.log.last_error = f"{state}: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}"
         if isinstance(exc, errors.SerializationFailure):
             self.log.serialization_failures += 1
         elif isinstance(exc, errors.DeadlockDetected):
             self.log.deadlocks += 1
         if self.consecutive_failures >= MAX_CONSECUTIVE_ERRORS:
-            raise RuntimeError(f"the claim failed {MAX_CONSECUTIVE_ERRORS} times in a row, last with "
-                               f"{self.log.last_error}; that is not contention but a statement that cannot succeed")
+            message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise RuntimeError(f"the claim failed {MAX_CONSECUTIVE_ERRORS} times in a row, last with {state}: "
+                               f"{message}; that is not contention but a statement that cannot succeed")
 
