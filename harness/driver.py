@@ -133,7 +133,16 @@ def judge_run(conn: psycopg.Connection, run: "_Run", strategy: Strategy, setting
         claim_errors=_sum_counts(log.sqlstates for log in logs),
         claims_over_time=claims_over_time(logs, started, finished - started),
         stop_reason=run.stop_reason(started),
+        cpu_s=cpu_use(logs, getattr(run, "coordinator_cpu_s", None)),
     )
+
+
+def cpu_use(logs: list[WorkerLog], coordinator_s: float | None) -> dict:
+    """The harness's own CPU in the run: its workers' (summed) and its coordinator's, in seconds.
+    Against pgbench's CPU on the same SQL it says what our client costs (see claimcheck.pgbench)."""
+    used = [log.cpu_s for log in logs if log.cpu_s is not None]
+    return {"workers": round(sum(used), 4) if used else None,
+            "coordinator": None if coordinator_s is None else round(coordinator_s, 4)}
 
 
 def _unrecorded(conn: psycopg.Connection, verdict: Verdict, logs: list[WorkerLog], seeded: SeededJobs,
@@ -181,6 +190,8 @@ class _Run:
         self.watch = watch
         """Progress and proven violations, from the records as they arrive."""
         self.no_progress_s: float | None = None
+        self.coordinator_cpu_s: float | None = None
+        """The coordinator's CPU (all its threads: sampler, reaper, progress) from release to the end."""
         # fork: workers start in milliseconds. No thread of ours runs when the first ones are forked
         # (the previous run's sampler has been joined); replacements may be forked while the
         # sampler and reaper threads run, which is safe because the child only opens a new connection.
@@ -256,13 +267,14 @@ class _Run:
                 errors = [log.error for log in self.logs if log.error]
                 raise ServerError("workers could not start: " + (errors[0] if errors else
                                   "they did not reach the start barrier")) from None
-            started = time.monotonic()
+            started, cpu_started = time.monotonic(), time.process_time()
             if settings.reap_every_s is not None:
                 reaper = Reaper(self.plan.run, self.plan.strategy, settings.reap_every_s, self.plan.keys)
                 reaper.start()
             injector = FaultInjector(settings.faults, settings.jobs, self.plan.run, started,
                                      self.restart) if settings.faults else None
             self._monitor(started, injector)
+            self.coordinator_cpu_s = time.process_time() - cpu_started
             self.waits = sampler.stop()
             sampler = None
             if reaper is not None:

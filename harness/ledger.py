@@ -90,6 +90,9 @@ class WorkerLog:
     """Number -> key text of claimed keys that were never seeded."""
     started_at: float = 0.0
     finished_at: float = 0.0
+    cpu_s: float | None = None
+    """CPU time (user + system) the worker process used from its release to its end; None for a
+    claimer that shares its process (a Locust user)."""
     error: str | None = None
 
     def record(self, job: int, attempt: int, claimed_at: float, ended_at: float = math.nan,

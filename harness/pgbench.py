@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -69,11 +70,13 @@ class PgbenchResult:
     """Rows with status 'done' afterwards, read from the table."""
     jobs_per_s: float
     script: str
+    cpu_s: float = 0.0
+    """CPU time (user + system) of the pgbench process: its client cost, next to our workers'."""
 
     def as_dict(self) -> dict:
         return {"clients": self.clients, "scripts_per_client": self.scripts_per_client, "scripts": self.scripts,
                 "failed": self.failed, "tps": round(self.tps, 1), "jobs_done": self.jobs_done,
-                "jobs_per_s": round(self.jobs_per_s, 1)}
+                "jobs_per_s": round(self.jobs_per_s, 1), "cpu_s": round(self.cpu_s, 4)}
 
 
 def pgbench_path(bin_dir: Path | None) -> Path:
@@ -171,12 +174,15 @@ def run_pgbench(conn: psycopg.Connection, dsn: str, bin_dir: Path | None, schema
         command = [str(executable), "--no-vacuum", "--protocol=prepared", f"--client={settings.workers}",
                    f"--jobs={settings.workers}", f"--transactions={per_client}", f"--max-tries={MAX_TRIES}",
                    f"--file={path}", conninfo]
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
         try:
             # Like a worker, pgbench dies with us: a SIGKILLed coordinator must not leave it loading the server.
             done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=PGBENCH_TIMEOUT_S,
                                   preexec_fn=die_with_parent)
         except subprocess.TimeoutExpired:
             raise ServerError(f"pgbench did not finish {strategy.name} within {PGBENCH_TIMEOUT_S} s") from None
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)  # pgbench is the only child reaped meanwhile
+        cpu_s = (after.ru_utime - children.ru_utime) + (after.ru_stime - children.ru_stime)
     tps, processed = _TPS_RE.search(done.stdout), _PROCESSED_RE.search(done.stdout)
     if done.returncode not in (0, 2) or tps is None or processed is None:
         message = (done.stderr.strip() or done.stdout.strip()).splitlines()[-3:]
@@ -188,5 +194,5 @@ def run_pgbench(conn: psycopg.Connection, dsn: str, bin_dir: Path | None, schema
     seconds = scripts / rate if rate > 0 else 0.0
     return PgbenchResult(clients=settings.workers, scripts_per_client=per_client, scripts=scripts,
                          failed=int(failed.group("n")) if failed else 0, tps=rate, jobs_done=jobs_done,
-                         jobs_per_s=jobs_done / seconds if seconds > 0 else 0.0, script=script)
+                         jobs_per_s=jobs_done / seconds if seconds > 0 else 0.0, script=script, cpu_s=cpu_s)
 

@@ -72,6 +72,8 @@ class RunResult:
     """Every repetition of this strategy x setting (`bench --repeat`), this one among them; empty for one run."""
     claim_errors: dict = field(default_factory=dict)
     """Server errors inside claims and completions, by SQLSTATE: each rolled back, counted, retried."""
+    cpu_s: dict = field(default_factory=dict)
+    """The harness's CPU seconds in the run: `workers` (summed) and `coordinator` (None where not measured)."""
 
     @property
     def pgbench_ratio(self) -> float | None:
@@ -152,6 +154,7 @@ class RunResult:
             "pgbench_jobs_per_s": None if self.pgbench is None else round(self.pgbench.jobs_per_s, 1),
             "pgbench_ratio": None if self.pgbench_ratio is None else round(self.pgbench_ratio, 3),
             "pgbench": None if self.pgbench is None else self.pgbench.as_dict(),
+            "cpu_s": {"workers": self.cpu_s.get("workers"), "coordinator": self.cpu_s.get("coordinator")},
             "claims_over_time": self.claims_over_time,
             "claim_errors": self.claim_errors, "reconnects": self.reconnects,
             "over_claims": v.over_claims, "over_attempts": v.over_attempts,

@@ -115,6 +115,16 @@ def _progress_callback(progress: Progress, task, jobs: int):
     return show
 
 
+def _client_cpu(result: RunResult) -> str:
+    """What each job cost the client's CPU, ours against pgbench's: says whether a low ratio is our
+    driver's cost (a 2-core machine gives the server what the clients do not take)."""
+    workers, jobs = result.cpu_s.get("workers"), result.jobs_done
+    if workers is None or not jobs or not result.pgbench.jobs_done:
+        return ""
+    return (f" (client CPU per job: {workers / jobs * 1e6:.0f} us, pgbench's "
+            f"{result.pgbench.cpu_s / result.pgbench.jobs_done * 1e6:.0f} us)")
+
+
 def run_all(server: Server, strategies: list[Strategy], grid: list[RunSettings], err: Console,
             pgbench: bool = False) -> list[RunResult]:
     """Every strategy x setting in one schema; with `pgbench`, each also through pgbench on a reseeded table."""
@@ -153,7 +163,8 @@ def run_all(server: Server, strategies: list[Strategy], grid: list[RunSettings],
                 progress.remove_task(task)
                 status = "[green]exactly-once[/]" if result.exactly_once else "[red]violated[/]"
                 parity = "" if result.pgbench is None else (
-                    f" · pgbench {result.pgbench.jobs_per_s:,.0f} jobs/s, ratio {result.pgbench_ratio:.2f}")
+                    f" · pgbench {result.pgbench.jobs_per_s:,.0f} jobs/s, ratio {result.pgbench_ratio:.2f}"
+                    + _client_cpu(result))
                 err.print(f"  {label}: {result.jobs_done:,} done in {result.elapsed_s:.2f}s "
                           f"({result.throughput_jobs_per_s:,.0f} jobs/s){parity} {status}")
                 results.append(result)

@@ -111,8 +111,12 @@ def worker_main(plan: WorkerPlan, index: int, barrier: Any, shared: Shared, pipe
         if barrier is not None:
             barrier.wait(BARRIER_TIMEOUT_S)
         log.started_at = time.monotonic()
+        cpu_started = time.process_time()
         loop = Loop(plan, index, conn, log, shared, stream)
-        loop.run()
+        try:
+            loop.run()
+        finally:
+            log.cpu_s = time.process_time() - cpu_started
     except Exception as exc:  # reported by the coordinator as an environment error
         log.error = f"worker {index}: {type(exc).__name__}: {str(exc).strip() or traceback.format_exc(limit=3)}"
         if barrier is not None:

@@ -151,6 +151,10 @@ def test_bench_runs_a_subset_and_writes_the_reports(cli, record_property):
     assert [r["strategy"] for r in runs] == ["naive-subquery", "skip-locked"]
     for run in runs:
         assert run["pgbench_jobs_per_s"] > 0 and run["pgbench_ratio"] > 0
+        # What each side's client used of the CPU: the workers' (measured in each worker process),
+        # the coordinator's, and pgbench's own process.
+        assert run["cpu_s"]["workers"] > 0 and run["cpu_s"]["coordinator"] > 0 and run["pgbench"]["cpu_s"] > 0
+        assert "client CPU per job" in result.stderr
         assert sum(map(sum, run["claims_over_time"]["workers"].values())) == run["claims"]
         record_property(f"pgbench_ratio {run['strategy']} 4w b10 500 jobs", run["pgbench_ratio"])
     page = reports[0].with_suffix(".html")

@@ -3,7 +3,12 @@
 Runs `claimcheck bench --pgbench` for skip-locked, zero work time, 20,000 jobs (batch 10), in both
 modes (lease, lock) at 1, 8 and 16 workers, RUNS times (default 5), and prints each ratio and, per
 cell, the median and the range. The machine is shared, so one figure says little: read the median
-and the range, and the load average printed with every sweep.
+and the range, and the load average printed before every sweep (it includes the previous sweep's
+own load).
+
+Beside each ratio, what each job cost the clients' CPU: our workers' (summed over the worker
+processes) against the pgbench process's, and the coordinator's share of the machine's CPU during
+our run (sampler, progress and the streamed records: it must not take the server's CPU).
 Uses $CLAIMCHECK_DSN when set, else an embedded server per sweep.
 """
 from __future__ import annotations
@@ -20,6 +25,7 @@ MODES = ("lease", "lock")
 WORKERS = (1, 8, 16)
 BENCH = ["bench", "--strategies", "skip-locked", "--workers", ",".join(map(str, WORKERS)),
          "--mode", ",".join(MODES), "--work-ms", "0", "--jobs", "20000", "--pgbench"]
+CORES = os.cpu_count() or 1
 
 
 def one_sweep(scratch: Path) -> list[dict]:
@@ -31,22 +37,42 @@ def one_sweep(scratch: Path) -> list[dict]:
     return json.loads(out.read_text())["runs"]
 
 
+def cell_figures(run: dict) -> dict:
+    """The ratio, CPU per job (microseconds) of our workers and of pgbench, the coordinator's CPU share."""
+    cpu, pgbench = run["cpu_s"], run["pgbench"]
+    return {"ratio": run["pgbench_ratio"],
+            "ours_us": cpu["workers"] / run["jobs_done"] * 1e6,
+            "pgbench_us": pgbench["cpu_s"] / pgbench["jobs_done"] * 1e6,
+            "coordinator": cpu["coordinator"] / (run["elapsed_s"] * CORES)}
+
+
 def main(runs: int) -> None:
-    ratios: dict[tuple[str, int], list[float]] = {(m, w): [] for m in MODES for w in WORKERS}
+    cells: dict[tuple[str, int], list[dict]] = {(m, w): [] for m in MODES for w in WORKERS}
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(runs):
             load = os.getloadavg()
             for run in one_sweep(Path(tmp)):
-                ratios[(run["mode"], int(run["workers"]))].append(run["pgbench_ratio"])
+                figures = cell_figures(run)
+                cells[(run["mode"], int(run["workers"]))].append(figures)
                 print(f"sweep {i + 1} (load {load[0]:.2f}): {run['mode']:5} {run['workers']:>2} workers: "
                       f"claimcheck {run['throughput_jobs_per_s']:,.0f} jobs/s, "
-                      f"pgbench {run['pgbench_jobs_per_s']:,.0f} jobs/s, ratio {run['pgbench_ratio']:.2f}")
-    print(f"\npgbench_ratio over {runs} runs: median (min-max)")
-    print("| mode | " + " | ".join(f"{w} worker{'s' * (w > 1)}" for w in WORKERS) + " |")
-    print("|---|" + "---|" * len(WORKERS))
-    for mode in MODES:
-        cells = [ratios[(mode, w)] for w in WORKERS]
-        print(f"| {mode} | " + " | ".join(f"{statistics.median(c):.2f} ({min(c):.2f}-{max(c):.2f})" for c in cells) + " |")
+                      f"pgbench {run['pgbench_jobs_per_s']:,.0f} jobs/s, ratio {figures['ratio']:.2f}; "
+                      f"client CPU per job {figures['ours_us']:.0f} us (pgbench {figures['pgbench_us']:.0f} us); "
+                      f"coordinator {figures['coordinator']:.1%} of {CORES} cores", flush=True)
+
+    def table(title: str, key: str, fmt: str) -> None:
+        print(f"\n{title} over {runs} runs: median (min-max)")
+        print("| mode | " + " | ".join(f"{w} worker{'s' * (w > 1)}" for w in WORKERS) + " |")
+        print("|---|" + "---|" * len(WORKERS))
+        for mode in MODES:
+            values = [[c[key] for c in cells[(mode, w)]] for w in WORKERS]
+            print(f"| {mode} | " + " | ".join(
+                f"{fmt.format(statistics.median(v))} ({fmt.format(min(v))}-{fmt.format(max(v))})" for v in values) + " |")
+
+    table("pgbench_ratio", "ratio", "{:.2f}")
+    table("our workers' CPU per job, us", "ours_us", "{:.0f}")
+    table("pgbench's CPU per job, us", "pgbench_us", "{:.0f}")
+    table(f"the coordinator's share of the {CORES} cores during our run", "coordinator", "{:.1%}")
 
 
 if __name__ == "__main__":
