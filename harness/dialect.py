@@ -5,7 +5,8 @@ One module owns it, so the checker (:mod:`claimcheck.sqlfile`), the worker's lib
 statement the same way. Parameters are psycopg's named dialect: `%(name)s`, and a literal `%` is
 written `%%`. A section may hold several statements; :func:`split_statements` cuts it at the
 semicolons that end a statement, not those inside quotes, dollar quotes (`DO $$ ... $$`, function
-bodies) or comments.
+bodies) or comments. A queue library's own statements (the pgbench pass of `claimcheck lib`) come
+in psycopg's dialect or in libpq's `$n` form; both are read here too.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Callable
 PARAM_RE = re.compile(r"%\((?P<name>[^)]*)\)s")
 _POSITIONAL_RE = re.compile(r"%s|%b|%t")
 _DOLLAR_TAG_RE = re.compile(r"\$(?:[A-Za-z_][A-Za-z_0-9]*)?\$")
+_POSITIONAL_NUMBER_RE = re.compile(r"(?<![A-Za-z0-9_$])\$(?P<n>[0-9]+)(?![0-9])")
 
 
 def placeholders(sql: str) -> set[str]:
@@ -49,6 +51,81 @@ def to_positional(sql: str) -> tuple[str, tuple[str, ...]]:
         return f"${order.index(name) + 1}"
 
     return substitute(sql, number), tuple(order)
+
+
+def substitute_numbered(sql: str, replace: Callable[[int], str]) -> str:
+    """Each `$n` placeholder (libpq's form, 1-based) replaced by `replace(n)`."""
+    return _POSITIONAL_NUMBER_RE.sub(lambda m: replace(int(m.group("n"))), sql)
+
+
+def rows_as_cte(statement: str, name: str, select: str) -> str:
+    """`statement`'s rows as the CTE `name`, read by `select`: one statement.
+
+    A statement that begins with WITH keeps its CTEs at the top level and only its final query
+    moves into `name`: PostgreSQL allows a data-modifying CTE (`INSERT` into a log table, say) only
+    at the top level, so wrapping the whole statement would be refused.
+    """
+    body = statement.strip().rstrip(";").rstrip()
+    end = _end_of_ctes(body)
+    if end is None:
+        return f"WITH {name} AS (\n{body}\n)\n{select}"
+    return f"{body[:end]},\n{name} AS (\n{body[end:].strip()}\n)\n{select}"
+
+
+def _end_of_ctes(sql: str) -> int | None:
+    """Where the final query of a `WITH a AS (...), b AS (...) <query>` begins, or None when the
+    statement does not begin with WITH. A top-level `)` followed by `,` or `AS` is inside the CTE
+    list (a body, or a CTE's column list); the first one followed by anything else ends it."""
+    if not re.match(r"\s*with\b", _code_only(sql), re.IGNORECASE):
+        return None
+    depth, i, n = 0, 0, len(sql)
+    while i < n:
+        skip = _skip_quoted(sql, i)
+        if skip > i:
+            i = skip
+            continue
+        if sql[i] == "(":
+            depth += 1
+        elif sql[i] == ")":
+            depth -= 1
+            if depth == 0:
+                rest = _code_only(sql[i + 1:]).lstrip()
+                if not (rest.startswith(",") or re.match(r"as\b", rest, re.IGNORECASE)):
+                    return i + 1
+        i += 1
+    return None
+
+
+def _code_only(sql: str) -> str:
+    """`sql` with its comments blanked out (quotes left as they are)."""
+    return re.sub(r"/\*.*?\*/|--[^\n]*", " ", sql, flags=re.DOTALL)
+
+
+def _skip_quoted(sql: str, i: int) -> int:
+    """If a comment, quoted literal, identifier or dollar quote starts at `i`, where it ends; else `i`."""
+    n = len(sql)
+    if sql.startswith("--", i):
+        end = sql.find("\n", i)
+        return n if end < 0 else end + 1
+    if sql.startswith("/*", i):
+        end = sql.find("*/", i + 2)
+        return n if end < 0 else end + 2
+    if sql[i] in "'\"":
+        quote, j = sql[i], i + 1
+        while j < n:
+            if sql[j] == quote:
+                if j + 1 < n and sql[j + 1] == quote:
+                    j += 2
+                    continue
+                return j + 1
+            j += 1
+        return n
+    if sql[i] == "$" and (i == 0 or not (sql[i - 1].isalnum() or sql[i - 1] == "_")):
+        tag = _DOLLAR_TAG_RE.match(sql, i)
+        if tag:
+            end = sql.find(tag.group(0), tag.end())
+            return n if end < 0 else end + len(tag.group(0))
+    return i
 
 
 def split_statements(sql: str) -> list[tuple[str, int]]:

@@ -20,6 +20,10 @@ How the script is the same work as our worker's cycle (lease mode, one client = 
   cycle in BEGIN/COMMIT; a `pick` runs first and the claim gets its ids, in one transaction.
 - Each client runs ceil(jobs / (clients x batch)) scripts (pgbench cannot stop on "empty"),
   and jobs/s is the table's done rows over pgbench's own time without connection set-up.
+
+A queue library's worker cycle goes through the same :func:`run_script` (`claimcheck lib
+--pgbench`, see :mod:`claimcheck.libs.parity`): pgbench is started, named, given the password and
+parsed in one place.
 """
 from __future__ import annotations
 
@@ -57,7 +61,7 @@ _FAILED_RE = re.compile(r"^number of failed transactions: (?P<n>\d+)", re.MULTIL
 
 @dataclass(frozen=True)
 class PgbenchResult:
-    """One pgbench run of a strategy x setting."""
+    """One pgbench run of a strategy x setting, or of a library's worker cycle (`claimcheck.libs.parity`)."""
 
     clients: int
     scripts_per_client: int
@@ -67,16 +71,21 @@ class PgbenchResult:
     tps: float
     """pgbench's scripts per second, without initial connection time."""
     jobs_done: int
-    """Rows with status 'done' afterwards, read from the table."""
+    """Jobs the table shows finished afterwards (status 'done'; a library's own table in its words)."""
     jobs_per_s: float
     script: str
+    statements: str = ""
+    """For a library: which of its statements the script runs, and where they came from."""
     cpu_s: float = 0.0
     """CPU time (user + system) of the pgbench process: its client cost, next to our workers'."""
 
     def as_dict(self) -> dict:
-        return {"clients": self.clients, "scripts_per_client": self.scripts_per_client, "scripts": self.scripts,
-                "failed": self.failed, "tps": round(self.tps, 1), "jobs_done": self.jobs_done,
-                "jobs_per_s": round(self.jobs_per_s, 1), "cpu_s": round(self.cpu_s, 4)}
+        out = {"clients": self.clients, "scripts_per_client": self.scripts_per_client, "scripts": self.scripts,
+               "failed": self.failed, "tps": round(self.tps, 1), "jobs_done": self.jobs_done,
+               "jobs_per_s": round(self.jobs_per_s, 1), "cpu_s": round(self.cpu_s, 4)}
+        if self.statements:
+            out["statements"] = self.statements
+        return out
 
 
 def pgbench_path(bin_dir: Path | None) -> Path:
@@ -123,11 +132,11 @@ def build_script(strategy: Strategy, settings: RunSettings, with_attempts: bool)
     lines.append("\\gset")
     if strategy.has_pick and settings.mode != "lock":
         lines.append("COMMIT;")
-    work_us = _work_us(settings)
+    pause_us = work_us(settings)
     if strategy.has_complete or settings.mode == "lock":
         for k in range(1, settings.batch + 1):
-            if work_us:
-                lines.append(f"\\sleep {work_us} us")
+            if pause_us:
+                lines.append(f"\\sleep {pause_us} us")
             if strategy.has_complete:
                 mapping = {**common, "id": f"(CAST(:cc_ids AS bigint[]))[{k}]",
                            "attempts": f"(CAST(:cc_attempts AS int[]))[{k}]", "worker": common["worker"]}
@@ -137,7 +146,7 @@ def build_script(strategy: Strategy, settings: RunSettings, with_attempts: bool)
     return "\n".join(lines) + "\n"
 
 
-def _work_us(settings: RunSettings) -> int:
+def work_us(settings: RunSettings) -> int:
     """pgbench sleeps a fixed time; a range or exponential work time uses its mean."""
     work = settings.work
     mean_ms = {"fixed": work.a_ms, "uniform": (work.a_ms + work.b_ms) / 2}.get(work.kind, work.a_ms)
@@ -150,29 +159,45 @@ def _pgoptions(schema: str, isolation: str) -> str:
     return f"-c search_path={schema} -c default_transaction_isolation={isolation.replace(' ', chr(92) + ' ')}"
 
 
-def run_pgbench(conn: psycopg.Connection, dsn: str, bin_dir: Path | None, schema: str, run_id: str,
-                strategy: Strategy, settings: RunSettings) -> PgbenchResult:
-    """Run the strategy through pgbench on the table as seeded now; read the outcome from the table."""
+@dataclass(frozen=True)
+class PgbenchCounts:
+    """What pgbench itself reported for one script."""
+
+    scripts: int
+    """Script executions processed (pgbench's 'transactions')."""
+    failed: int
+    tps: float
+    """Scripts per second, without initial connection time."""
+    cpu_s: float
+    """The pgbench process's CPU time (user + system)."""
+
+    @property
+    def seconds(self) -> float:
+        return self.scripts / self.tps if self.tps > 0 else 0.0
+
+
+def run_script(run: RunContext, bin_dir: Path | None, name: str, script: str, clients: int, per_client: int,
+               pgoptions: str | None = None, variables: dict[str, str] | None = None) -> PgbenchCounts:
+    """Run `script` with `clients` clients, `per_client` times each, on `run`'s database: the one place
+    pgbench is started, for a strategy's SQL and a library's alike. `variables` are given to every
+    client (`-D name=value`, read in the script as `:name`)."""
     executable = pgbench_path(bin_dir)
-    if settings.claims_per_worker is not None:
-        per_client = settings.claims_per_worker
-    else:
-        per_client = max(1, math.ceil(settings.jobs / (settings.workers * settings.batch)))
-    script = build_script(strategy, settings, claim_returns_attempts(conn, strategy, settings))
     # The password travels in the environment, never on the command line (visible in `ps`).
-    conninfo, password = split_password(dsn)
-    env = dict(os.environ, PGOPTIONS=_pgoptions(schema, strategy.isolation),
-               PGAPPNAME=RunContext(dsn, run_id).app_name("pgbench"))
+    conninfo, password = split_password(run.dsn)
+    env = dict(os.environ, PGAPPNAME=run.app_name("pgbench"))
+    if pgoptions:
+        env["PGOPTIONS"] = pgoptions
     if password is not None:
         env["PGPASSWORD"] = password
     for note in sweep_clusters(Path(tempfile.gettempdir()), SCRIPT_DIR_PREFIX):
         print(f"claimcheck: {note}", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix=SCRIPT_DIR_PREFIX) as tmp:
         write_owner_file(Path(tmp))  # a SIGKILLed coordinator leaves this directory; the next run sweeps it
-        path = Path(tmp) / f"{strategy.name}.pgbench.sql"
+        path = Path(tmp) / f"{name}.pgbench.sql"
         path.write_text(script)
-        command = [str(executable), "--no-vacuum", "--protocol=prepared", f"--client={settings.workers}",
-                   f"--jobs={settings.workers}", f"--transactions={per_client}", f"--max-tries={MAX_TRIES}",
+        command = [str(executable), "--no-vacuum", "--protocol=prepared", f"--client={clients}",
+                   f"--jobs={clients}", f"--transactions={per_client}", f"--max-tries={MAX_TRIES}",
+                   *(f"--define={key}={value}" for key, value in (variables or {}).items()),
                    f"--file={path}", conninfo]
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
         try:
@@ -180,19 +205,37 @@ def run_pgbench(conn: psycopg.Connection, dsn: str, bin_dir: Path | None, schema
             done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=PGBENCH_TIMEOUT_S,
                                   preexec_fn=die_with_parent)
         except subprocess.TimeoutExpired:
-            raise ServerError(f"pgbench did not finish {strategy.name} within {PGBENCH_TIMEOUT_S} s") from None
+            raise ServerError(f"pgbench did not finish {name} within {PGBENCH_TIMEOUT_S} s") from None
         after = resource.getrusage(resource.RUSAGE_CHILDREN)  # pgbench is the only child reaped meanwhile
         cpu_s = (after.ru_utime - children.ru_utime) + (after.ru_stime - children.ru_stime)
     tps, processed = _TPS_RE.search(done.stdout), _PROCESSED_RE.search(done.stdout)
     if done.returncode not in (0, 2) or tps is None or processed is None:
         message = (done.stderr.strip() or done.stdout.strip()).splitlines()[-3:]
-        raise ServerError(f"pgbench failed on {strategy.name} (exit {done.returncode}): "
-                          f"{scrub(' / '.join(message))}")
+        raise ServerError(f"pgbench failed on {name} (exit {done.returncode}): {scrub(' / '.join(message))}")
     failed = _FAILED_RE.search(done.stdout)
-    jobs_done = conn.execute(QUERIES["table_outcome"]).fetchone()[0]
-    scripts, rate = int(processed.group("n")), float(tps.group("tps"))
-    seconds = scripts / rate if rate > 0 else 0.0
-    return PgbenchResult(clients=settings.workers, scripts_per_client=per_client, scripts=scripts,
-                         failed=int(failed.group("n")) if failed else 0, tps=rate, jobs_done=jobs_done,
-                         jobs_per_s=jobs_done / seconds if seconds > 0 else 0.0, script=script, cpu_s=cpu_s)
+    return PgbenchCounts(scripts=int(processed.group("n")), failed=int(failed.group("n")) if failed else 0,
+                         tps=float(tps.group("tps")), cpu_s=cpu_s)
 
+
+def pgbench_result(counts: PgbenchCounts, clients: int, per_client: int, jobs_done: int, script: str,
+                   statements: str = "") -> PgbenchResult:
+    """jobs/s through pgbench: the jobs the table shows finished over pgbench's own time."""
+    seconds = counts.seconds
+    return PgbenchResult(clients=clients, scripts_per_client=per_client, scripts=counts.scripts,
+                         failed=counts.failed, tps=counts.tps, jobs_done=jobs_done,
+                         jobs_per_s=jobs_done / seconds if seconds > 0 else 0.0, script=script,
+                         statements=statements, cpu_s=counts.cpu_s)
+
+
+def run_pgbench(conn: psycopg.Connection, dsn: str, bin_dir: Path | None, schema: str, run_id: str,
+                strategy: Strategy, settings: RunSettings) -> PgbenchResult:
+    """Run the strategy through pgbench on the table as seeded now; read the outcome from the table."""
+    if settings.claims_per_worker is not None:
+        per_client = settings.claims_per_worker
+    else:
+        per_client = max(1, math.ceil(settings.jobs / (settings.workers * settings.batch)))
+    script = build_script(strategy, settings, claim_returns_attempts(conn, strategy, settings))
+    counts = run_script(RunContext(dsn, run_id), bin_dir, strategy.name, script, settings.workers, per_client,
+                        pgoptions=_pgoptions(schema, strategy.isolation))
+    jobs_done = conn.execute(QUERIES["table_outcome"]).fetchone()[0]
+    return pgbench_result(counts, settings.workers, per_client, jobs_done, script)

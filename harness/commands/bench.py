@@ -9,6 +9,7 @@ from rich.console import Console
 from claimcheck.commands._options import add_run_options, add_server_options, report_runs, settings_grid, str_list
 from claimcheck.commands.lib import run_libraries
 from claimcheck.libs import load_adapter
+from claimcheck.libs.parity import check_cycles
 from claimcheck.libs.runner import lib_settings
 from claimcheck.probes.explain import PlanVerdict, plan_verdict, prepare_plan_table
 from claimcheck.provision import Server, provide_server
@@ -38,7 +39,8 @@ def register(verbs: argparse._SubParsersAction) -> None:
                         "is enough for it; default 1)")
     p.add_argument("--pgbench", action="store_true",
                    help="also run each strategy's SQL through pgbench (same clients, server and table size) "
-                        "and report our jobs/s over pgbench's")
+                        "and report our jobs/s over pgbench's; for --libs, one cycle of each library's worker "
+                        "with the library's own statements")
     add_server_options(p)
     p.set_defaults(func=run)
 
@@ -48,8 +50,12 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     strategies = [load_strategy(name) for name in names]
     adapters = [load_adapter(name) for name in args.libs]
     grid = settings_grid(args)
+    # A library batches and leases its own way: one setting per worker count.
+    lib_grid = [lib_settings(w, args.jobs, args.work_ms, duration_s=args.duration) for w in args.workers] if adapters else []
     with provide_server(args.dsn, args.pg) as server:
         print_server(err, server)
+        if adapters and args.pgbench:
+            check_cycles(adapters, server.bin_dir, lib_grid)  # before the strategies' runs, not after them
         # Rounds, not N runs of one strategy in a row: drift on a busy machine spreads over all of them.
         results = []
         if strategies:
@@ -62,9 +68,8 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
             err.print("planning each claim on a queue with history (the plan guard of `claimcheck explain`)")
             shapes = plan_shapes(server, strategies)
             results = [dataclasses.replace(r, plan=shapes.get(r.strategy.name)) for r in results]
-        if adapters:  # a library batches and leases its own way: one setting per worker count
-            lib_grid = [lib_settings(w, args.jobs, args.work_ms, duration_s=args.duration) for w in args.workers]
-            results += run_libraries(server, adapters, lib_grid, err)
+        if adapters:
+            results += run_libraries(server, adapters, lib_grid, err, pgbench=args.pgbench)
         report_runs(server, results, args, console, "bench",
                     f"claimcheck bench: PostgreSQL {server.version} ({server.source})",
                     always_write=True, evidence=EVIDENCE_JOBS)

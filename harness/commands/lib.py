@@ -12,6 +12,7 @@ from rich.console import Console
 
 from claimcheck.commands._options import add_json_option, add_server_options, add_wide_option, int_list, report_runs
 from claimcheck.libs import ADAPTERS, LibraryAdapter, load_adapter
+from claimcheck.libs.parity import check_cycles
 from claimcheck.libs.runner import FAULT_WORK_MS, LIB_WORK_MS, lib_settings, run_library
 from claimcheck.provision import Server, provide_server
 from claimcheck.report import print_server
@@ -28,6 +29,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--faults", action="store_true",
                    help="SIGKILL workers mid-task, terminate worker backends, stall workers past the library's "
                         "heartbeat or lease, restart a server we started; and say what became of each job")
+    add_pgbench_option(p)
     add_server_options(p)
     p.set_defaults(func=run)
 
@@ -44,20 +46,31 @@ def add_lib_options(p: argparse.ArgumentParser, *, workers: str, jobs: int) -> N
     add_wide_option(g)
 
 
+def add_pgbench_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--pgbench", action="store_true",
+                   help="also run one cycle of the library's worker, with the library's own statements, through "
+                        "pgbench (as many clients as workers, the same jobs freshly enqueued) and report the "
+                        "library's jobs/s over pgbench's")
+
 
 
 def run_libraries(server: Server, adapters: list[LibraryAdapter], grid: list[RunSettings],
-                  err: Console) -> list[RunResult]:
+                  err: Console, pgbench: bool = False) -> list[RunResult]:
+    if pgbench:
+        check_cycles(adapters, server.bin_dir, grid)  # before the first run, not after it
     results = []
     for adapter in adapters:
         for settings in grid:
             label = f"{adapter.name} {adapter.version()} · {settings.workers}w" + (" · faults" if settings.faults else "")
             err.print(f"  {label}: enqueuing {settings.jobs:,} jobs, then {settings.workers} worker(s)", highlight=False)
-            result = run_library(server, adapter, settings)
+            result = run_library(server, adapter, settings, pgbench=pgbench)
             status = "[green]exactly-once[/]" if result.exactly_once else "[red]violated[/]"
+            parity = "" if result.pgbench is None else (
+                f" · its SQL through pgbench {result.pgbench.jobs_per_s:,.0f} jobs/s "
+                f"({result.pgbench.jobs_done:,} done), ratio {result.pgbench_ratio or 0:.2f}")
             err.print(f"  {label}: {result.jobs_done:,} done in {result.elapsed_s:.2f}s "
-                      f"({result.throughput_jobs_per_s:,.0f} jobs/s), {result.verdict.redeliveries} redeliveries "
-                      f"{status}")
+                      f"({result.throughput_jobs_per_s:,.0f} jobs/s), {result.verdict.redeliveries} redeliveries"
+                      f"{parity} {status}")
             results.append(result)
     return results
 
@@ -81,7 +94,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     grid = [lib_settings(w, args.jobs, args.work_ms, args.faults, args.duration) for w in args.workers]
     with provide_server(args.dsn, args.pg) as server:
         print_server(err, server)
-        results = run_libraries(server, [adapter], grid, err)
+        results = run_libraries(server, [adapter], grid, err, pgbench=args.pgbench)
         report_runs(server, results, args, console, "lib",
                     f"claimcheck lib {adapter.name} {adapter.version()}: PostgreSQL {server.version} ({server.source})",
                     always_write=False, evidence=EVIDENCE_JOBS)

@@ -4,8 +4,9 @@ An adapter is one module in `claimcheck.libs` with a module-level `ADAPTER`, an 
 :class:`LibraryAdapter` subclass. It does four things, each through the library's own public API
 (never our SQL): install the library's schema with its own installer, enqueue N jobs, run the
 library's OWN worker loop with our recording task, and read the library's table afterwards (what
-became of each job, in the library's words). Adding a library is one more such module and a line
-in `claimcheck.libs.ADAPTERS`.
+became of each job, in the library's words). For `--pgbench` it also writes one cycle of its
+worker loop as a pgbench script from the library's own statements (:meth:`LibraryAdapter.pgbench_cycle`).
+Adding a library is one more such module and a line in `claimcheck.libs.ADAPTERS`.
 
 The recording task calls :meth:`Recorder.execute` once per execution. The recorder appends one
 line when the execution starts and one when it ends to the worker's own file with a single
@@ -18,11 +19,12 @@ import asyncio
 import os
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import psycopg
 
+from claimcheck.errors import UsageError
 from claimcheck.libs._sql import LIB_QUERIES
 from claimcheck.result import TableOutcome
 from claimcheck.settings import WorkTime
@@ -84,6 +86,26 @@ class Recorder:
         self._line("E", key, f"{time.monotonic():.6f}")
 
 
+@dataclass(frozen=True)
+class LibraryCycle:
+    """One cycle of a library's worker loop as a pgbench script (`claimcheck lib --pgbench`): the
+    statements one worker sends to take a batch and finish it, in the library's own words."""
+
+    script: str
+    """pgbench's script language. Each statement is the library's own text (as the installed library
+    gives it) with its parameters replaced by the values the adapter's workers use; what is one
+    transaction in the library is one in the script."""
+    jobs: int
+    """Jobs one cycle takes at most (the library's batch): each client runs ceil(jobs / (clients x
+    this)) cycles, since pgbench cannot stop on an empty queue."""
+    statements: str
+    """Which statements the script runs and where they come from, in words (the JSON's `pgbench`)."""
+    per_client: dict[str, str] = field(default_factory=dict)
+    """Variable -> a statement of the library run once per client before pgbench starts (a worker's
+    registration); the variable holds their first columns as an array literal, client c's value
+    being element c + 1."""
+
+
 class LibraryAdapter:
     """One queue library under the ledger. Subclasses set the class attributes and implement
     the methods; everything runs against the run's own database (`dsn`)."""
@@ -142,6 +164,19 @@ class LibraryAdapter:
         """For the fault report: of the keys given (key -> the library's job id), key -> (status in
         the library's own words, its attempt count)."""
         raise NotImplementedError
+
+    def pgbench_cycle(self, work_us: int) -> LibraryCycle:
+        """One cycle of the library's worker loop as a pgbench script, with the statements taken
+        from the installed library wherever it exposes them and the parameters `work` runs it
+        with; `work_us` is each task's work time (a `\\sleep` where the library's tasks run).
+        Raises :class:`UsageError` when the script cannot be built (nothing has started then)."""
+        raise UsageError(f"claimcheck lib {self.name} --pgbench: there is no pgbench script for {self.name}; "
+                         "run it without --pgbench")
+
+    def reset(self, conn: psycopg.Connection) -> None:
+        """Empty the library's tables (the `<name>_reset` statement of sql/libs.sql), so the pgbench
+        pass starts from N freshly enqueued jobs in the run's own database."""
+        conn.execute(LIB_QUERIES[f"{self.name}_reset"])
 
     def version(self) -> str:
         from importlib.metadata import version

@@ -13,18 +13,37 @@ Everything goes through pgqueuer's public API: `Queries.install` (what `pgq inst
 `Queries.enqueue`, and `QueueManager.run`, its own worker loop, on a psycopg connection
 (`Queries.from_psycopg_connection`, so no asyncpg is needed). A worker whose connection dies
 exits; the coordinator starts another in its place, as pgqueuer's supervisor (`pgq run`) would.
+
+The pgbench cycle (`--pgbench`) is one turn of `QueueManager.run` as our workers run it: one
+dequeue of `batch_size` jobs (`QueryQueueBuilder.build_dequeue_query`, with `run`'s own defaults for
+batch size and heartbeat timeout read from its signature, our entrypoint without a concurrency
+limit, no global limit, one queue manager id per client), the batch's tasks (which pgqueuer runs
+concurrently: one `\\sleep` of the work time), and one `build_log_job_query` marking the batch
+`successful`: completions go through a `JobStatusLogBuffer` whose `max_size` is the batch size, so a
+batch is one flush. Every statement is autocommit, as pgqueuer requires of its connection. The
+dequeue's `$n` arguments become SQL literals of the same values (psycopg's quoting); its final
+query is read from a CTE so its count and ids can be kept with `\\gset` (its INSERT into the log
+stays a top-level CTE, where PostgreSQL requires it). Left out: what runs on timers (heartbeats
+every `heartbeat_timeout / 2` while a task runs, the health check and log aggregation every 10 and
+30 s) and the poll between batches when the queue is empty.
 """
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
+import uuid
 from datetime import timedelta
 
 import psycopg
 from pgqueuer import QueueManager, Queries
+from pgqueuer.adapters.persistence.qb import QueryQueueBuilder
 from pgqueuer.types import QueueExecutionMode
+from psycopg import sql
 
-from claimcheck.libs._adapter import LibraryAdapter, Recorder, WorkerConfig
+from claimcheck.dialect import rows_as_cte, substitute_numbered
+from claimcheck.errors import UsageError
+from claimcheck.libs._adapter import LibraryAdapter, LibraryCycle, Recorder, WorkerConfig
 from claimcheck.libs._sql import LIB_QUERIES
 
 ENTRYPOINT = "claimcheck_record"
@@ -93,6 +112,38 @@ class PgqueuerAdapter(LibraryAdapter):
             stopping.cancel()
             if not worker.cancelled() and worker.exception():
                 raise worker.exception()
+
+    def pgbench_cycle(self, work_us: int) -> LibraryCycle:
+        """One dequeue of a batch, its tasks, one completion flush (see the module docstring)."""
+        defaults = inspect.signature(QueueManager.run).parameters
+        batch = defaults["batch_size"].default
+        builder = QueryQueueBuilder()  # what Queries.from_psycopg_connection builds, with pgqueuer's settings
+        try:
+            dequeue = builder.build_dequeue_query(
+                batch_size=batch, entrypoints=[ENTRYPOINT], concurrency_limits=[0],
+                queue_manager_id=uuid.UUID(int=0), global_concurrency_limit=None,
+                heartbeat_timeout=defaults["heartbeat_timeout"].default)
+            log_jobs = builder.build_log_job_query()
+        except (TypeError, AttributeError) as exc:
+            raise UsageError(f"claimcheck lib pgqueuer --pgbench builds the worker's statements with pgqueuer's "
+                             f"QueryQueueBuilder, which pgqueuer {self.version()} builds differently ({exc}); "
+                             "run it without --pgbench") from None
+        # Each worker is a QueueManager with an id of its own: one per client.
+        manager = "CAST(lpad(to_hex(:client_id + 1), 32, '0') AS uuid)"
+        args = [manager if isinstance(a, uuid.UUID) else sql.Literal(a).as_string() for a in dequeue.args]
+        claim = rows_as_cte(substitute_numbered(dequeue.sql, lambda n: args[n - 1]), "cc_rows",
+                            "SELECT count(*) AS cc_n, coalesce(array_agg(id), '{}') AS cc_ids, "
+                            "coalesce(array_agg('successful'::text), '{}') AS cc_statuses, "
+                            "coalesce(array_agg(NULL::text), '{}') AS cc_tracebacks FROM cc_rows")
+        complete = substitute_numbered(log_jobs.strip().rstrip(";"),
+                                       lambda n: ("(:cc_ids)", "(:cc_statuses)", "(:cc_tracebacks)")[n - 1])
+        lines = [claim, "\\gset", "\\if :cc_n > 0"]
+        if work_us:
+            lines.append(f"\\sleep {work_us} us")
+        lines += [complete + ";", "\\endif"]
+        return LibraryCycle(script="\n".join(lines) + "\n", jobs=batch,
+                            statements=f"pgqueuer {self.version()} QueryQueueBuilder: build_dequeue_query "
+                                       f"(batch_size {batch}), build_log_job_query (the batch, one flush)")
 
     def final_status(self, conn: psycopg.Connection, ids: dict[int, object]) -> dict[int, tuple[str, int]]:
         key_of = {job_id: key for key, job_id in ids.items()}

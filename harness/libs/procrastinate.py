@@ -17,6 +17,17 @@ Under --faults the coordinator runs exactly that how-to every `RECOVER_EVERY_S` 
 
 Everything below goes through procrastinate's public API: `SchemaManager.apply_schema` installs,
 `Task.batch_defer_async` enqueues, `App.run_worker_async` is its own worker loop.
+
+The pgbench cycle (`--pgbench`) is the loop of `Worker._fetch_and_process_jobs` at concurrency 1
+(procrastinate's default, and ours): `fetch_job`, then, once the task returned, `finish_job` with
+status `succeeded` and `delete_job` false (`Worker._persist_job_status`), each statement in a
+transaction of its own: the connector's psycopg pool hands out connections that are not in
+autocommit, psycopg opens the transaction and the pool commits it when the connection is given
+back. Both statements are read from `procrastinate.sql.queries` at run time, as is
+`register_worker`, which the coordinator runs once per client (each worker registers when it
+starts; `fetch_job` takes the worker's id). Left out: the pool's connection check before each
+statement (psycopg_pool's empty query, not procrastinate's SQL) and what runs on timers (the
+heartbeat every 10 s, the abort poll every 5 s while a job runs).
 """
 from __future__ import annotations
 
@@ -25,8 +36,11 @@ import logging
 
 import procrastinate
 import psycopg
+from procrastinate.sql import queries as PROCRASTINATE_QUERIES
 
-from claimcheck.libs._adapter import LibraryAdapter, Recorder, WorkerConfig
+from claimcheck.dialect import rows_as_cte, substitute
+from claimcheck.errors import UsageError
+from claimcheck.libs._adapter import LibraryAdapter, LibraryCycle, Recorder, WorkerConfig
 from claimcheck.libs._sql import LIB_QUERIES
 
 TASK_NAME = "claimcheck_record"
@@ -108,6 +122,34 @@ class ProcrastinateAdapter(LibraryAdapter):
             return asyncio.run(go())
         except procrastinate.exceptions.ConnectorException:
             return []  # the server is restarting: the next round recovers
+
+    def pgbench_cycle(self, work_us: int) -> LibraryCycle:
+        """fetch_job, the task's work, finish_job: each statement a transaction (see the module docstring)."""
+        try:
+            fetch, finish = PROCRASTINATE_QUERIES["fetch_job"], PROCRASTINATE_QUERIES["finish_job"]
+            register = PROCRASTINATE_QUERIES["register_worker"]
+        except KeyError as exc:
+            raise UsageError(f"claimcheck lib procrastinate --pgbench reads the worker's statements from "
+                             f"procrastinate.sql.queries, and procrastinate {self.version()} has no {exc} there; "
+                             "run it without --pgbench") from None
+        worker_id = "(CAST(:cc_workers AS bigint[]))[:client_id + 1]"
+        # The worker fetches from every queue (no `queues` given), so procrastinate passes NULL.
+        fetch = substitute(fetch.rstrip("; \n"), {"queues": "NULL", "worker_id": worker_id}.__getitem__)
+        finish = substitute(finish.rstrip("; \n"), {"job_id": "(CAST(:cc_ids AS bigint[]))[1]", "status": "'succeeded'",
+                                     "delete_job": "false"}.__getitem__)
+        # fetch_job always returns one row, all NULL when the queue is empty: count the ids it took.
+        lines = ["BEGIN;",
+                 rows_as_cte(fetch, "cc_rows", "SELECT count(id) AS cc_n, coalesce(array_agg(id) FILTER "
+                                               "(WHERE id IS NOT NULL), '{}') AS cc_ids FROM cc_rows"),
+                 "\\gset",
+                 "COMMIT;",
+                 "\\if :cc_n > 0"]
+        if work_us:
+            lines.append(f"\\sleep {work_us} us")
+        lines += ["BEGIN;", finish + ";", "COMMIT;", "\\endif"]
+        return LibraryCycle(script="\n".join(lines) + "\n", jobs=1, per_client={"cc_workers": register},
+                            statements=f"procrastinate {self.version()} procrastinate.sql.queries: register_worker "
+                                       "(once per client), fetch_job, finish_job")
 
     def final_status(self, conn: psycopg.Connection, ids: dict[int, object]) -> dict[int, tuple[str, int]]:
         rows = conn.execute(LIB_QUERIES["procrastinate_status"], {"keys": sorted(ids)}).fetchall()

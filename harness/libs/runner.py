@@ -6,9 +6,12 @@ nothing has moved for NO_PROGRESS_S (then `stopped_by` is `stalled` and unfinish
 run). Workers are then asked to stop (SIGTERM, the library's graceful stop) and killed after
 STOP_GRACE_S. A worker that exits on its own before the end (its connection was terminated, the
 server restarted) is replaced, as a process supervisor would, up to MAX_REPLACEMENTS times.
+With `pgbench`, the library's own SQL then runs through pgbench in the same database
+(:mod:`claimcheck.libs.parity`) before it is dropped.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import signal
@@ -27,6 +30,7 @@ from claimcheck.faults import FaultInjector, fates
 from claimcheck.ledger import judge
 from claimcheck.libs._adapter import LibraryAdapter, WorkerConfig
 from claimcheck.libs.database import run_database
+from claimcheck.libs.parity import run_cycle
 from claimcheck.libs.records import read_worker_files, to_ledger
 from claimcheck.provision import Server
 from claimcheck.result import RunResult
@@ -101,12 +105,18 @@ def library_strategy(adapter: LibraryAdapter) -> Strategy:
 
 
 def run_library(server: Server, adapter: LibraryAdapter, settings: RunSettings,
-                progress: Callable[[int, float], None] | None = None, run_id: str | None = None) -> RunResult:
-    """One library x setting, in a database of its own that is dropped after."""
+                progress: Callable[[int, float], None] | None = None, run_id: str | None = None,
+                pgbench: bool = False) -> RunResult:
+    """One library x setting, in a database of its own that is dropped after; with `pgbench`, its
+    worker cycle through pgbench too, on a freshly enqueued table in that database."""
     run_id = run_id or new_run_id()
     with run_database(server, run_id, adapter.name) as database, tempfile.TemporaryDirectory(
             prefix=f"claimcheck-{run_id}-") as tmp:
-        return _Run(server, adapter, settings, database, run_id, Path(tmp), progress).go()
+        run = _Run(server, adapter, settings, database, run_id, Path(tmp), progress)
+        result = run.go()
+        if pgbench:
+            result = dataclasses.replace(result, pgbench=run_cycle(adapter, run.run, server.bin_dir, settings))
+        return result
 
 
 class _Run:

@@ -15,18 +15,38 @@ package: `Job.stuck` ("an active job passed its timeout or heartbeat"), `Job.ret
 
 Everything goes through saq's public API: `PostgresQueue.connect` runs saq's own migrations,
 `Queue.enqueue` enqueues, `Worker.start` is its own worker loop (with its sweep timer).
+
+The pgbench cycle (`--pgbench`) is what one worker process sends for a batch. saq writes its SQL
+inline in `PostgresQueue`'s methods, so the statements are copies in `sql/saq.sql`, made from
+`SQL_COPIED_FROM` (building the script with another installed saq is refused, and a test fails).
+`_dequeue` is one transaction: the dequeue of up to `limit` jobs (the number of the worker's
+`concurrency` tasks waiting: all of them, here), then per job `_update` to `active` inside a
+savepoint (psycopg's nested `conn.transaction()`), then COMMIT, then a NOTIFY (`_notify`) on its own.
+Each of the worker's tasks then runs `Worker.process`: `job.update(status=ACTIVE)` and, once the
+task returned, `job.finish(COMPLETE)`, which is `_update` with `expire_at` (jobs keep a `ttl`):
+two transactions of one UPDATE each. The tasks run concurrently, so their work is one `\\sleep`.
+Where saq sends a re-serialized job (`%(job)s`) and its unchanged `scheduled`, the script writes the
+row's own values back (the same bytes, where saq writes a job of about the same size). Left out:
+the pool's connection check before each statement (psycopg_pool's empty query, not saq's SQL) and
+what runs on timers (worker info every 10 s, schedule and abort every second, the sweep).
 """
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
+from pathlib import Path
 
 import psycopg
-from saq import Worker
-from saq.queue.postgres import PostgresQueue
+from psycopg import sql
+from saq import Job, Worker
+from saq.queue.postgres import CHANNEL, DEQUEUE, JOBS_TABLE, PostgresQueue
 
-from claimcheck.libs._adapter import LibraryAdapter, Recorder, WorkerConfig
+from claimcheck.dialect import rows_as_cte, substitute
+from claimcheck.errors import UsageError
+from claimcheck.libs._adapter import LibraryAdapter, LibraryCycle, Recorder, WorkerConfig
 from claimcheck.libs._sql import LIB_QUERIES
+from claimcheck.sqlfile import load_queries
 
 TASK_NAME = "claimcheck_record"
 RETRIES = 5
@@ -37,6 +57,11 @@ FAULT_SWEEP_S = 0.5
 """Under --faults: the workers' sweep timer (saq's default is 60 s)."""
 JOB_TIMEOUT_S = 60
 ENQUEUE_CONCURRENCY = 50
+QUEUE_NAME = "default"
+"""PostgresQueue's default queue name, which ours keep."""
+SQL_COPIED_FROM = "0.26.4"
+"""The saq version whose saq/queue/postgres.py the statements of sql/saq.sql were copied from."""
+SAQ_SQL: dict[str, str] = load_queries(Path(__file__).parent.parent / "sql" / "saq.sql")
 
 
 def _queue(dsn: str) -> PostgresQueue:
@@ -102,9 +127,62 @@ class SaqAdapter(LibraryAdapter):
         if not running.cancelled() and running.exception():
             raise running.exception()
 
+    def pgbench_cycle(self, work_us: int) -> LibraryCycle:
+        """One `_dequeue` transaction, the NOTIFY, each task's two updates (see the module docstring)."""
+        if self.version() != SQL_COPIED_FROM:
+            raise UsageError(f"claimcheck lib saq --pgbench runs saq's SQL as copied from saq {SQL_COPIED_FROM} (saq "
+                             f"keeps it inline in PostgresQueue), and saq {self.version()} is installed: its SQL may "
+                             f"differ. Run it without --pgbench, or with saq=={SQL_COPIED_FROM}")
+        batch = inspect.signature(Worker.__init__).parameters["concurrency"].default
+        ttl = Job.__dataclass_fields__["ttl"].default
+        jobs = sql.Identifier(JOBS_TABLE)
+        dequeue = sql.SQL(SAQ_SQL["dequeue"]).format(jobs_table=jobs).as_string()
+        dequeue = substitute(dequeue, {
+            "queue": sql.Literal(QUEUE_NAME).as_string(), "limit": str(batch), "plow": "0", "phigh": "32767",
+            "now": "CAST(extract(epoch FROM now()) AS double precision)"}.__getitem__)  # saq: time.time()
+        lines = ["BEGIN;",
+                 rows_as_cte(dequeue, "cc_rows", "SELECT count(*) AS cc_n, coalesce(array_agg(convert_from(job, "
+                                                 "'UTF8')::jsonb ->> 'key'), '{}') AS cc_keys FROM cc_rows"),
+                 "\\gset"]
+
+        def update(k: int, status: str, expire: bool) -> str:
+            text = sql.SQL(SAQ_SQL["update"]).format(
+                jobs_table=jobs, expire_at=sql.SQL(SAQ_SQL["update_expire_at"] if expire else "")).as_string()
+            return substitute(text, {"job": "job", "scheduled": "scheduled", "status": f"'{status}'",
+                                     "key": f"(CAST(:cc_keys AS text[]))[{k}]",
+                                     "expire_at": f"CAST(extract(epoch FROM now()) AS bigint) + {ttl}"}.__getitem__) + ";"
+
+        jobs_in_batch = range(1, batch + 1)
+        for k in jobs_in_batch:  # each dequeued job marked active in a savepoint, as psycopg nests transactions
+            lines += [f"\\if :cc_n >= {k}", f"SAVEPOINT cc_{k};", update(k, "active", False),
+                      f"RELEASE SAVEPOINT cc_{k};", "\\endif"]
+        lines.append("COMMIT;")
+        channel, key = sql.Identifier(CHANNEL.format(QUEUE_NAME)), sql.Literal(DEQUEUE)
+        notify = sql.SQL(SAQ_SQL["notify"]).format(channel=sql.SQL(_colon_free(channel)),
+                                                   key=sql.SQL(_colon_free(key))).as_string()
+        lines += ["\\if :cc_n > 0", notify + ";", "\\endif"]
+        for k in jobs_in_batch:
+            lines += [f"\\if :cc_n >= {k}", "BEGIN;", update(k, "active", False), "COMMIT;", "\\endif"]
+        if work_us:
+            lines += ["\\if :cc_n > 0", f"\\sleep {work_us} us", "\\endif"]
+        for k in jobs_in_batch:
+            lines += [f"\\if :cc_n >= {k}", "BEGIN;", update(k, "complete", True), "COMMIT;", "\\endif"]
+        return LibraryCycle(script="\n".join(lines) + "\n", jobs=batch,
+                            statements=f"saq {self.version()} PostgresQueue._dequeue, _update, _notify, copied from "
+                                       f"saq {SQL_COPIED_FROM} (sql/saq.sql); limit = Worker concurrency {batch}")
+
     def final_status(self, conn: psycopg.Connection, ids: dict[int, object]) -> dict[int, tuple[str, int]]:
         rows = conn.execute(LIB_QUERIES["saq_status"], {"keys": [str(k) for k in ids]}).fetchall()
         return {key: (status, attempts) for key, status, attempts in rows}
+
+
+def _colon_free(quoted: sql.Composable) -> str:
+    """A quoted name or string with its colons spelled `\\003A` (PostgreSQL's U& form): pgbench takes
+    `:name` for one of its variables even inside quotes, and saq's channel is `saq:<queue>`."""
+    text = quoted.as_string()
+    if "\\" in text:  # U& reads a backslash as its escape; saq's names have none
+        raise ValueError(f"cannot spell {text} for pgbench")
+    return "U&" + text.replace(":", "\\003A")
 
 
 ADAPTER = SaqAdapter()

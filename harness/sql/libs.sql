@@ -1,6 +1,8 @@
 -- What the library adapters read from the libraries' own tables after (and during) a run.
--- Reads only: every claim, completion and retry goes through the library's own API.
--- Each runs in the run's own database, so the libraries' fixed table names are ours alone.
+-- Reads only, but for the `_reset` statements, which empty a library's tables between its own
+-- workers' run and the pgbench pass (`--pgbench`): every claim, completion and retry goes through
+-- the library's own API or its own statements. Each runs in the run's own database, so the
+-- libraries' fixed table names are ours alone.
 
 -- name: procrastinate_outcome
 -- procrastinate keeps finished jobs (delete_jobs="never", its default), status in its own enum.
@@ -69,3 +71,16 @@ FROM saq_jobs WHERE key = ANY(%(keys)s::text[]);
 SELECT key::bigint, key, status, coalesce((convert_from(job, 'UTF8')::jsonb ->> 'attempts')::int, 0),
        convert_from(job, 'UTF8')::jsonb ->> 'worker_id'
 FROM saq_jobs WHERE status NOT IN ('complete', 'failed', 'aborted') ORDER BY 1 LIMIT %(limit)s;
+
+-- name: procrastinate_reset
+-- Workers too: the pgbench pass registers one per client, as each worker does when it starts.
+TRUNCATE procrastinate_jobs, procrastinate_events, procrastinate_periodic_defers, procrastinate_workers
+RESTART IDENTITY;
+
+-- name: pgqueuer_reset
+-- The log too: pgqueuer_outcome counts a job done by its 'successful' log entry.
+TRUNCATE pgqueuer, pgqueuer_log, pgqueuer_statistics RESTART IDENTITY;
+
+-- name: saq_reset
+-- Not saq_versions: that is saq's record of its applied migrations.
+TRUNCATE saq_jobs, saq_stats;

@@ -55,3 +55,19 @@ def test_ctrl_c_stops_the_library_workers_and_drops_the_database(cli):
     assert proc.returncode == 2, err
     cli.assert_nothing_left(grace_s=15)
     assert our_database(cli) == []
+
+
+def test_lib_pgbench_puts_the_librarys_sql_next_to_its_workers(cli):
+    """`--pgbench` adds pgbench's jobs/s and the ratio to the table, the JSON (schema-checked by `cli`) and the
+    HTML, and the pgbench pass leaves nothing behind either."""
+    result = cli("bench", "--libs", "pgqueuer", "--workers", "2", "--jobs", "200", "--pgbench", "--wide")
+    assert result.code == 0, result.stderr
+    assert "pgbench" in result.stdout and "ratio" in result.stdout
+    doc = json.loads(next((cli.scratch / "reports").glob("bench-*.json")).read_text())
+    run = doc["runs"][0]
+    assert run["strategy"] == "pgqueuer" and run["pgbench"]["jobs_done"] == 200
+    assert run["pgbench_jobs_per_s"] > 0 and run["pgbench_ratio"] > 0
+    assert "build_dequeue_query" in run["pgbench"]["statements"]
+    assert "pgbench jobs/s" in next((cli.scratch / "reports").glob("bench-*.html")).read_text()
+    cli.assert_nothing_left()
+    assert our_database(cli) == []

@@ -1,0 +1,139 @@
+"""The pgbench scripts of the libraries' worker cycles: built from each installed library's own statements.
+
+No server: these check the script text. That it runs (and finishes every job) is
+tests/integration/test_libs_pgbench.py.
+"""
+import inspect
+import re
+from datetime import timedelta
+from importlib.metadata import version
+
+import pytest
+
+from claimcheck.dialect import rows_as_cte, substitute_numbered
+from claimcheck.errors import UsageError
+from claimcheck.libs import load_adapter
+from claimcheck.libs._adapter import LibraryAdapter
+
+NUMBERED_RE = re.compile(r"\$[0-9]+")
+NAMED_RE = re.compile(r"%\([a-z_]+\)s")
+
+
+def pieces(statement: str, placeholder: re.Pattern) -> list[str]:
+    """The statement's text between its placeholders, line by line: what the script must carry unchanged
+    (a line, since the final query of a WITH statement moves into a CTE of its own)."""
+    return [line.strip() for p in placeholder.split(statement.strip().rstrip(";")) for line in p.splitlines()
+            if line.strip()]
+
+
+def assert_carries(script: str, statement: str, placeholder: re.Pattern) -> None:
+    for piece in pieces(statement, placeholder):
+        assert piece in script, piece
+
+
+def test_procrastinate_cycle_is_its_own_fetch_and_finish():
+    from procrastinate.sql import queries
+
+    cycle = load_adapter("procrastinate").pgbench_cycle(0)
+    assert_carries(cycle.script, queries["fetch_job"], NAMED_RE)
+    assert_carries(cycle.script, queries["finish_job"], NAMED_RE)
+    assert "%(" not in cycle.script and cycle.jobs == 1
+    assert cycle.per_client == {"cc_workers": queries["register_worker"]}
+    # each statement in its own transaction, as the connector's pool runs it
+    assert cycle.script.count("BEGIN;") == 2 and cycle.script.count("COMMIT;") == 2
+
+
+def test_pgqueuer_cycle_is_its_own_dequeue_and_log_with_run_defaults():
+    import uuid
+
+    from pgqueuer import QueueManager
+    from pgqueuer.adapters.persistence.qb import QueryQueueBuilder
+
+    defaults = inspect.signature(QueueManager.run).parameters
+    batch = defaults["batch_size"].default
+    dequeue = QueryQueueBuilder().build_dequeue_query(
+        batch_size=batch, entrypoints=["claimcheck_record"], concurrency_limits=[0], queue_manager_id=uuid.uuid4(),
+        global_concurrency_limit=None, heartbeat_timeout=defaults["heartbeat_timeout"].default)
+    cycle = load_adapter("pgqueuer").pgbench_cycle(0)
+    assert_carries(cycle.script, dequeue.sql, NUMBERED_RE)
+    assert_carries(cycle.script, QueryQueueBuilder().build_log_job_query(), NUMBERED_RE)
+    assert not NUMBERED_RE.search(cycle.script) and cycle.jobs == batch
+    assert f"LIMIT {batch}" in cycle.script and "BEGIN" not in cycle.script  # autocommit, as pgqueuer requires
+    # its log INSERT stays a top-level CTE: the dequeue's final query is what moved
+    assert cycle.script.index("log_pick AS (") < cycle.script.index("cc_rows AS (")
+
+
+def test_saq_sql_was_copied_from_the_installed_version():
+    """The copies in sql/saq.sql are saq's inline SQL of one version: a newer saq must be read again."""
+    from claimcheck.libs.saq import SQL_COPIED_FROM
+
+    assert version("saq") == SQL_COPIED_FROM, (
+        f"saq {version('saq')} is installed, sql/saq.sql was copied from {SQL_COPIED_FROM}: compare "
+        "PostgresQueue._dequeue, _update and _notify in saq/queue/postgres.py and copy them again")
+
+
+def test_saq_copies_are_in_the_installed_source_word_for_word():
+    from saq.queue.postgres import PostgresQueue
+
+    from claimcheck.libs.saq import SAQ_SQL
+
+    def words(text: str) -> str:
+        return " ".join(text.split())
+
+    for method, name in [(PostgresQueue._dequeue, "dequeue"), (PostgresQueue._update, "update"),
+                         (PostgresQueue._update, "update_expire_at"), (PostgresQueue._notify, "notify")]:
+        assert words(SAQ_SQL[name]) in words(inspect.getsource(method)), name
+
+
+def test_saq_cycle_carries_the_copies_and_its_worker_concurrency():
+    from saq import Worker
+
+    from claimcheck.libs.saq import SAQ_SQL
+
+    cycle = load_adapter("saq").pgbench_cycle(2000)
+    field = re.compile(r"\{[a-z_]+\}|%\([a-z_]+\)s")
+    for name in ("dequeue", "update"):
+        assert_carries(cycle.script, SAQ_SQL[name], field)
+    concurrency = inspect.signature(Worker.__init__).parameters["concurrency"].default
+    assert cycle.jobs == concurrency and f"LIMIT {concurrency}" in cycle.script
+    assert cycle.script.count("SAVEPOINT cc_") == 2 * concurrency  # one savepoint and its release per job
+    assert cycle.script.count("\\sleep 2000 us") == 1  # the batch's tasks run concurrently
+    assert "NOTIFY U&\"saq\\003Adefault\"" in cycle.script  # pgbench would read ':default' as its variable
+
+
+def test_a_saq_other_than_the_copy_is_refused(monkeypatch):
+    import claimcheck.libs.saq as saq_adapter
+
+    monkeypatch.setattr(saq_adapter, "SQL_COPIED_FROM", "0.0.1")
+    with pytest.raises(UsageError, match="copied from saq 0.0.1"):
+        saq_adapter.ADAPTER.pgbench_cycle(0)
+
+
+def test_an_adapter_without_a_cycle_says_so():
+    class Bare(LibraryAdapter):
+        name = "bare"
+
+    with pytest.raises(UsageError, match="no pgbench script for bare"):
+        Bare().pgbench_cycle(0)
+
+
+def test_rows_as_cte_keeps_data_modifying_ctes_at_the_top_level():
+    statement = ("WITH a(x) AS (SELECT 1), b AS (INSERT INTO t SELECT x FROM a RETURNING *) -- a comment )\n"
+                 "SELECT * FROM b ORDER BY (x);")
+    out = rows_as_cte(statement, "cc", "SELECT count(*) FROM cc")
+    assert out.startswith("WITH a(x) AS (SELECT 1), b AS (INSERT INTO t SELECT x FROM a RETURNING *),\ncc AS (")
+    assert out.endswith("SELECT * FROM b ORDER BY (x)\n)\nSELECT count(*) FROM cc")
+    assert rows_as_cte("UPDATE t SET y = ')' RETURNING id", "cc", "SELECT 1") == \
+        "WITH cc AS (\nUPDATE t SET y = ')' RETURNING id\n)\nSELECT 1"
+
+
+def test_numbered_placeholders_are_replaced_outside_dollar_quotes():
+    assert substitute_numbered("f($1, $12) || $$x$$ || a$1", lambda n: f"<{n}>") == "f(<1>, <12>) || $$x$$ || a$1"
+
+
+def test_heartbeat_default_is_what_the_script_uses():
+    from pgqueuer import QueueManager
+
+    timeout = inspect.signature(QueueManager.run).parameters["heartbeat_timeout"].default
+    assert isinstance(timeout, timedelta)
+    assert f"'{timeout}'::interval" in load_adapter("pgqueuer").pgbench_cycle(0).script
