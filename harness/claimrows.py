@@ -43,6 +43,9 @@ class ClaimRows:
         at, most, lease = shape.attempt_index, shape.max_attempts_index, shape.lease_index
         out = []
         for row in rows:
+            if row[0] is None:
+                raise ValueError("the claim returned a row whose first column, the job's key, is NULL: a claim must "
+                                 "return the key of every job it took (see docs/contracts.md, section 1)")
             key = canonical(row[0], shape.key_is_int)
             job = keys.number(key) if keys is not None else key
             if job < 0:

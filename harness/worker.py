@@ -106,10 +106,12 @@ def worker_main(plan: WorkerPlan, index: int, barrier: Any, shared: Shared, pipe
     log = WorkerLog(worker=index)
     stream = LogStream(pipe, log)
     loop = None
+    released = False
     try:
         conn = connect_worker(plan, index)
         if barrier is not None:
             barrier.wait(BARRIER_TIMEOUT_S)
+        released = True
         log.started_at = time.monotonic()
         cpu_started = time.process_time()
         loop = Loop(plan, index, conn, log, shared, stream)
@@ -119,7 +121,9 @@ def worker_main(plan: WorkerPlan, index: int, barrier: Any, shared: Shared, pipe
             log.cpu_s = time.process_time() - cpu_started
     except Exception as exc:  # reported by the coordinator as an environment error
         log.error = f"worker {index}: {type(exc).__name__}: {str(exc).strip() or traceback.format_exc(limit=3)}"
-        if barrier is not None:
+        # Before the start, the others must not wait for us. After it, an abort would break the
+        # barrier under workers not yet awake from it, and hide our error behind theirs.
+        if barrier is not None and not released:
             try:
                 barrier.abort()
             except Exception:
@@ -169,6 +173,11 @@ class Loop:
                                      or len(plan.strategy.steps("claim")) > 1)
         self.drain_query = QUERIES["unfinished_remaining" if s.lifecycle else "queued_remaining"]
         """Our jobs table's drain check; a file with its own tables has its `remaining` section."""
+        self.no_work = s.work.kind == "fixed" and s.work.a_ms == 0
+        """Zero work time (a parity run): nothing to draw or sleep per job."""
+        self.numbered_keys = plan.keys is None or plan.keys.keys is None
+        """Keys are the ledger's numbers themselves (our jobs table, or a contiguous integer range)."""
+        self.unlocks = plan.strategy.has("after_commit")
         self.consecutive_failures = 0
         self._released_at = 0.0
         """When the last `fail` (a requeue) was first sent: see _finish_resiliently."""
@@ -183,6 +192,8 @@ class Loop:
         several statements, or one returning a lease keeps psycopg's general path."""
         single = lambda section: self.strategy.has(section) and len(self.strategy.steps(section)) == 1  # noqa: E731
         self.fast_complete = self._prepare_fast("complete") if single("complete") else None
+        self.bind_complete = self.fast_complete.binder(self.params["complete"], ("id", "attempts")) \
+            if self.fast_complete else None
         # A claim returning its lease reads the server's clock right after it: the general path.
         plain = self.shape.lease_index is None and not self.strategy.has_pick
         self.fast_claim = self._prepare_fast("claim") if plain and single("claim") else None
@@ -321,7 +332,7 @@ class Loop:
     def _after_commit(self, rows: list[tuple[int, int]]) -> None:
         """The file's `after_commit` (the unlock of a session advisory lock), per job, on this
         connection, once the transaction that ended the job's ownership has committed."""
-        if not self.strategy.has("after_commit"):
+        if not self.unlocks:
             return
         for job, attempt in rows:
             try:
@@ -335,7 +346,7 @@ class Loop:
 
     def keys_of(self, job: int) -> object:
         """The key as the server knows it, for a parameter."""
-        if self.keys is None or self.keys.keys is None:
+        if self.numbered_keys:
             return job
         return self.keys.shown(job, self.log.unknown_keys)
 
@@ -381,6 +392,8 @@ class Loop:
             self.shared.stall[self.index] = 2
             self.stream.flush()
             time.sleep(self.settings.lease_seconds * self.settings.faults.stall_factor)
+            return True
+        if self.no_work:
             return True
         pause = self.settings.work.draw_s(self.rng)
         lease = self.settings.lease_seconds
@@ -431,9 +444,8 @@ class Loop:
     def _complete(self, job: int, attempt: int, fails: bool) -> int:
         """Run `complete` (or `fail`) for one job: DONE / FAILED if it changed the row, else STALE."""
         if not fails and self.fast_complete is not None:
-            # The hot path: the fast statement binds only the names it uses from this dict.
-            changed = self.fast_complete.rowcount({"id": self.keys_of(job), "attempts": attempt,
-                                                   "worker": self.worker_name}) > 0
+            # The hot path: the job's parameters bound as text straight to libpq.
+            changed = self.fast_complete.rowcount(self.bind_complete(self.keys_of(job), attempt)) > 0
         else:
             changed = self._changed("fail" if fails else "complete", job, attempt)
         if not changed:

@@ -67,6 +67,25 @@ def test_bad_sql_file_exits_2_and_leaves_nothing(cli, text, message):
     cli.assert_nothing_left()
 
 
+NULL_KEY_CLAIM = """-- name: claim
+UPDATE jobs SET status = 'running', attempts = attempts + 1
+WHERE id = (SELECT id FROM jobs WHERE status = 'queued' ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)
+RETURNING CASE WHEN id > 0 THEN NULL END::bigint AS id, attempts;
+"""
+
+
+def test_a_claim_returning_a_null_key_is_named_by_every_run(cli):
+    # Every worker fails right after the start. Each must report its own error: none may break the
+    # start barrier under the others (they said "BrokenBarrierError", or "workers could not start").
+    for _ in range(3):
+        result = cli("check", write(cli, NULL_KEY_CLAIM), "--workers", "8", "--jobs", "200")
+        assert result.code == 2
+        message = one_paragraph(result.stderr)
+        assert "the job's key, is NULL" in message, message
+        assert "BrokenBarrier" not in message and "could not start" not in message, message
+    cli.assert_nothing_left()
+
+
 def test_bad_sql_on_the_embedded_server_stops_it(cli):
     result = cli("check", write(cli, "-- name: claim\nUPDATE jobs SET nope = 1 RETURNING id\n"), *SMALL,
                  "--pg", "embedded", dsn=False)
