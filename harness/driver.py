@@ -133,7 +133,7 @@ def judge_run(conn: psycopg.Connection, run: "_Run", strategy: Strategy, setting
         claim_errors=_sum_counts(log.sqlstates for log in logs),
         claims_over_time=claims_over_time(logs, started, finished - started),
         stop_reason=run.stop_reason(started),
-        cpu_s=cpu_use(logs, getattr(run, "coordinator_cpu_s", None)),
+        cpu_s=cpu_use(logs, run.coordinator_cpu_s),
     )
 
 

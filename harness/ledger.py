@@ -347,11 +347,15 @@ def _reclaims(job: int, seen: list[_Seen], reaped: dict) -> tuple[str | None, in
 def _stale_change(job: int, seen: list[_Seen], reaped: dict) -> int:
     """1 if a reaped claim's worker later changed the row (completed or failed it), or a claim whose
     lease ended and whose job was re-claimed changed it (its own requeue before the re-claim aside), else 0."""
-    for i, claim in enumerate(seen):
+    for claim in seen:
+        if claim.outcome not in _CHANGED_ROW:
+            continue
         at = reaped.get((job, claim.attempt))
-        if at is not None and claim.outcome in _CHANGED_ROW and claim.ended_at > at:
+        if at is not None and claim.ended_at > at:
             return 1
-        if claim.outcome in _CHANGED_ROW and any(
+        # Only a claim that returned its lease can have outlived it: without one, no scan of the
+        # later claims (a job claimed 10^5 times stays linear).
+        if not math.isnan(claim.lease_until) and any(
                 _lease_ended(claim, later) and not (claim.outcome == FAILED and claim.ended_at <= later.claimed_at)
                 for later in seen if later is not claim and later.claimed_at >= claim.claimed_at):
             return 1

@@ -198,7 +198,8 @@ class MasterRun:
         if not any(log.started_at for log in logs):
             raise ClaimcheckError("no Locust user started claiming; is a worker connected to this master?")
         run = SimpleNamespace(logs=logs, killed=lost, reaps=[], faults=[], faults_skipped=[], waits=waits,
-                              stopped_by=stopped_by, shared=None, stop_reason=lambda started: None)
+                              stopped_by=stopped_by, shared=None, stop_reason=lambda started: None,
+                              coordinator_cpu_s=None)  # the master's CPU is Locust's, not a run's
         result = judge_run(self.conn, run, self.strategy, self.settings, self.seeded, releases=self.plan.releases,
                            unreaped=True)
         if lost:

@@ -12,8 +12,8 @@ this module states that promise in the ledger's terms, so the SAME ledger judges
 - every execution is a claim, made when the library claimed the job (its own time, when it
   reports one: a library that fetches a batch starts some jobs well after it claimed them);
   the ledger's attempt is the execution's ordinal among its key's executions by claim time
-  (libraries number attempts differently, some not at all; the library's own number is kept
-  in `Execution.library_attempt`);
+  (libraries number attempts differently, some not at all; the library's own job id and
+  attempt are recorded in the `S` line, and not judged);
 - an execution is **released** (the ledger's reap), which makes a later execution of its job a
   redelivery, by a failure of its worker the library's promise covers:
   - the worker process died (a SIGKILL, or a crash of the library's loop) while the execution
@@ -46,8 +46,6 @@ from claimcheck.ledger import DONE, LIVE, STALE, Reap, WorkerLog
 class Execution:
     worker: int
     key: int
-    job_id: str
-    library_attempt: str
     started: float
     claimed: float
     ended: float = math.nan
@@ -65,7 +63,7 @@ def parse(worker: int, text: str) -> tuple[list[Execution], list[float]]:
         try:
             if fields[0] == "S" and len(fields) == 6:
                 started = float(fields[4])
-                ex = Execution(worker, int(fields[1]), fields[2], fields[3], started, started - float(fields[5]))
+                ex = Execution(worker, int(fields[1]), started, started - float(fields[5]))
                 executions.append(ex)
                 open_by_key[ex.key] = ex
             elif fields[0] == "P" and len(fields) == 3:
