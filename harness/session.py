@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Column
 
-from claimcheck.driver import coordinator_connection, run_strategy
+from claimcheck.driver import coordinator_connection, run_strategy, seed
 from claimcheck.result import RunResult
 from claimcheck.errors import UsageError
 from claimcheck import interrupts
@@ -27,7 +27,7 @@ from claimcheck.queries import QUERIES
 from claimcheck.redaction import scrub
 from claimcheck.runcontext import RunContext
 from claimcheck.pgbench import pgbench_path, run_pgbench
-from claimcheck.schema import build_jobs_table, create_schema, drop_schema, new_run_id, schema_name, sweep_leftovers
+from claimcheck.schema import create_schema, drop_schema, new_run_id, schema_name, sweep_leftovers
 from claimcheck.settings import RunSettings
 from claimcheck.strategy import Strategy
 
@@ -157,7 +157,7 @@ def run_all(server: Server, strategies: list[Strategy], grid: list[RunSettings],
                 if pgbench:
                     progress.update(task, status="pgbench: reseeding and running the same SQL")
                     progress.refresh()
-                    build_jobs_table(conn, schema, settings.jobs)
+                    seed(conn, schema, run_id, strategy, settings.jobs)  # the run's own key range, as its run
                     result = replace(result, pgbench=run_pgbench(conn, server.dsn, server.bin_dir, schema, run_id,
                                                                  strategy, settings))
                 progress.remove_task(task)
