@@ -7,6 +7,7 @@ fault injector, cleanup) match :meth:`RunContext.app_pattern`, so naming and mat
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import psycopg
@@ -15,6 +16,7 @@ from psycopg import sql
 APP_PREFIX = "claimcheck/"
 MAX_APP_NAME = 63  # PostgreSQL truncates application_name to NAMEDATALEN - 1 bytes
 CONNECT_TIMEOUT_S = 10
+RECONNECT_PAUSE_S = 0.2
 SCHEMA_PREFIX = "claimcheck_"
 
 
@@ -69,6 +71,24 @@ class RunContext:
                 conn.close()
                 raise
         return conn
+
+    def reconnected(self, conn: psycopg.Connection, role: str = "coordinator", *, in_schema: bool = True,
+                    wait_s: float = 0.0) -> psycopg.Connection:
+        """`conn` if it still answers, else a new connection for `role` (a restart fault closed it);
+        waits up to `wait_s` for a restarting server to take connections again."""
+        try:
+            conn.execute("SELECT 1")
+            return conn
+        except psycopg.OperationalError:
+            conn.close()
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                return self.connect(role, in_schema=in_schema)
+            except psycopg.OperationalError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(RECONNECT_PAUSE_S)
 
     async def connect_async(self, role: str) -> psycopg.AsyncConnection:
         conn = await psycopg.AsyncConnection.connect(self.dsn, **self._options(role))

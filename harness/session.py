@@ -87,16 +87,6 @@ def _drop_quietly(run: RunContext) -> None:
                                    f"drop it by hand with DROP SCHEMA {schema} CASCADE", markup=False, soft_wrap=True)
 
 
-def _alive(conn: psycopg.Connection, server: Server, schema: str, run_id: str) -> psycopg.Connection:
-    """The coordinator's connection, or a new one if a restart fault closed it."""
-    try:
-        conn.execute("SELECT 1")
-        return conn
-    except psycopg.OperationalError:
-        conn.close()
-        return coordinator_connection(server.dsn, run_id, schema)
-
-
 def _progress_callback(progress: Progress, task, jobs: int):
     """Show jobs drained (claims, capped at the seeded count), the current rate and, via the
     elapsed column, the time: what someone watching a long run needs to see it is still moving."""
@@ -152,7 +142,7 @@ def run_all(server: Server, strategies: list[Strategy], grid: list[RunSettings],
                 progress.refresh()
 
                 show = _progress_callback(progress, task, settings.jobs)
-                conn = _alive(conn, server, schema, run_id)
+                conn = RunContext(server.dsn, run_id).reconnected(conn)  # a restart fault may have closed it
                 result = run_strategy(conn, server, schema, run_id, strategy, settings, show)
                 if pgbench:
                     progress.update(task, status="pgbench: reseeding and running the same SQL")

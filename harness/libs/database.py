@@ -15,12 +15,12 @@ import psycopg
 from psycopg import sql
 from rich.console import Console
 
+from claimcheck import interrupts
 from claimcheck.errors import ServerError
 from claimcheck.provision import Server
 from claimcheck.redaction import redact_dsn
-from claimcheck.schema import SCHEMA_PREFIX
+from claimcheck.runcontext import SCHEMA_PREFIX, RunContext
 
-CONNECT_TIMEOUT_S = 5
 DROP_LOCK_TIMEOUT = "10s"
 
 
@@ -33,8 +33,9 @@ def _may_create(conn: psycopg.Connection) -> bool:
 @contextmanager
 def run_database(server: Server, run_id: str, library: str) -> Iterator[str]:
     """Create `claimcheck_<run_id>`, yield its name, drop it (only it) however the block ends."""
-    name = f"{SCHEMA_PREFIX}{run_id}"
-    with psycopg.connect(server.dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S) as conn:
+    run = RunContext(server.dsn, run_id)
+    name = run.schema  # the run's name for what it owns: its schema elsewhere, its database here
+    with run.connect("coordinator", in_schema=False) as conn:
         if not _may_create(conn):
             user = conn.info.user
             raise ServerError(
@@ -46,22 +47,25 @@ def run_database(server: Server, run_id: str, library: str) -> Iterator[str]:
     try:
         yield name
     finally:
-        drop_database(server, name)
+        with interrupts.shielded():  # a second Ctrl-C must not leave the database behind
+            drop_database(run, server.version_num)
 
 
-def drop_database(server: Server, name: str) -> None:
+def drop_database(run: RunContext, version_num: int) -> None:
     """Drop the run's database, closing what is still connected to it (workers we killed may
     leave backends behind for a moment). A failure only warns, with the command to finish by hand."""
+    name = run.schema
     if not name.startswith(SCHEMA_PREFIX):  # a guard, not a feature: never drop anything else
         raise ValueError(f"refusing to drop database {name!r}")
     try:
-        with psycopg.connect(server.dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S) as conn:
+        with run.connect("cleanup", in_schema=False) as conn:
             conn.execute(f"SET lock_timeout = '{DROP_LOCK_TIMEOUT}'")
-            if server.version_num >= 130000:
+            if version_num >= 130000:
                 conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
             else:
                 conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
                 conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
+        interrupts.done(f"database {name} dropped")
     except psycopg.Error as exc:
         Console(stderr=True).print(f"claimcheck: warning: could not drop database {name}: {str(exc).strip()}; "
                                    f"drop it by hand with DROP DATABASE {name} WITH (FORCE)", markup=False)

@@ -50,6 +50,8 @@ RECOVER_EVERY_S = 0.5
 NO_PROGRESS_S = 30.0
 STOP_GRACE_S = 10.0
 MAX_REPLACEMENTS = 40
+RESTART_WAIT_S = 30.0
+"""How long the coordinator waits for a restarted server to take connections again."""
 """A library whose workers keep dying is broken here; say so instead of respawning forever."""
 WORKER_STDERR_SHOWN = 600
 UNFINISHED_SHOWN = 20
@@ -132,6 +134,8 @@ class _Run:
         self.replacements = 0
         self.next_index = 0
         self.shared = _Shared(tmp)
+        self.conn: psycopg.Connection | None = None
+        """The coordinator's connection to the run's database (replaced after a restart fault)."""
 
     def _spawn(self) -> int:
         index = self.next_index
@@ -155,7 +159,14 @@ class _Run:
         adapter.install(self.dsn)
         ids = adapter.enqueue(self.dsn, range(1, settings.jobs + 1))
         seeded = SeededJobs(first_id=1, last_id=settings.jobs, count=len(ids), seconds=time.perf_counter() - seed_started)
-        conn = self.run.connect("coordinator", in_schema=False)
+        self.conn = self.run.connect("coordinator", in_schema=False)
+        try:
+            return self._run_and_judge(ids, seeded)
+        finally:
+            self.conn.close()  # the one _monitor may have replaced after a restart fault
+
+    def _run_and_judge(self, ids: list, seeded: SeededJobs) -> RunResult:
+        adapter, settings = self.adapter, self.settings
         sampler = LockWaitSampler(self.run)
         origin = time.monotonic()
         injector = (FaultInjector(settings.faults, settings.jobs, self.run, origin, self.server.restart)
@@ -165,27 +176,24 @@ class _Run:
             for _ in range(settings.workers):
                 self._spawn()
             sampler.start()
-            stopped_by, recovered = self._monitor(conn, injector, origin)
+            stopped_by, recovered = self._monitor(injector, origin)
         finally:
             self._stop_all()
             waits = sampler.stop()
-        conn = _reconnect(conn, self.run)
-        try:
-            table = adapter.outcome(conn)
-            unfinished = adapter.unfinished(conn, UNFINISHED_SHOWN)
-            files = read_worker_files(self.tmp)
-            logs, reaps, executions = to_ledger(files, self.deaths, adapter.stall_release_s,
-                                                _terminations(injector, files), adapter.completion_lag_s,
-                                                adapter.lease_s)
-            verdict = judge(logs, 1, settings.jobs, drained=stopped_by == "drained", origin=origin, reaps=reaps)
-            events = injector.events if injector else []
-            if events:
-                key_ids = dict(zip(range(1, settings.jobs + 1), ids))
-                stalled = {ex.worker: ex.key for ex in executions if not math.isnan(ex.stalled_at)}
-                fates(events, logs, stalled, origin,
-                      lambda keys: adapter.final_status(conn, {k: key_ids[k] for k in keys}))
-        finally:
-            conn.close()
+        self.conn = conn = self.run.reconnected(self.conn, in_schema=False, wait_s=RESTART_WAIT_S)
+        table = adapter.outcome(conn)
+        unfinished = adapter.unfinished(conn, UNFINISHED_SHOWN)
+        files = read_worker_files(self.tmp)
+        logs, reaps, executions = to_ledger(files, self.deaths, adapter.stall_release_s,
+                                            _terminations(injector, files), adapter.completion_lag_s,
+                                            adapter.lease_s)
+        verdict = judge(logs, 1, settings.jobs, drained=stopped_by == "drained", origin=origin, reaps=reaps)
+        events = injector.events if injector else []
+        if events:
+            key_ids = dict(zip(range(1, settings.jobs + 1), ids))
+            stalled = {ex.worker: ex.key for ex in executions if not math.isnan(ex.stalled_at)}
+            fates(events, logs, stalled, origin,
+                  lambda keys: adapter.final_status(conn, {k: key_ids[k] for k in keys}))
         starts = [ex.started for ex in executions]
         ends = [ex.ended for ex in executions if not math.isnan(ex.ended)]
         elapsed = (max(ends) - min(starts)) if starts and ends else 0.0
@@ -200,7 +208,7 @@ class _Run:
                      "docs": adapter.docs, "recovered": recovered, "workers_replaced": self.replacements,
                      "unfinished": unfinished, "worker_errors": self._errors()})
 
-    def _monitor(self, conn: psycopg.Connection, injector: FaultInjector | None, origin: float) -> tuple[str, int]:
+    def _monitor(self, injector: FaultInjector | None, origin: float) -> tuple[str, int]:
         settings, adapter = self.settings, self.adapter
         last_change, last_count, next_recover, recovered = time.monotonic(), -1, 0.0, 0
         while True:
@@ -208,9 +216,9 @@ class _Run:
             now = time.monotonic()
             self._replace_dead(now, injector)
             try:
-                table = adapter.outcome(conn)
+                table = adapter.outcome(self.conn)
             except psycopg.OperationalError:  # a restart fault: ask again once the server is back
-                conn = _reconnect(conn, self.run)
+                self.conn = self.run.reconnected(self.conn, in_schema=False, wait_s=RESTART_WAIT_S)
                 continue
             finished = table.done + table.failed
             started = finished + table.running
@@ -294,17 +302,4 @@ def _terminations(injector: FaultInjector | None, files: dict[int, str]) -> dict
     return found
 
 
-def _reconnect(conn: psycopg.Connection, run: RunContext) -> psycopg.Connection:
-    try:
-        conn.execute("SELECT 1")
-        return conn
-    except psycopg.OperationalError:
-        conn.close()
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            return run.connect("coordinator", in_schema=False)
-        except psycopg.OperationalError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
+
