@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from rich.console import Console
 
@@ -12,7 +11,7 @@ from claimcheck.interleave.spec import DEFAULT_MAX_PERMUTATIONS
 from claimcheck.interleave.session import load_spec, run_spec
 from claimcheck.interleave.trace import render
 from claimcheck.provision import provide_server
-from claimcheck.report import print_server
+from claimcheck.report import print_server, write_json
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
@@ -40,12 +39,12 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
             console.print(line, markup=False, highlight=False, soft_wrap=True)
     doubled = [r for r in results if r.double_claims]
     if args.json:
-        args.json.write_text(json.dumps({
+        write_json({
             "postgres": {"version": server.version, "source": server.source},
             "spec": spec.path,
             "permutations": [{"steps": list(r.permutation), "trace": render(r),
                               "double_claimed_jobs": sorted(r.double_claims), "invalid": r.invalid,
                               "blocked_steps": r.blocked_steps} for r in results],
-        }, indent=2) + "\n")
+        }, args.json, "interleave")  # every file sink scrubs passwords
     console.print(f"{len(doubled)} of {len(results)} permutation(s) hand a job to two sessions", highlight=False)
     return 1 if doubled else 0

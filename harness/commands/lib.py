@@ -56,8 +56,7 @@ def add_pgbench_option(p: argparse.ArgumentParser) -> None:
 
 def run_libraries(server: Server, adapters: list[LibraryAdapter], grid: list[RunSettings],
                   err: Console, pgbench: bool = False) -> list[RunResult]:
-    if pgbench:
-        check_cycles(adapters, server.bin_dir, grid)  # before the first run, not after it
+    """Every library x setting; with `pgbench`, the caller has run check_cycles before any run."""
     results = []
     for adapter in adapters:
         for settings in grid:
@@ -94,6 +93,8 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     grid = [lib_settings(w, args.jobs, args.work_ms, args.faults, args.duration) for w in args.workers]
     with provide_server(args.dsn, args.pg) as server:
         print_server(err, server)
+        if args.pgbench:
+            check_cycles([adapter], server.bin_dir, grid)  # before the first run, not after it
         results = run_libraries(server, [adapter], grid, err, pgbench=args.pgbench)
         report_runs(server, results, args, console, "lib",
                     f"claimcheck lib {adapter.name} {adapter.version()}: PostgreSQL {server.version} ({server.source})",

@@ -159,7 +159,7 @@ class InterleavingRunner:
     async def run(self, spec: Spec, permutation: tuple[str, ...]) -> PermutationResult:
         await self.reset_table(spec)
         result = PermutationResult(permutation=permutation)
-        state = _Ownership(spec.path)
+        state = _Ownership()
         waiting: dict[str, tuple[StepResult, asyncio.Task, float]] = {}
         try:
             for name in permutation:
@@ -270,8 +270,7 @@ class InterleavingRunner:
 class _Ownership:
     """Claims pending in each session's transaction, and those committed (owned)."""
 
-    def __init__(self, path: str) -> None:
-        self.path = path
+    def __init__(self) -> None:
         self.pending: dict[str, list[tuple[object, int]]] = {}
         self.picked: dict[str, dict[str, list]] = {}
         """Per session, the last pick's columns as arrays (and `ids`, its first column)."""
