@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from claimcheck.keys import KeySpace, canonical
+from claimcheck.keys import KeySpace, canonical, number_of
 from claimcheck.strategy import ClaimShape
 
 MAX_OVER_CLAIM_KEYS = 20
@@ -46,10 +46,9 @@ class ClaimRows:
             if row[0] is None:
                 raise ValueError("the claim returned a row whose first column, the job's key, is NULL: a claim must "
                                  "return the key of every job it took (see docs/contracts.md, section 1)")
-            key = canonical(row[0], shape.key_is_int)
-            job = keys.number(key) if keys is not None else key
+            job = number_of(row[0], keys, shape.key_is_int)
             if job < 0:
-                notes.unknown_keys[job] = str(key)
+                notes.unknown_keys[job] = str(canonical(row[0], shape.key_is_int))
             attempt = int(row[at]) if at is not None and row[at] is not None else 0
             if most is not None and row[most] is not None and attempt > int(row[most]):
                 notes.over_attempts.append((job, attempt, int(row[most])))

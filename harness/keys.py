@@ -22,6 +22,13 @@ def canonical(value: object, key_is_int: bool) -> object:
     return int(value) if key_is_int else (value.decode() if isinstance(value, bytes) else str(value))
 
 
+def number_of(raw: object, keys: "KeySpace | None", key_is_int: bool) -> int:
+    """A key as the server returned it (psycopg's value or libpq's text) -> the ledger's job number
+    (the claim loop's and the reaper's reading of a key)."""
+    key = canonical(raw, key_is_int)
+    return keys.number(key) if keys is not None else key
+
+
 def unknown_number(key: object) -> int:
     """A negative number for a key that was never seeded: the same in every process."""
     return -1 - int.from_bytes(hashlib.blake2b(str(key).encode(), digest_size=7).digest(), "big")

@@ -11,7 +11,7 @@ import time
 
 import psycopg
 
-from claimcheck.keys import KeySpace, canonical
+from claimcheck.keys import KeySpace, number_of
 from claimcheck.ledger import Reap
 from claimcheck.queries import QUERIES
 from claimcheck.runcontext import RunContext
@@ -47,7 +47,10 @@ class Reaper:
                 # acknowledged after this moment may be compared with it safely (see the ledger).
                 at = time.monotonic()
                 rows = conn.execute(self.statement).fetchall()
-                self.reaps.extend(Reap(job=self._number(r[0]), attempt=int(r[1]) if len(r) > 1 else 0, at=at)
+                key_is_int = self.keys.key_is_int if self.keys is not None else True
+                # As a claim's rows are read (claimcheck.claimrows): a NULL attempt is attempt 0.
+                self.reaps.extend(Reap(job=number_of(r[0], self.keys, key_is_int),
+                                       attempt=int(r[1]) if len(r) > 1 and r[1] is not None else 0, at=at)
                                   for r in rows)
             except psycopg.OperationalError:  # a server restart: try again on the next round
                 if conn is not None:
@@ -56,11 +59,6 @@ class Reaper:
                 time.sleep(RECONNECT_PAUSE_S)
         if conn is not None:
             conn.close()
-
-    def _number(self, key: object) -> int:
-        if self.keys is None or self.keys.keys is None:
-            return int(key)
-        return self.keys.number(canonical(key, self.keys.key_is_int))
 
     def stop(self) -> list[Reap]:
         self._halt.set()

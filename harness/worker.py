@@ -365,15 +365,17 @@ class Loop:
             self._flush(bool(rows))
             return
         slots = [self.log.record(job, attempt, committed) for job, attempt in rows]
-        for slot in slots:
-            self._note_lease(slot)
+        if self.pending_leases:
+            for slot in slots:
+                self._note_lease(slot)
         self._count_claimed(rows, started, committed)
         self._flush(bool(rows))  # under faults, the claims are known before any work starts
         for (job, attempt), slot in zip(rows, slots):
             outcome = self._finish_resiliently(job, attempt)
             self.log.end(slot, self._released_at if outcome == FAILED else time.monotonic(), outcome)
             self.stream.mark_ended(slot)
-            self._after_commit([(job, attempt)])
+            if self.unlocks:
+                self._after_commit([(job, attempt)])
             self._flush(True)
 
     def _flush(self, news: bool) -> None:
@@ -462,7 +464,8 @@ class Loop:
         # worker can re-claim the job the moment our `fail` commits, and record its claim before
         # we read the clock again (a busy machine deschedules us): so a requeue is timed before
         # it was first sent, a moment no re-claim can precede. (A claim is timed after its commit.)
-        self._released_at = time.monotonic()
+        if fails:
+            self._released_at = time.monotonic()
         for _ in range(MAX_COMPLETION_RETRIES):
             try:
                 outcome = self._complete(job, attempt, fails)
