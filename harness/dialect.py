@@ -97,24 +97,49 @@ def _end_of_ctes(sql: str) -> int | None:
 
 
 def _code_only(sql: str) -> str:
-    """`sql` with its comments blanked out (quotes left as they are)."""
-    return re.sub(r"/\*.*?\*/|--[^\n]*", " ", sql, flags=re.DOTALL)
+    """`sql` with each comment blanked to a space (quotes left as they are)."""
+    out, i, n = [], 0, len(sql)
+    while i < n:
+        skip = _skip_quoted(sql, i)
+        if skip > i:
+            out.append(" " if sql.startswith(("--", "/*"), i) else sql[i:skip])
+            i = skip
+        else:
+            out.append(sql[i])
+            i += 1
+    return "".join(out)
 
 
 def _skip_quoted(sql: str, i: int) -> int:
-    """If a comment, quoted literal, identifier or dollar quote starts at `i`, where it ends; else `i`."""
+    """If a comment, quoted literal, identifier or dollar quote starts at `i`, where it ends; else `i`.
+
+    The one lexer of this module: '...' and E'...' strings (with backslash escapes), "identifiers",
+    $tag$ dollar quotes, -- and nested /* */ comments, as PostgreSQL reads them.
+    """
     n = len(sql)
     if sql.startswith("--", i):
         end = sql.find("\n", i)
         return n if end < 0 else end + 1
     if sql.startswith("/*", i):
-        end = sql.find("*/", i + 2)
-        return n if end < 0 else end + 2
+        depth, j = 1, i + 2
+        while j < n and depth:
+            if sql.startswith("/*", j):
+                depth, j = depth + 1, j + 2
+            elif sql.startswith("*/", j):
+                depth, j = depth - 1, j + 2
+            else:
+                j += 1
+        return j
     if sql[i] in "'\"":
         quote, j = sql[i], i + 1
+        escapes = quote == "'" and i > 0 and sql[i - 1] in "eE" and (i < 2 or not (sql[i - 2].isalnum()
+                                                                               or sql[i - 2] == "_"))
         while j < n:
+            if escapes and sql[j] == "\\":
+                j += 2
+                continue
             if sql[j] == quote:
-                if j + 1 < n and sql[j + 1] == quote:
+                if j + 1 < n and sql[j + 1] == quote:  # a doubled quote inside the literal
                     j += 2
                     continue
                 return j + 1
@@ -137,41 +162,10 @@ def split_statements(sql: str) -> list[tuple[str, int]]:
     out: list[tuple[str, int]] = []
     i, n, start = 0, len(sql), 0
     while i < n:
-        c = sql[i]
-        if c == "-" and sql.startswith("--", i):
-            end = sql.find("\n", i)
-            i = n if end < 0 else end + 1
-        elif c == "/" and sql.startswith("/*", i):
-            depth, i = 1, i + 2
-            while i < n and depth:
-                if sql.startswith("/*", i):
-                    depth, i = depth + 1, i + 2
-                elif sql.startswith("*/", i):
-                    depth, i = depth - 1, i + 2
-                else:
-                    i += 1
-        elif c in "'\"":
-            escapes = c == "'" and i > 0 and sql[i - 1] in "eE" and (i < 2 or not (sql[i - 2].isalnum() or sql[i - 2] == "_"))
-            i += 1
-            while i < n:
-                if escapes and sql[i] == "\\":
-                    i += 2
-                    continue
-                if sql[i] == c:
-                    if i + 1 < n and sql[i + 1] == c:  # a doubled quote inside the literal
-                        i += 2
-                        continue
-                    break
-                i += 1
-            i += 1
-        elif c == "$" and (i == 0 or not (sql[i - 1].isalnum() or sql[i - 1] == "_")):
-            tag = _DOLLAR_TAG_RE.match(sql, i)
-            if tag:
-                end = sql.find(tag.group(0), tag.end())
-                i = n if end < 0 else end + len(tag.group(0))
-            else:
-                i += 1
-        elif c == ";":
+        skip = _skip_quoted(sql, i)
+        if skip > i:
+            i = skip
+        elif sql[i] == ";":
             _keep(out, sql, start, i)
             i += 1
             start = i
@@ -191,5 +185,4 @@ def _keep(out: list[tuple[str, int]], sql: str, start: int, end: int) -> None:
 
 def _has_code(piece: str) -> bool:
     """Is there anything but whitespace and comments?"""
-    text = re.sub(r"/\*.*?\*/", "", piece, flags=re.DOTALL)
-    return any(line.strip() and not line.strip().startswith("--") for line in text.splitlines())
+    return bool(_code_only(piece).strip())

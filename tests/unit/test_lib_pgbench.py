@@ -127,6 +127,14 @@ def test_rows_as_cte_keeps_data_modifying_ctes_at_the_top_level():
         "WITH cc AS (\nUPDATE t SET y = ')' RETURNING id\n)\nSELECT 1"
 
 
+def test_rows_as_cte_reads_escape_strings_and_nested_comments_as_postgresql_does():
+    # The statement splitter's lexer and this one were two; they disagreed on both of these.
+    out = rows_as_cte(r"WITH a AS (SELECT E'x\')' AS v) SELECT * FROM a", "cc", "SELECT 1")
+    assert out == "WITH a AS (SELECT E'x\\')' AS v),\ncc AS (\nSELECT * FROM a\n)\nSELECT 1"
+    out = rows_as_cte("WITH a AS (SELECT 1 /* ) /* ) */ ) */ AS v) SELECT * FROM a", "cc", "SELECT 1")
+    assert out.startswith("WITH a AS (SELECT 1 /* ) /* ) */ ) */ AS v),\ncc AS (")
+
+
 def test_numbered_placeholders_are_replaced_outside_dollar_quotes():
     assert substitute_numbered("f($1, $12) || $$x$$ || a$1", lambda n: f"<{n}>") == "f(<1>, <12>) || $$x$$ || a$1"
 
