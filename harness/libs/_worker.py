@@ -2,6 +2,8 @@
 
 Started by the coordinator as `python -m claimcheck.libs._worker CONFIG_JSON`; SIGTERM (or
 SIGINT) asks the library to stop gracefully, and the coordinator SIGKILLs what does not stop.
+A coordinator that dies sends the SIGTERM too (the kernel does, see `die_with_parent`), and the
+worker then leaves by itself after STOP_GRACE_S.
 """
 from __future__ import annotations
 
@@ -14,19 +16,15 @@ import sys
 from claimcheck.libs import load_adapter
 from claimcheck.libs._adapter import Recorder, WorkerConfig
 
+STOP_GRACE_S = 10.0
+"""After SIGTERM, how long the library may take to stop before the process leaves anyway: the
+coordinator kills what does not stop after as long, and a dead coordinator (the kernel sends the
+SIGTERM, see claimcheck.interrupts.die_with_parent) no longer can."""
 
-PARENT_CHECK_S = 1.0
-ORPHAN_GRACE_S = 10.0
 
-
-async def _orphaned(parent: int, stop: asyncio.Event) -> None:
-    """A coordinator that died (SIGKILL, OOM) cannot stop us: stop ourselves, and leave for good
-    if the library does not stop in time, so no worker outlives its run."""
-    while os.getppid() == parent:
-        await asyncio.sleep(PARENT_CHECK_S)
+def _stop(stop: asyncio.Event) -> None:
     stop.set()
-    await asyncio.sleep(ORPHAN_GRACE_S)
-    os._exit(4)
+    asyncio.get_running_loop().call_later(STOP_GRACE_S, os._exit, 4)
 
 
 async def _main(config: WorkerConfig) -> None:
@@ -34,12 +32,8 @@ async def _main(config: WorkerConfig) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    watch = asyncio.create_task(_orphaned(os.getppid(), stop))
-    try:
-        await adapter.work(config, Recorder(config), stop)
-    finally:
-        watch.cancel()
+        loop.add_signal_handler(sig, _stop, stop)
+    await adapter.work(config, Recorder(config), stop)
 
 
 def main() -> int:

@@ -16,7 +16,9 @@ from psycopg import sql
 from rich.console import Console
 
 from claimcheck import interrupts
-from claimcheck.errors import ServerError
+from claimcheck.errors import ServerError, UsageError
+from claimcheck.ownership import owner_dead, parse_comment, schema_comment
+from claimcheck.queries import QUERIES
 from claimcheck.provision import Server
 from claimcheck.redaction import redact_dsn
 from claimcheck.runcontext import SCHEMA_PREFIX, RunContext
@@ -43,15 +45,43 @@ def run_database(server: Server, run_id: str, library: str) -> Iterator[str]:
                 f"fixed table names that must not meet another installation; the role {user!r} on "
                 f"{redact_dsn(server.dsn)} may not create databases. Grant it (ALTER ROLE {user} CREATEDB), "
                 "or leave out --dsn to use the embedded server.")
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        for left in _sweep(conn, server, name):
+            Console(stderr=True).print(f"claimcheck: {left}", markup=False, highlight=False, soft_wrap=True)
+        try:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        except psycopg.errors.DuplicateDatabase:
+            raise UsageError(f"database {name} already exists; another run uses this run id. Choose another "
+                             "CLAIMCHECK_RUN_ID, or unset it for a fresh one; claimcheck leaves that database "
+                             "alone") from None
+        # The owner record, as a run's schema has (see claimcheck.schema): a SIGKILLed run's
+        # database is swept by the next run. (CREATE DATABASE cannot share a transaction with it.)
+        conn.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(sql.Identifier(name),
+                                                                     sql.Literal(schema_comment())))
     try:
         yield name
     finally:
         with interrupts.shielded():  # a second Ctrl-C must not leave the database behind
-            drop_database(run, server.version_num)
+            if drop_database(run, server.version_num):
+                interrupts.done(f"database {name} dropped")
 
 
-def drop_database(run: RunContext, version_num: int) -> None:
+def _sweep(conn: psycopg.Connection, server: Server, ours: str) -> list[str]:
+    """Drop the databases of library runs whose owner is proven dead, as schemas are swept."""
+    swept = []
+    rows = conn.execute(QUERIES["leftover_databases"],
+                        {"pattern": SCHEMA_PREFIX.replace("_", r"\_") + "%", "ours": ours}).fetchall()
+    for name, comment in rows:
+        owner = parse_comment(comment)
+        run = RunContext(server.dsn, name[len(SCHEMA_PREFIX):])
+        if owner is None or not owner_dead(owner) or conn.execute(
+                QUERIES["run_backends"], {"app_pattern": run.app_pattern()}).fetchone():
+            continue  # no owner record, another host's, a live run's, or a connection of it is still open
+        if drop_database(run, server.version_num):
+            swept.append(f"swept database {name} left by process {owner['pid']} on this host, which no longer runs")
+    return swept
+
+
+def drop_database(run: RunContext, version_num: int) -> bool:
     """Drop the run's database, closing what is still connected to it (workers we killed may
     leave backends behind for a moment). A failure only warns, with the command to finish by hand."""
     name = run.schema
@@ -65,7 +95,8 @@ def drop_database(run: RunContext, version_num: int) -> None:
             else:
                 conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
                 conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
-        interrupts.done(f"database {name} dropped")
+        return True
     except psycopg.Error as exc:
         Console(stderr=True).print(f"claimcheck: warning: could not drop database {name}: {str(exc).strip()}; "
                                    f"drop it by hand with DROP DATABASE {name} WITH (FORCE)", markup=False)
+        return False

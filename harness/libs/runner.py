@@ -27,6 +27,7 @@ import psycopg
 
 from claimcheck.errors import ServerError
 from claimcheck.faults import FaultInjector, fates
+from claimcheck.interrupts import die_with_parent
 from claimcheck.ledger import judge
 from claimcheck.libs._adapter import LibraryAdapter, WorkerConfig
 from claimcheck.libs.database import run_database
@@ -37,7 +38,8 @@ from claimcheck.result import RunResult
 from claimcheck.runcontext import RunContext
 from claimcheck.worker import worker_role
 from claimcheck.sampler import LockWaitSampler
-from claimcheck.schema import SeededJobs, new_run_id
+from claimcheck.schema import SeededJobs
+from claimcheck.session import run_id_from_env
 from claimcheck.settings import FaultPlan, RunSettings, WorkTime
 from claimcheck.stats import latency_summary
 from claimcheck.strategy import Strategy
@@ -111,7 +113,7 @@ def run_library(server: Server, adapter: LibraryAdapter, settings: RunSettings,
                 pgbench: bool = False) -> RunResult:
     """One library x setting, in a database of its own that is dropped after; with `pgbench`, its
     worker cycle through pgbench too, on a freshly enqueued table in that database."""
-    run_id = run_id or new_run_id()
+    run_id = run_id or run_id_from_env()  # as every run: $CLAIMCHECK_RUN_ID names what it creates
     with run_database(server, run_id, adapter.name) as database, tempfile.TemporaryDirectory(
             prefix=f"claimcheck-{run_id}-") as tmp:
         run = _Run(server, adapter, settings, database, run_id, Path(tmp), progress)
@@ -148,7 +150,8 @@ class _Run:
             faults=self.settings.faults is not None)
         stderr = open(self.tmp / f"w{index:02d}.err", "wb")
         popen = subprocess.Popen([sys.executable, "-m", "claimcheck.libs._worker", json.dumps(config.__dict__)],
-                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr)
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
+                                 preexec_fn=die_with_parent)  # SIGTERM if the coordinator dies
         stderr.close()
         self.procs[index] = _Proc(popen, time.monotonic())
         return index

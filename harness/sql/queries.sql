@@ -120,6 +120,11 @@ SELECT obj_description(%(schema)s::regnamespace, 'pg_namespace');
 SELECT nspname, obj_description(oid, 'pg_namespace') FROM pg_namespace
 WHERE nspname LIKE %(pattern)s AND nspname <> %(ours)s;
 
+-- name: leftover_databases
+-- Databases of claimcheck library runs, with the owner record each writes as the database's comment.
+SELECT datname, shobj_description(oid, 'pg_database') FROM pg_database
+WHERE datname LIKE %(pattern)s AND datname <> %(ours)s;
+
 -- name: run_backends
 -- Connections of one run (its application_name pattern), other than this one.
 SELECT pid FROM pg_stat_activity WHERE application_name LIKE %(app_pattern)s AND pid <> pg_backend_pid();

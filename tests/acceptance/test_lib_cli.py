@@ -1,6 +1,7 @@
 """`claimcheck lib` and `bench --libs` as users run them: exit codes, reports, nothing left behind."""
 import json
 import os
+import secrets
 import signal
 import time
 
@@ -55,6 +56,29 @@ def test_ctrl_c_stops_the_library_workers_and_drops_the_database(cli):
     assert proc.returncode == 2, err
     cli.assert_nothing_left(grace_s=15)
     assert our_database(cli) == []
+
+
+def test_a_killed_coordinators_workers_leave_and_the_next_run_sweeps_its_database(cli):
+    # SIGKILL: the coordinator cannot stop its workers; the kernel tells them (die_with_parent).
+    proc = cli.start("lib", "pgqueuer", "--workers", "2", "--jobs", "50000", "--work-ms", "5")
+    deadline = time.monotonic() + 90
+    while len(workers := [p for p in psutil.Process(proc.pid).children(recursive=True)
+                          if "claimcheck.libs._worker" in " ".join(p.cmdline())]) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(workers) == 2
+    time.sleep(1.0)
+    proc.kill()
+    proc.communicate(timeout=30)
+    gone, alive = psutil.wait_procs(workers, timeout=20)  # the library's graceful stop, at most STOP_GRACE_S
+    assert alive == [], [p.cmdline()[:3] for p in alive]
+    killed = f"claimcheck_{cli.run_id}"
+    assert our_database(cli) == [(killed,)]  # nobody was left to drop it
+    cli.run_id = "t" + secrets.token_hex(5)  # the next run, as a user would start it
+    result = cli("lib", "pgqueuer", *LIB_SMALL)
+    assert result.code == 0, result.stderr
+    assert f"swept database {killed}" in " ".join(result.stderr.split())
+    with psycopg.connect(cli.server.dsn, autocommit=True) as conn:
+        assert conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (killed,)).fetchall() == []
 
 
 def test_lib_pgbench_puts_the_librarys_sql_next_to_its_workers(cli):
