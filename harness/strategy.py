@@ -204,11 +204,11 @@ def execute_section(conn: psycopg.Connection, strategy: Strategy, section: str, 
     return cur
 
 
-def pick_params(shape: ClaimShape, rows: list) -> dict[str, list]:
+def pick_params(pick_columns: tuple[str, ...], rows: list) -> dict[str, list]:
     """The pick's rows as the claim's parameters: one array per column, and `ids` (the first)."""
-    columns = list(zip(*rows)) if rows else [()] * len(shape.pick_columns)
-    arrays = {name: list(values) for name, values in zip(shape.pick_columns, columns)}
-    arrays["ids"] = list(columns[0]) if shape.pick_columns else []
+    columns = list(zip(*rows)) if rows else [()] * len(pick_columns)
+    arrays = {name: list(values) for name, values in zip(pick_columns, columns)}
+    arrays["ids"] = list(columns[0]) if pick_columns else []
     return arrays
 
 
@@ -244,7 +244,7 @@ def validate_on_server(conn: psycopg.Connection, strategy: Strategy) -> ClaimSha
                         raise SqlFileError(f"{strategy.source}: section 'pick' returns no rows; it must end with "
                                            "a SELECT of the jobs to claim (their key first)")
                     pick_columns = tuple(c.name for c in cur.description)
-                    picked = pick_params(ClaimShape((), True, None, pick_columns=pick_columns), cur.fetchall())
+                    picked = pick_params(pick_columns, cur.fetchall())
                 elif section == "claim":
                     shape, first = _check_claim_result(strategy, cur, pick_columns)
                     if first is not None:  # the later sections get a key of the right type

@@ -303,7 +303,7 @@ class Loop:
             picked = execute_section(self.conn, self.strategy, "pick", self.params["pick"]).fetchall()
             if not picked:
                 return []
-            params = {**params, **pick_params(self.shape, picked)}
+            params = {**params, **pick_params(self.shape.pick_columns, picked)}
         return execute_section(self.conn, self.strategy, "claim", params).fetchall()
 
     def _record_shape(self, rows: list[tuple], started: float) -> tuple[list[tuple[int, int]], Notes]:

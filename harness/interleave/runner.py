@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from decimal import Decimal
 from dataclasses import dataclass, field
 
 import psycopg
@@ -23,7 +22,8 @@ from claimcheck.interleave.spec import Spec, SpecError, Step
 from claimcheck.queries import QUERIES
 from claimcheck.runcontext import RunContext
 from claimcheck.schema import owned_schema_sql
-from claimcheck.strategy import load_strategy
+from claimcheck.keys import canonical
+from claimcheck.strategy import ClaimShape, load_strategy, pick_params, shape_of
 
 BLOCK_POLL_S = 0.002
 STEP_TIMEOUT_S = 10.0
@@ -40,6 +40,8 @@ class StepResult:
     step: Step
     columns: list[str] = field(default_factory=list)
     rows: list[tuple] = field(default_factory=list)
+    shape: ClaimShape | None = None
+    """How its rows read as claims (key, attempt), as a worker reads them: see strategy.shape_of."""
     status: str = ""
     error: str | None = None
     sqlstate: str | None = None
@@ -238,6 +240,7 @@ class InterleavingRunner:
             result.status = cur.statusmessage or ""
             if cur.description:
                 result.columns = [d.name for d in cur.description]
+                result.shape = shape_of(cur.description)
                 result.rows = await cur.fetchall()
         except psycopg.Error as exc:
             result.error, result.sqlstate = _message(exc), exc.sqlstate
@@ -278,14 +281,13 @@ class _Ownership:
 
     def after(self, step: Step, result: StepResult, conn: psycopg.AsyncConnection) -> None:
         session = step.session
-        if result.error is None and result.rows:
-            if step.kind == "claim":
-                self.pending.setdefault(session, []).extend(
-                    (_key(r[0]), _attempt(result.columns, r)) for r in result.rows)
-            elif step.kind == "pick":
-                columns = list(zip(*result.rows))
-                self.picked[session] = {name: list(values) for name, values in zip(result.columns, columns)}
-                self.picked[session]["ids"] = list(columns[0])
+        if result.error is None and step.kind == "claim" and result.rows:
+            shape, at = result.shape, result.shape.attempt_index
+            self.pending.setdefault(session, []).extend(
+                (canonical(r[0], shape.key_is_int), int(r[at]) if at is not None and r[at] is not None else 0)
+                for r in result.rows)
+        elif result.error is None and step.kind == "pick":  # an empty pick picks nothing, as a worker's
+            self.picked[session] = pick_params(tuple(result.columns), result.rows)
         if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
             # The transaction ended with this step: its claims count only if it committed
             # (an explicit COMMIT, or a claim run on its own in autocommit).
@@ -293,20 +295,6 @@ class _Ownership:
             if result.error is None and result.status != "ROLLBACK":
                 for job, attempt in claims:
                     self.owned.setdefault(job, []).append((session, attempt))
-
-
-def _key(value: object) -> object:
-    return value if isinstance(value, int) else str(value)
-
-
-def _attempt(columns: list[str], row: tuple) -> int:
-    """The claim's attempt: its `attempts` column, else its second column when that is a number."""
-    lower = [c.lower() for c in columns]
-    index = lower.index("attempts") if "attempts" in lower else 1 if len(row) > 1 else None
-    value = row[index] if index is not None else None
-    if isinstance(value, Decimal) and value.is_finite() and value == value.to_integral_value():
-        return int(value)
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _message(exc: psycopg.Error) -> str:
