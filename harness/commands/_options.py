@@ -136,3 +136,14 @@ def report_runs(server: Server, results: list[RunResult], args: argparse.Namespa
         where = "" if args.json else f" (in {Path.cwd()}; --json PATH writes elsewhere)"
         console.print(f"JSON report: {path}{where}", highlight=False)
         console.print(f"HTML report: {write_html(doc, path)}", highlight=False)
+
+
+def positive(name: str, value: float, *, minimum: float = 1, maximum: float | None = None) -> None:
+    """Reject an out-of-range option before anything starts."""
+    if value < minimum or (maximum is not None and value > maximum):
+        bound = f"between {_num(minimum)} and {_num(maximum)}" if maximum is not None else f"at least {_num(minimum)}"
+        raise UsageError(f"{name} must be {bound}, got {_num(value)}")
+
+
+def _num(value: float) -> str:
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"

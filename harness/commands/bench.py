@@ -6,7 +6,8 @@ import dataclasses
 
 from rich.console import Console
 
-from claimcheck.commands._options import add_run_options, add_server_options, report_runs, settings_grid, str_list
+from claimcheck.commands._options import (add_run_options, add_server_options, positive, report_runs, settings_grid,
+                                          str_list)
 from claimcheck.commands.lib import run_libraries
 from claimcheck.libs import load_adapter
 from claimcheck.libs.parity import check_cycles
@@ -33,7 +34,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--libs", type=str_list, default=[],
                    help="queue libraries to run through their own workers (see `claimcheck lib`), comma-separated")
     add_run_options(p, workers="8", jobs=5_000, modes="lease,lock", work_ms="1", faults=False, reports=True)
-    p.add_argument("--repeat", type=positive_int, default=1, metavar="N",
+    p.add_argument("--repeat", type=int, default=1, metavar="N",
                    help="run every strategy x setting N times, back to back in rounds; the JSON keeps each "
                         "repetition, their median and spread, which `compare` tests for significance (5 or more "
                         "is enough for it; default 1)")
@@ -46,6 +47,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, console: Console, err: Console) -> int:
+    positive("--repeat", args.repeat)
     names = args.strategies if args.strategies is not None else ([] if args.libs else list(CATALOG))
     strategies = [load_strategy(name) for name in names]
     adapters = [load_adapter(name) for name in args.libs]
@@ -77,16 +79,6 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     # (or a user's file, which makes no claim) that violates is a finding.
     failed = [r for r in results if not r.exactly_once and r.strategy.expected != "unsafe"]
     return 1 if failed else 0
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
-    return value
 
 
 def representative(reps: tuple[RunResult, ...]) -> RunResult:

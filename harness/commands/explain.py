@@ -11,7 +11,7 @@ from rich.text import Text
 
 from claimcheck.commands._options import add_json_option, add_server_options
 from claimcheck.probes._report import maybe_write, probe_document
-from claimcheck.probes._work import positive
+from claimcheck.commands._options import positive
 from claimcheck.probes.explain import FINISHED_JOBS, READY_JOBS, PlanVerdict, plan_verdict, prepare_plan_table
 from claimcheck.provision import provide_server
 from claimcheck.report import print_server

@@ -10,7 +10,8 @@ from rich.text import Text
 
 from claimcheck.commands._options import add_json_option, add_server_options, int_list
 from claimcheck.probes._report import maybe_write, probe_document
-from claimcheck.probes._work import PROBE_STRATEGY, positive
+from claimcheck.commands._options import positive
+from claimcheck.probes._work import PROBE_STRATEGY
 from claimcheck.probes.notify import NotifyFacts, notify_facts
 from claimcheck.probes.wakeup import Variant, WakeResult, run_wakeup
 from claimcheck.provision import provide_server

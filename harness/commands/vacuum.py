@@ -10,7 +10,8 @@ from claimcheck.commands._options import add_json_option, add_server_options, st
 from claimcheck.driver import validate
 from claimcheck.errors import UsageError
 from claimcheck.probes._report import maybe_write, probe_document
-from claimcheck.probes._work import PROBE_STRATEGY, positive
+from claimcheck.commands._options import positive
+from claimcheck.probes._work import PROBE_STRATEGY
 from claimcheck.probes.soak import run_soak
 from claimcheck.probes.tables import archive_table, soak_table, vacuum_table
 from claimcheck.probes.vacuum import HOLDERS, archive, run_vacuum_probe

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 import psycopg
 
-from claimcheck.errors import UsageError
 from claimcheck.probes import PROBE_QUERIES
 from claimcheck.runcontext import RunContext
 from claimcheck.schema import schema_name
@@ -29,17 +28,6 @@ def connect(dsn: str, schema: str, run_id: str, role: str, stack: ExitStack) -> 
     """An autocommit connection in the run's schema, closed when `stack` closes (also on error)."""
     assert schema == schema_name(run_id), (schema, run_id)
     return stack.enter_context(RunContext(dsn, run_id).connect(role))
-
-
-def positive(name: str, value: float, *, minimum: float = 1, maximum: float | None = None) -> None:
-    """Reject an out-of-range option before anything starts."""
-    if value < minimum or (maximum is not None and value > maximum):
-        bound = f"between {_num(minimum)} and {_num(maximum)}" if maximum is not None else f"at least {_num(minimum)}"
-        raise UsageError(f"{name} must be {bound}, got {_num(value)}")
-
-
-def _num(value: float) -> str:
-    return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
 
 
 @dataclass(frozen=True)
