@@ -68,10 +68,14 @@ class PgqueuerAdapter(LibraryAdapter):
     # Beats go out every T/2 and are buffered up to T/8 more, so a job's last recorded beat can be
     # 0.625 T old when a stall begins: the job may be taken for abandoned 0.375 T after it.
     stall_release_s = 0.3 * FAULT_LEASE_S
-    completion_lag_s = 1.0
+    completion_lag_s = 2.0
     """Completions go through a JobStatusLogBuffer (flushed every 0.1 s by default) on the one
-    connection the worker shares with its dequeues and heartbeats: under load we saw completions
-    still unwritten 0.5 s after the task returned, and a failed flush keeps them."""
+    connection the worker shares with its dequeues and heartbeats, and with the psycopg driver's
+    NOTIFY watcher, which holds that connection for up to 1 s per wait (README, findings;
+    tests/findings/pgqueuer_psycopg_notify_lock.py): a flush can wait that second on top of its
+    interval and a loaded event loop. 1.0 s was exceeded twice in `make test` on a loaded machine
+    (a job finished at 0.46 s, its worker stalled more than 1 s later and was killed at 5.6 s with
+    the completion unwritten, and the job ran again); a failed flush keeps them too."""
 
     def install(self, dsn: str) -> None:
         async def go() -> None:
