@@ -104,6 +104,18 @@ class WorkerLog:
         self.outcome.append(outcome)
         return len(self.job) - 1
 
+    def record_claims(self, rows: list[tuple[int, int]], claimed_at: float, ended_at: float = math.nan,
+                      outcomes: list[int] | None = None) -> int:
+        """`record` for each (job, attempt) of one claim, claimed (and ended) at the same moment; the
+        first slot (the others follow in row order). `outcomes`: one per row, else LIVE."""
+        first, n = len(self.job), len(rows)
+        self.job.extend([job for job, _ in rows])
+        self.attempt.extend([attempt for _, attempt in rows])
+        self.claimed_at.extend([claimed_at] * n)
+        self.ended_at.extend([ended_at] * n)
+        self.outcome.extend(outcomes if outcomes is not None else [LIVE] * n)
+        return first
+
     def end(self, index: int, ended_at: float, outcome: int) -> None:
         self.ended_at[index] = ended_at
         self.outcome[index] = outcome

@@ -8,6 +8,7 @@ import psycopg
 import pytest
 
 from claimcheck.fastpath import PreparedStatement, Transaction
+from claimcheck.settings import WorkTime
 
 NOWAIT_QUEUE = """
 -- name: schema
@@ -73,3 +74,36 @@ def test_libpq_transaction_commits_and_rolls_back_like_psycopgs(server):
         assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
         # The rollback kept the prepared statement (nothing is deallocated): it runs as before.
         assert statement.rows(statement.bind({"n": 2})) == [(b"2",)]
+
+
+FLAKY_COMPLETION = """
+-- name: schema
+CREATE TABLE q (id bigint PRIMARY KEY, claimed bool NOT NULL DEFAULT false, done bool NOT NULL DEFAULT false);
+CREATE SEQUENCE q_tick;
+-- name: seed
+INSERT INTO q SELECT %(key_base)s + g FROM generate_series(0, %(jobs)s - 1) g RETURNING id;
+-- name: remaining
+SELECT count(*) FROM q WHERE NOT done;
+-- name: claim
+UPDATE q SET claimed = true
+WHERE id IN (SELECT id FROM q WHERE NOT claimed ORDER BY id LIMIT %(batch)s FOR UPDATE SKIP LOCKED)
+RETURNING id;
+-- name: complete
+-- Every third try raises 22012 (division by zero): a sequence is not rolled back with the error,
+-- so the retry of the same completion gets the next number and succeeds.
+UPDATE q SET done = true WHERE id = %(id)s AND claimed AND NOT done AND 1 / (nextval('q_tick') %% 3) >= 0;
+"""
+
+
+@pytest.mark.parametrize("mode, batch", [("lease", 10), ("lock", 1)])
+def test_a_completion_that_raises_mid_claim_is_retried_and_the_rest_of_the_claim_finishes(run, tmp_path, mode, batch):
+    # Zero work, no faults, no failures: the worker's tight per-job loops (`_finish_plain`, and
+    # lock mode's in-transaction one). In lease mode a completion that raises hands its job and the
+    # rest of the claim to the general path, which retries it; in lock mode it rolls the claim back,
+    # and the job is claimed again (one job per claim: ten completions in one transaction would meet
+    # a third try every time). Either way every job is done once, and the errors are counted.
+    path = write(tmp_path, FLAKY_COMPLETION)
+    result = run(path, workers=3, jobs=300, batch=batch, mode=mode, work=WorkTime("fixed", 0.0))
+    assert result.jobs_done == 300
+    assert result.exactly_once, result.verdict
+    assert result.claim_errors.get("22012", 0) > 0, result.claim_errors
