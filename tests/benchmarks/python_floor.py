@@ -1,18 +1,25 @@
-"""The floor of a Python worker, printed, never asserted: what a worker costs with nothing of ours.
+"""The floor of a Python worker next to pgbench, printed, never asserted: what a worker costs with
+nothing of ours.
 
-Run: CLAIMCHECK_DSN=... .venv/bin/python tests/benchmarks/python_floor.py [RUNS]
+Run: .venv/bin/python tests/benchmarks/python_floor.py [RUNS]   ($CLAIMCHECK_DSN, else an embedded server)
 
 The same cells as tests/benchmarks/pgbench_parity.py (skip-locked, batch 10, zero work, 20,000
-jobs; lease and lock mode; 1, 8 and 16 workers), each worker a forked process running skip-locked's
-own claim and complete statements through libpq's prepared statements (psycopg's `pgconn`), with
-no ledger, no records sent to a coordinator, no fault hooks and no progress: the least any Python
-worker does. Prints jobs/s and the workers' CPU per job (user + system, and user alone); next to
-`bench --pgbench`'s "client CPU per job" it says how much of our workers' cost is the bookkeeping
-that makes the verdict, and how much is Python and one process per worker.
-Needs $CLAIMCHECK_DSN; works in a schema of its own (`claimcheck_floor_<pid>`), dropped at the end.
+jobs; lease and lock mode; 1, 8 and 16 workers). In each cell, RUNS times: the floor, then pgbench
+on the same statements (`claimcheck.pgbench`, as `bench --pgbench` runs it), each on a freshly
+seeded table. A floor worker is a forked process running skip-locked's own claim and complete
+statements through libpq's prepared statements (psycopg's `pgconn`), binding the claim's text
+values straight back, with no ledger, no records sent to a coordinator, no fault hooks and no
+progress: the least any Python worker with one process per connection does. Its clock starts when
+every worker is connected and prepared, as pgbench's "without initial connection time" does.
+
+Prints jobs/s, the floor / pgbench ratio and each side's CPU per job (user + system). Next to
+`pgbench_parity.py`'s ratios it says how much of the gap to pgbench is our bookkeeping (the part
+that makes the verdict) and how much is any Python worker of this design on this machine.
+Works in a schema of its own (`claimcheck_floor<pid>`), dropped at the end.
 """
 from __future__ import annotations
 
+import multiprocessing
 import os
 import resource
 import statistics
@@ -22,91 +29,110 @@ import time
 import psycopg
 
 from claimcheck.dialect import to_positional
+from claimcheck.pgbench import run_pgbench
+from claimcheck.provision import provide_server
+from claimcheck.runcontext import schema_name
 from claimcheck.schema import build_jobs_table, create_schema, drop_schema
+from claimcheck.settings import RunSettings, WorkTime
 from claimcheck.strategy import load_strategy
 
-JOBS, BATCH, LEASE_S = 20_000, 10, 30
+JOBS, BATCH = 20_000, 10
 MODES, WORKERS = ("lease", "lock"), (1, 8, 16)
+STRATEGY = load_strategy("skip-locked")
 
 
-def statements() -> tuple[bytes, tuple[str, ...], bytes, tuple[str, ...]]:
-    strategy = load_strategy("skip-locked")
-    claim, claim_params = to_positional(strategy.statements["claim"])
-    complete, complete_params = to_positional(strategy.statements["complete"])
-    return claim.encode(), claim_params, complete.encode(), complete_params
+def settings(mode: str, workers: int) -> RunSettings:
+    return RunSettings(workers=workers, jobs=JOBS, batch=BATCH, mode=mode, work=WorkTime("fixed", 0.0))
 
 
-def worker(dsn: str, schema: str, mode: str) -> None:
+def worker(dsn: str, schema: str, run: RunSettings, barrier) -> None:
     """Claim and complete until the queue is empty, then leave (in a forked child)."""
-    claim, claim_params, complete, complete_params = statements()
+    claim, claim_params = to_positional(STRATEGY.statements["claim"])
+    complete, complete_params = to_positional(STRATEGY.statements["complete"])
     conn = psycopg.connect(dsn, autocommit=True, options=f"-c search_path={schema}")
     pg = conn.pgconn
-    pg.prepare(b"claim", claim, None)
-    pg.prepare(b"complete", complete, None)
-    fixed = {"batch": str(BATCH).encode(), "lease_seconds": str(LEASE_S).encode(), "worker": b"floor"}
+    pg.prepare(b"claim", claim.encode(), None)
+    pg.prepare(b"complete", complete.encode(), None)
+    fixed = {"batch": str(run.batch).encode(), "lease_seconds": str(run.lease_seconds).encode(), "worker": b"floor"}
     bound = [fixed[p] for p in claim_params]
+    barrier.wait()
     while True:
-        if mode == "lock":
+        if run.mode == "lock":
             pg.exec_(b"BEGIN")
         result = pg.exec_prepared(b"claim", bound)
         rows = [(result.get_value(i, 0), result.get_value(i, 1)) for i in range(result.ntuples)]
         for job, attempt in rows:
             values = {"id": job, "attempts": attempt, **fixed}
             pg.exec_prepared(b"complete", [values[p] for p in complete_params])
-        if mode == "lock":
+        if run.mode == "lock":
             pg.exec_(b"COMMIT")
         if not rows:
             os._exit(0)
 
 
-def one_cell(dsn: str, schema: str, mode: str, workers: int) -> tuple[float, float, float]:
-    """(jobs/s, CPU us per job, user CPU us per job) of `workers` forked floor workers."""
-    with psycopg.connect(dsn, autocommit=True, options=f"-c search_path={schema}") as conn:
-        build_jobs_table(conn, schema, JOBS)
+def floor_cell(dsn: str, schema: str, run: RunSettings) -> tuple[float, float]:
+    """(jobs/s, CPU us per job) of `run.workers` forked floor workers on the table as seeded now."""
+    barrier = multiprocessing.get_context("fork").Barrier(run.workers + 1)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.perf_counter()
     children = []
-    for _ in range(workers):
+    for _ in range(run.workers):
         pid = os.fork()
         if pid == 0:
             try:
-                worker(dsn, schema, mode)
+                worker(dsn, schema, run, barrier)
             finally:
                 os._exit(1)
         children.append(pid)
+    barrier.wait()
+    started = time.perf_counter()
     for pid in children:
-        os.waitpid(pid, 0)
+        _, status = os.waitpid(pid, 0)
+        if status != 0:
+            raise SystemExit(f"a floor worker failed (wait status {status})")
     seconds = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    user = after.ru_utime - before.ru_utime
-    return JOBS / seconds, (user + after.ru_stime - before.ru_stime) / JOBS * 1e6, user / JOBS * 1e6
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return JOBS / seconds, cpu / JOBS * 1e6
 
 
 def main(runs: int) -> None:
-    dsn = os.environ.get("CLAIMCHECK_DSN")
-    if not dsn:
-        raise SystemExit("set CLAIMCHECK_DSN (a server and a role that may create a schema)")
-    schema = f"claimcheck_floor_{os.getpid()}"
-    with psycopg.connect(dsn, autocommit=True) as conn:
+    run_id = f"floor{os.getpid()}"
+    schema = schema_name(run_id)
+    cells: dict[tuple[str, int], list[dict]] = {(m, w): [] for m in MODES for w in WORKERS}
+    with provide_server() as server, psycopg.connect(server.dsn, autocommit=True) as conn:
+        print(f"server: {server.version} ({server.source})", flush=True)
         create_schema(conn, schema)
-    cells: dict[tuple[str, int], list[tuple[float, float, float]]] = {}
-    try:
-        for i in range(runs):
-            for mode in MODES:
-                for workers in WORKERS:
-                    rate, cpu, user = one_cell(dsn, schema, mode, workers)
-                    cells.setdefault((mode, workers), []).append((rate, cpu, user))
-                    print(f"run {i + 1} (load {os.getloadavg()[0]:.2f}): {mode:5} {workers:>2} workers: {rate:,.0f} "
-                          f"jobs/s (connections included), CPU per job {cpu:.0f} us (user {user:.0f} us)", flush=True)
-    finally:
-        with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"SET search_path TO {schema}")
+        try:
+            for i in range(runs):
+                for mode in MODES:
+                    for workers in WORKERS:
+                        run = settings(mode, workers)
+                        build_jobs_table(conn, schema, JOBS)
+                        rate, cpu = floor_cell(server.dsn, schema, run)
+                        build_jobs_table(conn, schema, JOBS)
+                        pgbench = run_pgbench(conn, server.dsn, server.bin_dir, schema, run_id, STRATEGY, run)
+                        figures = {"ratio": rate / pgbench.jobs_per_s, "floor_us": cpu,
+                                   "pgbench_us": pgbench.cpu_s / pgbench.jobs_done * 1e6}
+                        cells[(mode, workers)].append(figures)
+                        print(f"run {i + 1} (load {os.getloadavg()[0]:.2f}): {mode:5} {workers:>2} workers: floor "
+                              f"{rate:,.0f} jobs/s, pgbench {pgbench.jobs_per_s:,.0f} jobs/s, ratio {figures['ratio']:.2f}; "
+                              f"CPU per job {cpu:.0f} us (pgbench {figures['pgbench_us']:.0f} us)", flush=True)
+        finally:
             drop_schema(conn, schema)
-    print(f"\nfloor workers over {runs} runs, median: jobs/s; CPU per job us (user us)")
-    print("| mode | " + " | ".join(f"{w} worker{'s' * (w > 1)}" for w in WORKERS) + " |")
-    print("|---|" + "---|" * len(WORKERS))
-    for mode in MODES:
-        medians = [[statistics.median(x[k] for x in cells[(mode, w)]) for k in range(3)] for w in WORKERS]
-        print(f"| {mode} | " + " | ".join(f"{r:,.0f}; {c:.0f} ({u:.0f})" for r, c, u in medians) + " |")
+
+    def table(title: str, key: str, fmt: str) -> None:
+        print(f"\n{title} over {runs} runs: median (min-max)")
+        print("| mode | " + " | ".join(f"{w} worker{'s' * (w > 1)}" for w in WORKERS) + " |")
+        print("|---|" + "---|" * len(WORKERS))
+        for mode in MODES:
+            values = [[c[key] for c in cells[(mode, w)]] for w in WORKERS]
+            print(f"| {mode} | " + " | ".join(
+                f"{fmt.format(statistics.median(v))} ({fmt.format(min(v))}-{fmt.format(max(v))})" for v in values) + " |")
+
+    table("floor / pgbench jobs/s", "ratio", "{:.2f}")
+    table("the floor workers' CPU per job, us", "floor_us", "{:.0f}")
+    table("pgbench's CPU per job, us", "pgbench_us", "{:.0f}")
 
 
 if __name__ == "__main__":
