@@ -184,6 +184,7 @@ class Loop:
         self.reader = ClaimRows(plan.shape, plan.keys, s.batch)
         self.pending_leases: list[tuple[float, float]] = []
         self._prepare_fast_paths()
+        self.plain_jobs = self._plain_jobs()
 
     def _prepare_fast_paths(self) -> None:
         """A lone claim statement and its per-job completions are the hot path, in both modes: they go
@@ -198,11 +199,14 @@ class Loop:
         plain = self.shape.lease_index is None and not self.strategy.has_pick
         self.fast_claim = self._prepare_fast("claim") if plain and single("claim") else None
         self.fast_claim_params = self.fast_claim.bind(self.params["claim"]) if self.fast_claim else []
+
+    def _plain_jobs(self) -> bool:
+        """Does nothing happen per job but its completion through the fast path (no work time, no failure
+        to decide, no fault, no unlock, no lease to note)? Then `_finish_plain` runs the completions, and
+        `_complete` is not called: a loop that hooks it (Locust's) has no fast path, so never gets here."""
         s = self.settings
-        self.plain_jobs = (self.fast_complete is not None and self.no_work and not self.unlocks and s.faults is None
-                           and self.shape.lease_index is None and not (s.fail_rate and self.strategy.has("fail")))
-        """Nothing happens per job but its completion through the fast path (no work time, no failure to
-        decide, no fault, no unlock, no lease to note): see `_finish_plain`."""
+        return (self.fast_complete is not None and self.no_work and not self.unlocks and s.faults is None
+                and self.shape.lease_index is None and not (s.fail_rate and self.strategy.has("fail")))
 
     def _transaction(self) -> AbstractContextManager:
         """An explicit transaction (the claim's, or a per-job section of several statements) through
@@ -552,6 +556,7 @@ class Loop:
             try:
                 self.conn = connect_worker(self.plan, self.index)
                 self._prepare_fast_paths()
+                self.plain_jobs = self._plain_jobs()
                 return
             except psycopg.OperationalError:
                 if self.shared.stop.value:
