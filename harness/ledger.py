@@ -116,6 +116,11 @@ class WorkerLog:
         self.outcome.extend(outcomes if outcomes is not None else [LIVE] * n)
         return first
 
+    def end_all(self, first: int, ended_at: list[float], outcomes: list[int]) -> None:
+        """`end` for the slots from `first` on, one per value."""
+        self.ended_at[first:first + len(ended_at)] = array("d", ended_at)
+        self.outcome[first:first + len(outcomes)] = array("b", outcomes)
+
     def end(self, index: int, ended_at: float, outcome: int) -> None:
         self.ended_at[index] = ended_at
         self.outcome[index] = outcome

@@ -403,21 +403,20 @@ class Loop:
 
     def _finish_plain(self, rows: list[tuple[int, int]], first: int) -> None:
         """`_finish_each` where nothing happens per job but its completion (`plain_jobs`): the same
-        statements and records, in one loop instead of a chain of hooks that do nothing here. The
-        worker's Python per job is the client cost pgbench does not pay, and it runs on a cold cache
-        when 16 workers share 2 cores (tests/benchmarks/pgbench_parity.py). The claims reach the
-        coordinator after their completions, at the next flush that is due (no fault can kill us
-        in between). A completion that raises hands its job and the rest to `_finish_each`."""
-        rowcount, bind, keys_of, now = self.fast_complete.rowcount, self.bind_complete, self.keys_of, time.monotonic
-        ended_at, outcome = self.log.ended_at, self.log.outcome
-        for slot, (job, attempt) in enumerate(rows, first):
-            try:
-                changed = rowcount(bind(keys_of(job), attempt))
-            except psycopg.Error as exc:
-                self._finish_each(rows[slot - first:], slot, exc)
-                return
-            ended_at[slot] = now()
-            outcome[slot] = DONE if changed else STALE
+        statements and records, with no Python call per job (`PreparedStatement.rowcount_each` says
+        why that matters). The claims reach the coordinator after their completions, at the next
+        flush that is due (no fault can kill us in between). A completion that raises hands its job
+        and the rest to `_finish_each`."""
+        counts, ended, error = self.fast_complete.rowcount_each(self._bound_completions(rows), time.monotonic)
+        self.log.end_all(first, ended, [DONE if n else STALE for n in counts])
+        if error is not None:
+            done = len(counts)
+            self._finish_each(rows[done:], first + done, error)
+
+    def _bound_completions(self, rows: list[tuple[int, int]]) -> list[list[bytes]]:
+        """The fast `complete`'s parameters for each claimed (job, attempt)."""
+        shown = rows if self.numbered_keys else [(self.keys_of(job), attempt) for job, attempt in rows]
+        return self.bind_complete.each(shown)
 
     def _flush(self, news: bool) -> None:
         """Under faults a worker may be killed at any moment: what it did reaches the coordinator
@@ -479,9 +478,12 @@ class Loop:
         """Lock mode: each claimed job's outcome, worked on and finished in the claim's transaction."""
         if not self.plain_jobs:
             return [self._finish_in_transaction(job, attempt) for job, attempt in rows]
-        # Nothing but each completion (see _finish_plain): `_complete`'s fast path, one job after another.
-        rowcount, bind, keys_of = self.fast_complete.rowcount, self.bind_complete, self.keys_of
-        return [DONE if rowcount(bind(keys_of(job), attempt)) else STALE for job, attempt in rows]
+        # Nothing but each completion (see _finish_plain): `_complete`'s fast path, one job after another;
+        # an error rolls the claim back, as from `_finish_in_transaction`.
+        counts, _, error = self.fast_complete.rowcount_each(self._bound_completions(rows))
+        if error is not None:
+            raise error
+        return [DONE if n else STALE for n in counts]
 
     def _finish_in_transaction(self, job: int, attempt: int) -> int:
         """Lock mode: work and complete (or fail) inside the claim's transaction; a failure of any
