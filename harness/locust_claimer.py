@@ -139,10 +139,8 @@ class LocustLoop(Loop):
         self.events, self.clock = events, clock
         super().__init__(*args)
 
-    def _prepare_fast_paths(self) -> None:
-        # libpq's blocking calls would stall every greenlet of the process.
-        self.fast_complete = self.fast_claim = None
-        self.fast_claim_params = []
+    def _prepare_fast(self, section: str) -> None:
+        return None  # libpq's blocking calls would stall every greenlet of the process: psycopg's path
 
     def _transaction(self):
         # psycopg's transaction: its waits yield to the other greenlets (libpq's blocking calls would not).

@@ -184,7 +184,6 @@ class Loop:
         self.reader = ClaimRows(plan.shape, plan.keys, s.batch)
         self.pending_leases: list[tuple[float, float]] = []
         self._prepare_fast_paths()
-        self.plain_jobs = self._plain_jobs()
 
     def _prepare_fast_paths(self) -> None:
         """A lone claim statement and its per-job completions are the hot path, in both modes: they go
@@ -199,14 +198,12 @@ class Loop:
         plain = self.shape.lease_index is None and not self.strategy.has_pick
         self.fast_claim = self._prepare_fast("claim") if plain and single("claim") else None
         self.fast_claim_params = self.fast_claim.bind(self.params["claim"]) if self.fast_claim else []
-
-    def _plain_jobs(self) -> bool:
-        """Does nothing happen per job but its completion through the fast path (no work time, no failure
-        to decide, no fault, no unlock, no lease to note)? Then `_finish_plain` runs the completions, and
-        `_complete` is not called: a loop that hooks it (Locust's) has no fast path, so never gets here."""
         s = self.settings
-        return (self.fast_complete is not None and self.no_work and not self.unlocks and s.faults is None
-                and self.shape.lease_index is None and not (s.fail_rate and self.strategy.has("fail")))
+        self.plain_jobs = (self.fast_complete is not None and self.no_work and not self.unlocks and s.faults is None
+                           and self.shape.lease_index is None and not (s.fail_rate and self.strategy.has("fail")))
+        """Nothing happens per job but its completion through the fast path (no work time, no failure to
+        decide, no fault, no unlock, no lease to note): `_finish_plain` runs the completions, and
+        `_complete` is not called (a loop that hooks it, Locust's, prepares no fast path)."""
 
     def _transaction(self) -> AbstractContextManager:
         """An explicit transaction (the claim's, or a per-job section of several statements) through
@@ -216,6 +213,7 @@ class Loop:
         return Transaction(self.conn)
 
     def _prepare_fast(self, section: str) -> PreparedStatement | None:
+        """The section's statement prepared on libpq's fast path, or None for psycopg's general path."""
         try:
             return PreparedStatement(self.conn, f"claimcheck_{section}", self.statements[section])
         except psycopg.Error:
@@ -379,15 +377,17 @@ class Loop:
         self._count_claimed(rows, started, committed)
         if self.plain_jobs:
             self._finish_plain(rows, first)
-            self.stream.flush_if_due()
+            self._flush(bool(rows))
             return
         self._note_leases(first, len(rows))
         self._flush(bool(rows))  # under faults, the claims are known before any work starts
         self._finish_each(rows, first)
 
     def _note_leases(self, first: int, count: int) -> None:
-        for slot in range(first, first + count) if self.pending_leases else ():
-            self._note_lease(slot)
+        """Attach the claim's leases, if it returned any, to its slots from `first` on."""
+        if self.pending_leases:
+            for slot in range(first, first + count):
+                self._note_lease(slot)
 
     def _finish_each(self, rows: list[tuple[int, int]], first: int, error: psycopg.Error | None = None) -> None:
         """Lease mode: the claimed jobs (recorded from slot `first` on) worked on and finished one by one,
@@ -397,8 +397,7 @@ class Loop:
             error = None
             self.log.end(slot, self._released_at if outcome == FAILED else time.monotonic(), outcome)
             self.stream.mark_ended(slot)
-            if self.unlocks:
-                self._after_commit([(job, attempt)])
+            self._after_commit([(job, attempt)])
             self._flush(True)
 
     def _finish_plain(self, rows: list[tuple[int, int]], first: int) -> None:
@@ -558,7 +557,6 @@ class Loop:
             try:
                 self.conn = connect_worker(self.plan, self.index)
                 self._prepare_fast_paths()
-                self.plain_jobs = self._plain_jobs()
                 return
             except psycopg.OperationalError:
                 if self.shared.stop.value:
