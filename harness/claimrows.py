@@ -49,7 +49,7 @@ class ClaimRows:
             job = number_of(row[0], keys, shape.key_is_int)
             if job < 0:
                 notes.unknown_keys[job] = str(canonical(row[0], shape.key_is_int))
-            attempt = int(row[at]) if at is not None and row[at] is not None else 0
+            attempt = attempt_of(row, at)
             if most is not None and row[most] is not None and attempt > int(row[most]):
                 notes.over_attempts.append((job, attempt, int(row[most])))
             if lease is not None:
@@ -58,6 +58,13 @@ class ClaimRows:
         if len(rows) > self.batch:
             notes.over_claims.append((started, len(rows), [job for job, _ in out[:MAX_OVER_CLAIM_KEYS]]))
         return out, notes
+
+
+def attempt_of(row: tuple, index: int | None) -> int:
+    """A row's attempt number: its column `index` (psycopg's value or libpq's text); 0 for none or NULL.
+    How every claim-like row is read: the workers' claims, the reaper's and interleave's."""
+    value = row[index] if index is not None else None
+    return int(value) if value is not None else 0
 
 
 def epoch(value: object) -> float:

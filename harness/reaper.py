@@ -11,6 +11,7 @@ import time
 
 import psycopg
 
+from claimcheck.claimrows import attempt_of
 from claimcheck.keys import KeySpace, number_of
 from claimcheck.ledger import Reap
 from claimcheck.queries import QUERIES
@@ -27,6 +28,7 @@ class Reaper:
         self.every_s = every_s
         self.keys = keys
         """The seeded keys, to number what the reap returns as the workers number their claims."""
+        self.key_is_int = keys.key_is_int if keys is not None else True
         self.reaps: list[Reap] = []
         self._halt = threading.Event()
         self._thread = threading.Thread(target=self._run, name="claimcheck-reaper", daemon=True)
@@ -47,11 +49,9 @@ class Reaper:
                 # acknowledged after this moment may be compared with it safely (see the ledger).
                 at = time.monotonic()
                 rows = conn.execute(self.statement).fetchall()
-                key_is_int = self.keys.key_is_int if self.keys is not None else True
-                # As a claim's rows are read (claimcheck.claimrows): a NULL attempt is attempt 0.
-                self.reaps.extend(Reap(job=number_of(r[0], self.keys, key_is_int),
-                                       attempt=int(r[1]) if len(r) > 1 and r[1] is not None else 0, at=at)
-                                  for r in rows)
+                # As a claim's rows are read (claimcheck.claimrows): key first, then the attempt.
+                self.reaps.extend(Reap(job=number_of(r[0], self.keys, self.key_is_int),
+                                       attempt=attempt_of(r, 1 if len(r) > 1 else None), at=at) for r in rows)
             except psycopg.OperationalError:  # a server restart: try again on the next round
                 if conn is not None:
                     conn.close()

@@ -22,6 +22,7 @@ from claimcheck.interleave.spec import Spec, SpecError, Step
 from claimcheck.queries import QUERIES
 from claimcheck.runcontext import RunContext
 from claimcheck.schema import owned_schema_sql
+from claimcheck.claimrows import attempt_of
 from claimcheck.keys import canonical
 from claimcheck.strategy import ClaimShape, load_strategy, pick_params, shape_of
 
@@ -282,10 +283,9 @@ class _Ownership:
     def after(self, step: Step, result: StepResult, conn: psycopg.AsyncConnection) -> None:
         session = step.session
         if result.error is None and step.kind == "claim" and result.rows:
-            shape, at = result.shape, result.shape.attempt_index
+            shape = result.shape
             self.pending.setdefault(session, []).extend(
-                (canonical(r[0], shape.key_is_int), int(r[at]) if at is not None and r[at] is not None else 0)
-                for r in result.rows)
+                (canonical(r[0], shape.key_is_int), attempt_of(r, shape.attempt_index)) for r in result.rows)
         elif result.error is None and step.kind == "pick":  # an empty pick picks nothing, as a worker's
             self.picked[session] = pick_params(tuple(result.columns), result.rows)
         if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
