@@ -19,6 +19,10 @@ import json
 import os
 import socket
 from pathlib import Path
+from typing import Any
+
+from claimcheck.queries import QUERIES
+from claimcheck.runcontext import SCHEMA_PREFIX, app_pattern
 
 OWNER_FILE = "owner.json"
 COMMENT_TAG = "claimcheck run owner: "
@@ -62,6 +66,22 @@ def read_owner_file(directory: Path) -> dict | None:
         return json.loads((directory / OWNER_FILE).read_text())
     except (OSError, ValueError):
         return None
+
+
+def abandoned(conn: Any, query: str, ours: str) -> list[tuple[str, dict]]:
+    """(name, owner) of each `claimcheck_<run id>` leftover that `query` lists (its name and comment,
+    other than `ours`) whose owner is proven dead and of whose run no connection is left: what a run
+    may sweep (schemas on a shared server, library runs' databases)."""
+    found = []
+    for name, comment in conn.execute(QUERIES[query], {"pattern": SCHEMA_PREFIX.replace("_", r"\_") + "%",
+                                                       "ours": ours}).fetchall():
+        owner = parse_comment(comment)
+        if owner is None or not owner_dead(owner):
+            continue  # no owner record, another host's, or a live run's
+        if conn.execute(QUERIES["run_backends"], {"app_pattern": app_pattern(name[len(SCHEMA_PREFIX):])}).fetchone():
+            continue  # a connection of that run is still open: not proven dead
+        found.append((name, owner))
+    return found
 
 
 def schema_comment() -> str:

@@ -17,9 +17,9 @@ from psycopg.types.string import TextLoader
 
 from claimcheck.errors import SqlFileError, UsageError
 from claimcheck.keys import KeySpace
-from claimcheck.ownership import owner_dead, parse_comment, schema_comment
+from claimcheck.ownership import abandoned, parse_comment, schema_comment
 from claimcheck.queries import QUERIES
-from claimcheck.runcontext import SCHEMA_PREFIX, app_pattern, schema_name, use_schema
+from claimcheck.runcontext import SCHEMA_PREFIX, schema_name, use_schema
 from claimcheck.strategy import INT_TYPES
 
 __all__ = ["SCHEMA_PREFIX", "schema_name"]
@@ -86,14 +86,7 @@ def sweep_leftovers(conn: psycopg.Connection, ours: str) -> list[str]:
     """Drop schemas of claimcheck runs whose owner is proven dead (see claimcheck.ownership);
     return what was swept. A schema without an owner record, of another host or of a live run stays."""
     swept = []
-    rows = conn.execute(QUERIES["leftover_schemas"],
-                        {"pattern": SCHEMA_PREFIX.replace("_", r"\_") + "%", "ours": ours}).fetchall()
-    for name, comment in rows:
-        owner = parse_comment(comment)
-        if owner is None or not owner_dead(owner):
-            continue
-        if conn.execute(QUERIES["run_backends"], {"app_pattern": app_pattern(name[len(SCHEMA_PREFIX):])}).fetchone():
-            continue  # a connection of that run is still open: not proven dead
+    for name, owner in abandoned(conn, "leftover_schemas", ours):
         try:
             drop_schema(conn, name)
         except psycopg.Error:  # another role's, or locked: not ours to force

@@ -17,8 +17,7 @@ from rich.console import Console
 
 from claimcheck import interrupts
 from claimcheck.errors import ServerError, UsageError
-from claimcheck.ownership import owner_dead, parse_comment, schema_comment
-from claimcheck.queries import QUERIES
+from claimcheck.ownership import abandoned, schema_comment
 from claimcheck.provision import Server
 from claimcheck.redaction import redact_dsn
 from claimcheck.runcontext import SCHEMA_PREFIX, RunContext
@@ -68,15 +67,8 @@ def run_database(server: Server, run_id: str, library: str) -> Iterator[str]:
 def _sweep(conn: psycopg.Connection, server: Server, ours: str) -> list[str]:
     """Drop the databases of library runs whose owner is proven dead, as schemas are swept."""
     swept = []
-    rows = conn.execute(QUERIES["leftover_databases"],
-                        {"pattern": SCHEMA_PREFIX.replace("_", r"\_") + "%", "ours": ours}).fetchall()
-    for name, comment in rows:
-        owner = parse_comment(comment)
-        run = RunContext(server.dsn, name[len(SCHEMA_PREFIX):])
-        if owner is None or not owner_dead(owner) or conn.execute(
-                QUERIES["run_backends"], {"app_pattern": run.app_pattern()}).fetchone():
-            continue  # no owner record, another host's, a live run's, or a connection of it is still open
-        if drop_database(run, server.version_num):
+    for name, owner in abandoned(conn, "leftover_databases", ours):
+        if drop_database(RunContext(server.dsn, name[len(SCHEMA_PREFIX):]), server.version_num):
             swept.append(f"swept database {name} left by process {owner['pid']} on this host, which no longer runs")
     return swept
 
