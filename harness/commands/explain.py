@@ -9,9 +9,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from claimcheck.commands._options import add_json_option, add_server_options
+from claimcheck.commands._options import add_json_option, add_server_options, positive
 from claimcheck.probes._report import maybe_write, probe_document
-from claimcheck.commands._options import positive
 from claimcheck.probes.explain import FINISHED_JOBS, READY_JOBS, PlanVerdict, plan_verdict, prepare_plan_table
 from claimcheck.provision import provide_server
 from claimcheck.report import print_server

@@ -8,9 +8,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from claimcheck.commands._options import add_json_option, add_server_options, int_list
+from claimcheck.commands._options import add_json_option, add_server_options, int_list, positive
 from claimcheck.probes._report import maybe_write, probe_document
-from claimcheck.commands._options import positive
 from claimcheck.probes._work import PROBE_STRATEGY
 from claimcheck.probes.notify import NotifyFacts, notify_facts
 from claimcheck.probes.wakeup import Variant, WakeResult, run_wakeup

@@ -6,11 +6,10 @@ import argparse
 
 from rich.console import Console
 
-from claimcheck.commands._options import add_json_option, add_server_options, str_list
+from claimcheck.commands._options import add_json_option, add_server_options, positive, str_list
 from claimcheck.driver import validate
 from claimcheck.errors import UsageError
 from claimcheck.probes._report import maybe_write, probe_document
-from claimcheck.commands._options import positive
 from claimcheck.probes._work import PROBE_STRATEGY
 from claimcheck.probes.soak import run_soak
 from claimcheck.probes.tables import archive_table, soak_table, vacuum_table

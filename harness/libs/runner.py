@@ -52,9 +52,9 @@ RECOVER_EVERY_S = 0.5
 NO_PROGRESS_S = 30.0
 STOP_GRACE_S = 10.0
 MAX_REPLACEMENTS = 40
+"""A library whose workers keep dying is broken here; say so instead of respawning forever."""
 RESTART_WAIT_S = 30.0
 """How long the coordinator waits for a restarted server to take connections again."""
-"""A library whose workers keep dying is broken here; say so instead of respawning forever."""
 WORKER_STDERR_SHOWN = 600
 UNFINISHED_SHOWN = 20
 
@@ -303,6 +303,3 @@ def _terminations(injector: FaultInjector | None, files: dict[int, str]) -> dict
             for worker in files:
                 found.setdefault(worker, []).append(at)
     return found
-
-
-
