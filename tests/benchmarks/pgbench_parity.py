@@ -60,19 +60,21 @@ def main(runs: int) -> None:
                       f"client CPU per job {figures['ours_us']:.0f} us (pgbench {figures['pgbench_us']:.0f} us); "
                       f"coordinator {figures['coordinator']:.1%} of {CORES} cores", flush=True)
 
-    def table(title: str, key: str, fmt: str) -> None:
-        print(f"\n{title} over {runs} runs: median (min-max)")
-        print("| mode | " + " | ".join(f"{w} worker{'s' * (w > 1)}" for w in WORKERS) + " |")
-        print("|---|" + "---|" * len(WORKERS))
-        for mode in MODES:
-            values = [[c[key] for c in cells[(mode, w)]] for w in WORKERS]
-            print(f"| {mode} | " + " | ".join(
-                f"{fmt.format(statistics.median(v))} ({fmt.format(min(v))}-{fmt.format(max(v))})" for v in values) + " |")
+    table(cells, runs, "pgbench_ratio", "ratio", "{:.2f}")
+    table(cells, runs, "our workers' CPU per job, us", "ours_us", "{:.0f}")
+    table(cells, runs, "pgbench's CPU per job, us", "pgbench_us", "{:.0f}")
+    table(cells, runs, f"the coordinator's share of the {CORES} cores during our run", "coordinator", "{:.1%}")
 
-    table("pgbench_ratio", "ratio", "{:.2f}")
-    table("our workers' CPU per job, us", "ours_us", "{:.0f}")
-    table("pgbench's CPU per job, us", "pgbench_us", "{:.0f}")
-    table(f"the coordinator's share of the {CORES} cores during our run", "coordinator", "{:.1%}")
+
+def table(cells: dict[tuple[str, int], list[dict]], runs: int, title: str, key: str, fmt: str) -> None:
+    """One figure of every cell as a markdown table: median (min-max) over the runs (python_floor.py too)."""
+    print(f"\n{title} over {runs} runs: median (min-max)")
+    print("| mode | " + " | ".join(f"{w} worker{'s' * (w > 1)}" for w in WORKERS) + " |")
+    print("|---|" + "---|" * len(WORKERS))
+    for mode in MODES:
+        values = [[c[key] for c in cells[(mode, w)]] for w in WORKERS]
+        print(f"| {mode} | " + " | ".join(
+            f"{fmt.format(statistics.median(v))} ({fmt.format(min(v))}-{fmt.format(max(v))})" for v in values) + " |")
 
 
 if __name__ == "__main__":

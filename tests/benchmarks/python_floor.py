@@ -22,7 +22,6 @@ from __future__ import annotations
 import multiprocessing
 import os
 import resource
-import statistics
 import sys
 import time
 
@@ -35,9 +34,9 @@ from claimcheck.runcontext import schema_name
 from claimcheck.schema import build_jobs_table, create_schema, drop_schema
 from claimcheck.settings import RunSettings, WorkTime
 from claimcheck.strategy import load_strategy
+from pgbench_parity import MODES, WORKERS, table  # this directory: run as a script, like it
 
-JOBS, BATCH = 20_000, 10
-MODES, WORKERS = ("lease", "lock"), (1, 8, 16)
+JOBS, BATCH = 20_000, 10  # the parity benchmark's cells (its MODES and WORKERS)
 STRATEGY = load_strategy("skip-locked")
 
 
@@ -121,18 +120,9 @@ def main(runs: int) -> None:
         finally:
             drop_schema(conn, schema)
 
-    def table(title: str, key: str, fmt: str) -> None:
-        print(f"\n{title} over {runs} runs: median (min-max)")
-        print("| mode | " + " | ".join(f"{w} worker{'s' * (w > 1)}" for w in WORKERS) + " |")
-        print("|---|" + "---|" * len(WORKERS))
-        for mode in MODES:
-            values = [[c[key] for c in cells[(mode, w)]] for w in WORKERS]
-            print(f"| {mode} | " + " | ".join(
-                f"{fmt.format(statistics.median(v))} ({fmt.format(min(v))}-{fmt.format(max(v))})" for v in values) + " |")
-
-    table("floor / pgbench jobs/s", "ratio", "{:.2f}")
-    table("the floor workers' CPU per job, us", "floor_us", "{:.0f}")
-    table("pgbench's CPU per job, us", "pgbench_us", "{:.0f}")
+    table(cells, runs, "floor / pgbench jobs/s", "ratio", "{:.2f}")
+    table(cells, runs, "the floor workers' CPU per job, us", "floor_us", "{:.0f}")
+    table(cells, runs, "pgbench's CPU per job, us", "pgbench_us", "{:.0f}")
 
 
 if __name__ == "__main__":
