@@ -36,9 +36,24 @@ class ClaimRows:
 
     def __init__(self, shape: ClaimShape, keys: KeySpace | None, batch: int) -> None:
         self.shape, self.keys, self.batch = shape, keys, batch
+        self.plain = (shape.key_is_int and (keys is None or keys.keys is None) and shape.attempt_index is not None
+                      and shape.max_attempts_index is None and shape.lease_index is None)
+        """The common claim: integer keys that are their own job numbers, an attempt column, nothing
+        else to note. Its rows are read in one comprehension, with no Python call per row: at 16
+        workers on 2 cores a call per job costs far more than its instructions (see
+        `claimcheck.fastpath.PreparedStatement.rowcount_each`)."""
 
     def read(self, rows: list[tuple], started: float) -> tuple[list[tuple[int, int]], Notes]:
         """(job number, attempt) per row, and the notes. Values may be psycopg's or libpq's text."""
+        if self.plain and len(rows) <= self.batch:
+            at = self.shape.attempt_index
+            try:
+                out = [(int(row[0]), int(row[at])) for row in rows]
+            except TypeError:  # a NULL key or attempt: the general reading below says what it means
+                pass
+            else:
+                if not out or min(out)[0] >= 0:  # a negative key is no seeded job: noted below
+                    return out, Notes()
         shape, keys, notes = self.shape, self.keys, Notes()
         at, most, lease = shape.attempt_index, shape.max_attempts_index, shape.lease_index
         out = []

@@ -109,11 +109,13 @@ class WorkerLog:
         """`record` for each (job, attempt) of one claim, claimed (and ended) at the same moment; the
         first slot (the others follow in row order). `outcomes`: one per row, else LIVE."""
         first, n = len(self.job), len(rows)
-        self.job.extend([job for job, _ in rows])
-        self.attempt.extend([attempt for _, attempt in rows])
-        self.claimed_at.extend([claimed_at] * n)
-        self.ended_at.extend([ended_at] * n)
-        self.outcome.extend(outcomes if outcomes is not None else [LIVE] * n)
+        if n:  # whole arrays, not lists: no conversion per value (a claim of a worker's hot path)
+            jobs, attempts = zip(*rows)
+            self.job.extend(jobs)
+            self.attempt.extend(attempts)
+            self.claimed_at.extend(array("d", (claimed_at,)) * n)
+            self.ended_at.extend(array("d", (ended_at,)) * n)
+            self.outcome.extend(array("b", outcomes if outcomes is not None else (LIVE,) * n))
         return first
 
     def end_all(self, first: int, ended_at: list[float], outcomes: list[int]) -> None:

@@ -190,6 +190,7 @@ class Loop:
         through libpq directly (see claimcheck.fastpath), prepared again on every new connection.
         In lock mode the transaction around them does too (see `_transaction`). A pick, a claim of
         several statements, or one returning a lease keeps psycopg's general path."""
+        self.transaction = Transaction(self.conn)  # holds no state between uses: one per connection
         single = lambda section: self.strategy.has(section) and len(self.strategy.steps(section)) == 1  # noqa: E731
         self.fast_complete = self._prepare_fast("complete") if single("complete") else None
         self.bind_complete = self.fast_complete.binder(self.params["complete"], ("id", "attempts")) \
@@ -210,7 +211,7 @@ class Loop:
         libpq: the BEGIN, COMMIT or ROLLBACK of psycopg's `conn.transaction()`, without its
         DEALLOCATE ALL on a rollback, which would drop the fast path's statements. psycopg's own
         prepared statements outlive the ROLLBACK as well (they are not transactional)."""
-        return Transaction(self.conn)
+        return self.transaction
 
     def _prepare_fast(self, section: str) -> PreparedStatement | None:
         """The section's statement prepared on libpq's fast path, or None for psycopg's general path."""

@@ -1,0 +1,66 @@
+"""The reading of a claim's rows: the one-comprehension reading of the common claim (`ClaimRows.plain`)
+must say exactly what the general reading says, notes included, for any rows a claim can return."""
+import dataclasses
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from claimcheck.claimrows import ClaimRows
+from claimcheck.keys import KeySpace
+from claimcheck.strategy import DEFAULT_SHAPE
+
+BATCH = 3
+
+
+def general(reader: ClaimRows) -> ClaimRows:
+    out = ClaimRows(reader.shape, reader.keys, reader.batch)
+    out.plain = False
+    return out
+
+
+def reading(reader: ClaimRows, rows):
+    try:
+        return reader.read(rows, 1.5)
+    except ValueError as exc:
+        return str(exc)
+
+
+# A value as libpq's text (bytes) or psycopg's int; None is SQL NULL.
+number = st.one_of(st.integers(-3, 30), st.integers(0, 10**12))
+text = number.map(lambda n: str(n).encode())
+value = st.one_of(number, text, number, text, st.none())  # NULL in one draw of five
+
+
+@settings(max_examples=300)
+@example(rows=[(b"-1", b"1")], keys=None)  # a key never seeded
+@example(rows=[(b"2", None)], keys=None)  # a NULL attempt
+@example(rows=[(None, b"1")], keys=None)  # a NULL key
+@example(rows=[(b"1", b"1")] * (BATCH + 1), keys=None)  # an over-claim
+@given(rows=st.lists(st.tuples(value, value), max_size=BATCH + 2),
+       keys=st.sampled_from([None, KeySpace(1, 1000)]))
+def test_the_plain_reading_is_the_general_reading(rows, keys):
+    reader = ClaimRows(DEFAULT_SHAPE, keys, BATCH)
+    assert reader.plain
+    assert reading(reader, rows) == reading(general(reader), rows)
+
+
+@pytest.mark.parametrize("shape, keys", [
+    (dataclasses.replace(DEFAULT_SHAPE, key_is_int=False), None),
+    (dataclasses.replace(DEFAULT_SHAPE, attempt_index=None), None),
+    (dataclasses.replace(DEFAULT_SHAPE, columns=("id", "attempts", "max_attempts"), max_attempts_index=2), None),
+    (dataclasses.replace(DEFAULT_SHAPE, columns=("id", "attempts", "lease_until"), lease_index=2), None),
+    (DEFAULT_SHAPE, KeySpace.of([5, 7, 9], key_is_int=True)),
+])
+def test_claims_with_more_to_read_take_the_general_reading(shape, keys):
+    assert not ClaimRows(shape, keys, BATCH).plain
+
+
+def test_what_the_plain_reading_hands_on():
+    reader = ClaimRows(DEFAULT_SHAPE, None, BATCH)
+    jobs, notes = reader.read([(b"7", b"1"), (b"8", None)], 0.0)
+    assert jobs == [(7, 1), (8, 0)]  # a NULL attempt reads as 0, through the general reading
+    jobs, notes = reader.read([(b"-4", b"2")], 0.0)
+    assert jobs == [(-4, 2)] and notes.unknown_keys == {-4: "-4"}
+    jobs, notes = reader.read([(b"1", b"1")] * (BATCH + 1), 2.0)
+    assert notes.over_claims == [(2.0, BATCH + 1, [1] * (BATCH + 1))]
