@@ -58,7 +58,7 @@ def run_strategy(conn: psycopg.Connection, server: Server, schema: str, run_id: 
     plan = WorkerPlan(run=RunContext(server.dsn, run_id), strategy=strategy, settings=settings, shape=shape,
                       keys=seeded.keys)
     run = _Run(plan, server.restart, on_progress, RunWatch(seeded.first_id, seeded.last_id,
-                                                           proves=settings.stop_early and not plan.releases))
+                                                           proves=plan.stops_on_proof))
     run.go()
     if any(f.kind == "restart" for f in run.faults):
         with coordinator_connection(server.dsn, run_id, schema) as fresh:  # the restart closed the coordinator's connection too

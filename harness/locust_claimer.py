@@ -183,7 +183,7 @@ def run_claimer(environment: Any, plan: WorkerPlan) -> None:
     index = max(getattr(runner, "worker_index", 0), 0) * INDEX_STRIDE + next(_numbers)
     log, clock = WorkerLog(worker=index), ServerClock()
     pipe = ToMaster(runner, index, clock)
-    stream = LogStream(pipe, log)
+    stream = LogStream(pipe, log, plan.flush_interval_s)
     shared = Shared(stop=SimpleNamespace(value=0), progress={})
     loop = None
     try:

@@ -2,7 +2,8 @@
 
 A worker records each committed claim locally (see :class:`claimcheck.ledger.WorkerLog`) and
 streams its records to the coordinator over a one-way pipe (see :mod:`claimcheck.logstream`):
-every FLUSH_INTERVAL_S, and under fault injection right after each claim and each ending.
+every FLUSH_INTERVAL_S (PROOF_FLUSH_INTERVAL_S in a run that stops at a proven violation), and
+under fault injection right after each claim and each ending.
 Nothing on the hot path waits for anyone but PostgreSQL, and a killed worker loses at most what
 it did between a commit and the flush. A server error raised inside a claim (serialization failure,
 deadlock, NOWAIT's lock_not_available, a unique violation, anything the user's SQL raises) rolls
@@ -29,7 +30,7 @@ from claimcheck.interrupts import INTERRUPTS, die_with_parent
 from claimcheck.claimrows import ClaimRows, Notes
 from claimcheck.keys import KeySpace
 from claimcheck.ledger import ABANDONED, CLAIM_IS_COMPLETION, DONE, FAILED, STALE, WorkerLog
-from claimcheck.logstream import LogStream, summary
+from claimcheck.logstream import FLUSH_INTERVAL_S, PROOF_FLUSH_INTERVAL_S, LogStream, summary
 from claimcheck.queries import QUERIES
 from claimcheck.runcontext import RunContext
 from claimcheck.settings import RunSettings
@@ -66,6 +67,17 @@ class WorkerPlan:
         """Can a claim be released before it finishes (failures, the reaper, faults, or a lease the
         claim returns)? Then a re-claim may be a redelivery, judged only once every release is known."""
         return self.settings.lifecycle or self.shape.lease_index is not None
+
+    @property
+    def stops_on_proof(self) -> bool:
+        """Does the run end at the first violation its records prove (`check`, see claimcheck.watch)?
+        Only where nothing can release a claim."""
+        return self.settings.stop_early and not self.releases
+
+    @property
+    def flush_interval_s(self) -> float:
+        """How often a claimer sends its records when no fault can kill it (see claimcheck.logstream)."""
+        return PROOF_FLUSH_INTERVAL_S if self.stops_on_proof else FLUSH_INTERVAL_S
 
 
 
@@ -104,7 +116,7 @@ def worker_main(plan: WorkerPlan, index: int, barrier: Any, shared: Shared, pipe
     signal.pthread_sigmask(signal.SIG_UNBLOCK, INTERRUPTS)  # blocked by the coordinator while it forked us
     die_with_parent()
     log = WorkerLog(worker=index)
-    stream = LogStream(pipe, log)
+    stream = LogStream(pipe, log, plan.flush_interval_s)
     loop = None
     released = False
     try:
@@ -299,7 +311,7 @@ class Loop:
                     self._note_lease(self.log.record(job, attempt, committed, released, outcome))
             self._count_claimed(rows, started, claim_returned)
             self._after_commit(rows)
-            self._flush(bool(rows))  # as in lease mode: at once under faults, else every FLUSH_INTERVAL_S
+            self._flush(bool(rows))  # as in lease mode: at once under faults, else at the plan's flush interval
         else:
             self._after_lease_claim(rows, started, committed)
         return len(rows)
@@ -420,7 +432,8 @@ class Loop:
 
     def _flush(self, news: bool) -> None:
         """Under faults a worker may be killed at any moment: what it did reaches the coordinator
-        at once. Otherwise nobody dies mid-run, and sending every FLUSH_INTERVAL_S saves CPU."""
+        at once. Otherwise nobody dies mid-run, and sending at the plan's flush interval saves CPU
+        (each send wakes the coordinator: see claimcheck.logstream.FLUSH_INTERVAL_S)."""
         if news and self.settings.faults is not None:
             self.stream.flush()
         else:
