@@ -97,8 +97,8 @@ UPDATE q SET done = true WHERE id = %(id)s AND claimed AND NOT done AND 1 / (nex
 
 @pytest.mark.parametrize("mode, batch", [("lease", 10), ("lock", 1)])
 def test_a_completion_that_raises_mid_claim_is_retried_and_the_rest_of_the_claim_finishes(run, tmp_path, mode, batch):
-    # Zero work, no faults, no failures: the worker's tight per-job loops (`_finish_plain`, and
-    # lock mode's in-transaction one). In lease mode a completion that raises hands its job and the
+    # Zero work, no faults, no failures: the worker's tight loop (`Loop._plain_cycles`), in both
+    # modes. In lease mode a completion that raises hands its job and the
     # rest of the claim to the general path, which retries it; in lock mode it rolls the claim back,
     # and the job is claimed again (one job per claim: ten completions in one transaction would meet
     # a third try every time). Either way every job is done once, and the errors are counted.
