@@ -353,7 +353,7 @@ class Loop:
         transaction, recorded once it committed; an error rolls it all back and reaches `_run`."""
         log, shared, stream, index = self.log, self.shared, self.stream, self.index
         clock, limit, lock = time.monotonic, self.settings.claims_per_worker, self.settings.mode == "lock"
-        complete, bind = self.fast_complete, self._bound_completions
+        bind = self._bound_completions
         while True:
             log.claim_statements += 1
             started = clock()
@@ -362,7 +362,7 @@ class Loop:
                     rows, notes = self._record_shape(self._claim(), started)
                     returned = clock()
                     if lock:
-                        counts, _, error = complete.rowcount_each(bind(rows))
+                        counts, _, error = self.fast_complete.rowcount_each(bind(rows))
                         if error is not None:
                             raise error
                 committed = clock()
@@ -381,7 +381,9 @@ class Loop:
             log.claim_latency_ms.append((returned - started) * 1000)
             shared.progress[index] = len(log)
             if not lock:
-                counts, ended, error = complete.rowcount_each(bind(rows), clock)
+                # self.fast_complete, not a local: `_finish_each` may have reconnected (a new connection,
+                # new prepared statements) after the previous claim.
+                counts, ended, error = self.fast_complete.rowcount_each(bind(rows), clock)
                 log.end_all(first, ended, [DONE if n else STALE for n in counts])
                 if error is not None:
                     done = len(counts)
@@ -390,8 +392,8 @@ class Loop:
             # fault can kill this worker in between).
             stream.flush_if_due()
             self.consecutive_failures = 0
-            if shared.stop.value or (limit is not None and log.claim_statements >= limit):
-                return len(rows)
+            if shared.stop.value or (limit is not None and log.claim_statements >= limit) or not self.plain_jobs:
+                return len(rows)  # (a reconnect whose fast path could not be prepared ends plain_jobs)
 
     def _claim(self) -> list[tuple]:
         """The claim's rows, as tuples of the values of its columns."""

@@ -107,3 +107,24 @@ def test_a_completion_that_raises_mid_claim_is_retried_and_the_rest_of_the_claim
     assert result.jobs_done == 300
     assert result.exactly_once, result.verdict
     assert result.claim_errors.get("22012", 0) > 0, result.claim_errors
+
+
+SELF_TERMINATING_COMPLETION = FLAKY_COMPLETION.split("-- name: complete")[0] + """
+-- name: complete
+-- Every 25th try terminates its own backend (57P01), as a server going away would: the worker
+-- reconnects and completes the job again on its new connection.
+UPDATE q SET done = true WHERE id = %(id)s AND claimed AND NOT done
+    AND CASE WHEN nextval('q_tick') %% 25 = 0 THEN pg_terminate_backend(pg_backend_pid()) ELSE true END;
+"""
+
+
+@pytest.mark.parametrize("mode, batch", [("lease", 10), ("lock", 1)])
+def test_the_tight_loop_goes_on_with_the_new_connection_after_a_reconnect(run, tmp_path, mode, batch):
+    # No faults are injected, so the worker runs its tight loop; each lost connection is one
+    # reconnect, and the next claims use the statements prepared on the new connection (a loop
+    # that kept the old ones would fail every claim after the first loss, and reconnect each time).
+    path = write(tmp_path, SELF_TERMINATING_COMPLETION)
+    result = run(path, workers=3, jobs=300, batch=batch, mode=mode, work=WorkTime("fixed", 0.0))
+    assert result.jobs_done == 300
+    assert result.exactly_once, result.verdict
+    assert 1 <= result.reconnects <= 300 // 25 + 3, result.reconnects
