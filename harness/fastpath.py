@@ -101,9 +101,6 @@ class Binder:
     def __init__(self, params: tuple[str, ...], fixed: dict, varying: tuple[str, ...]) -> None:
         self.template = [None if p in varying else str(fixed[p]).encode() for p in params]
         self.slots = tuple((i, varying.index(p)) for i, p in enumerate(params) if p in varying)
-        self.pairs = len(varying) == 2 and params == varying
-        """The statement takes exactly the two varying values, in order (a completion's id and
-        attempt): `each` binds them in one comprehension, with no loop per job."""
 
     def __call__(self, *values: object) -> list[bytes]:
         return self.each((values,))[0]
@@ -111,8 +108,6 @@ class Binder:
     def each(self, rows: Sequence[Sequence[object]]) -> list[list[bytes]]:
         """One bound list per row of `varying` values (one call per claim, not per job: see
         `PreparedStatement.rowcount_each`)."""
-        if self.pairs:
-            return [[str(a).encode(), str(b).encode()] for a, b in rows]
         template, slots, out = self.template, self.slots, []
         for values in rows:
             bound = template.copy()

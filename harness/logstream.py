@@ -24,7 +24,7 @@ within this, so a broken claim fails fast (see WorkerPlan.flush_interval_s)."""
 class LogStream:
     """Sends what the worker recorded since the last flush: new claims, and endings of older ones."""
 
-    def __init__(self, pipe: Any, log: WorkerLog, interval_s: float = FLUSH_INTERVAL_S) -> None:
+    def __init__(self, pipe: Any, log: WorkerLog, interval_s: float) -> None:
         self.pipe, self.log, self.interval_s = pipe, log, interval_s
         self.sent = 0
         self.sent_notes = (0, 0, 0)  # leases, over-claims, over-attempts already sent

@@ -135,10 +135,12 @@ def worker_main(plan: WorkerPlan, index: int, barrier: Any, shared: Shared, pipe
     loop = None
     released = False
     try:
-        # The run's first workers fail fast (a bad DSN is an error before the start); a replacement for a
-        # killed worker joins a run under way, maybe while a restart fault has the server down.
-        conn = connect_worker(plan, index) if barrier is not None else connect_when_up(plan, index, shared)
-        if barrier is not None:
+        if barrier is None:
+            # A replacement for a killed worker joins a run under way, maybe while a restart fault has
+            # the server down.
+            conn = connect_when_up(plan, index, shared)
+        else:  # the run's first workers fail fast: a bad DSN is an error before the start
+            conn = connect_worker(plan, index)
             barrier.wait(BARRIER_TIMEOUT_S)
         released = True
         log.started_at = time.monotonic()
@@ -351,7 +353,7 @@ class Loop:
         statements), then each job is completed in its own transaction; a completion that raises hands
         its job and the rest to `_finish_each`, which retries. Lock mode: claim and completions in one
         transaction, recorded once it committed; an error rolls it all back and reaches `_run`."""
-        log, shared, stream, index = self.log, self.shared, self.stream, self.index
+        log, shared, stream = self.log, self.shared, self.stream
         clock, limit, lock = time.monotonic, self.settings.claims_per_worker, self.settings.mode == "lock"
         bind = self._bound_completions
         while True:
@@ -378,8 +380,7 @@ class Loop:
                 first = log.record_claims(rows, committed, committed, [DONE if n else STALE for n in counts])
             else:
                 first = log.record_claims(rows, committed)
-            log.claim_latency_ms.append((returned - started) * 1000)
-            shared.progress[index] = len(log)
+            self._count_claimed(rows, started, returned)
             if not lock:
                 # self.fast_complete, not a local: `_finish_each` may have reconnected (a new connection,
                 # new prepared statements) after the previous claim.

@@ -26,6 +26,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from pgbench_parity import bench_args  # this directory: run as a script, like it
+
 FREQUENCY_HZ = 249
 """Samples per second per CPU: enough for shares over a 2-3 s run; sampling faster inflates the cost
 of the processes that switch most (perf's own interrupts land on every switch)."""
@@ -42,10 +44,8 @@ def record(scratch: Path, mode: str, workers: int) -> tuple[dict, int, list[tupl
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(0.5)  # perf is sampling before the coordinator starts
     try:
-        bench = subprocess.Popen([sys.executable, "-m", "claimcheck", "bench", "--strategies", "skip-locked",
-                                  "--workers", str(workers), "--mode", mode, "--work-ms", "0", "--jobs", "20000",
-                                  "--pgbench", "--json", str(report)], stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.PIPE, text=True)
+        bench = subprocess.Popen([sys.executable, "-m", "claimcheck", *bench_args((mode,), (workers,)),
+                                  "--json", str(report)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         _, errors = bench.communicate()
     finally:
         perf.send_signal(signal.SIGINT)

@@ -23,8 +23,15 @@ from pathlib import Path
 
 MODES = ("lease", "lock")
 WORKERS = (1, 8, 16)
-BENCH = ["bench", "--strategies", "skip-locked", "--workers", ",".join(map(str, WORKERS)),
-         "--mode", ",".join(MODES), "--work-ms", "0", "--jobs", "20000", "--pgbench"]
+
+
+def bench_args(modes: tuple[str, ...], workers: tuple[int, ...]) -> list[str]:
+    """`claimcheck bench` over these cells of the parity benchmark (cpu_split.py runs one of them)."""
+    return ["bench", "--strategies", "skip-locked", "--workers", ",".join(map(str, workers)),
+            "--mode", ",".join(modes), "--work-ms", "0", "--jobs", "20000", "--pgbench"]
+
+
+BENCH = bench_args(MODES, WORKERS)
 CORES = os.cpu_count() or 1
 
 

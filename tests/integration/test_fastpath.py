@@ -95,17 +95,28 @@ UPDATE q SET done = true WHERE id = %(id)s AND claimed AND NOT done AND 1 / (nex
 """
 
 
-@pytest.mark.parametrize("mode, batch", [("lease", 10), ("lock", 1)])
-def test_a_completion_that_raises_mid_claim_is_retried_and_the_rest_of_the_claim_finishes(run, tmp_path, mode, batch):
-    # Zero work, no faults, no failures: the worker's tight loop (`Loop._plain_cycles`), in both
-    # modes. In lease mode a completion that raises hands its job and the
-    # rest of the claim to the general path, which retries it; in lock mode it rolls the claim back,
-    # and the job is claimed again (one job per claim: ten completions in one transaction would meet
-    # a third try every time). Either way every job is done once, and the errors are counted.
-    path = write(tmp_path, FLAKY_COMPLETION)
-    result = run(path, workers=3, jobs=300, batch=batch, mode=mode, work=WorkTime("fixed", 0.0))
-    assert result.jobs_done == 300
+PLAIN_JOBS = 300
+TIGHT_LOOP_MODES = pytest.mark.parametrize("mode, batch", [("lease", 10), ("lock", 1)])
+"""Lock mode claims one job at a time: ten completions in one transaction would meet the
+completion's trouble on every try."""
+
+
+def drain_in_the_tight_loop(run, tmp_path, text: str, mode: str, batch: int):
+    """Zero work, no faults, no failures: the worker's tight loop (`Loop._plain_cycles`). Whatever
+    the completion does, every job ends done, once."""
+    result = run(write(tmp_path, text), workers=3, jobs=PLAIN_JOBS, batch=batch, mode=mode,
+                 work=WorkTime("fixed", 0.0))
+    assert result.jobs_done == PLAIN_JOBS
     assert result.exactly_once, result.verdict
+    return result
+
+
+@TIGHT_LOOP_MODES
+def test_a_completion_that_raises_mid_claim_is_retried_and_the_rest_of_the_claim_finishes(run, tmp_path, mode, batch):
+    # In lease mode a completion that raises hands its job and the rest of the claim to the general
+    # path, which retries it; in lock mode it rolls the claim back, and the job is claimed again.
+    # Either way the errors are counted.
+    result = drain_in_the_tight_loop(run, tmp_path, FLAKY_COMPLETION, mode, batch)
     assert result.claim_errors.get("22012", 0) > 0, result.claim_errors
 
 
@@ -118,13 +129,10 @@ UPDATE q SET done = true WHERE id = %(id)s AND claimed AND NOT done
 """
 
 
-@pytest.mark.parametrize("mode, batch", [("lease", 10), ("lock", 1)])
+@TIGHT_LOOP_MODES
 def test_the_tight_loop_goes_on_with_the_new_connection_after_a_reconnect(run, tmp_path, mode, batch):
-    # No faults are injected, so the worker runs its tight loop; each lost connection is one
-    # reconnect, and the next claims use the statements prepared on the new connection (a loop
-    # that kept the old ones would fail every claim after the first loss, and reconnect each time).
-    path = write(tmp_path, SELF_TERMINATING_COMPLETION)
-    result = run(path, workers=3, jobs=300, batch=batch, mode=mode, work=WorkTime("fixed", 0.0))
-    assert result.jobs_done == 300
-    assert result.exactly_once, result.verdict
-    assert 1 <= result.reconnects <= 300 // 25 + 3, result.reconnects
+    # Each lost connection is one reconnect, and the next claims use the statements prepared on the
+    # new connection (a loop that kept the old ones would fail every claim after the first loss, and
+    # reconnect each time).
+    result = drain_in_the_tight_loop(run, tmp_path, SELF_TERMINATING_COMPLETION, mode, batch)
+    assert 1 <= result.reconnects <= PLAIN_JOBS // 25 + 3, result.reconnects
