@@ -115,13 +115,14 @@ class WorkerLog:
             self.attempt.extend(attempts)
             self.claimed_at.extend(array("d", (claimed_at,)) * n)
             self.ended_at.extend(array("d", (ended_at,)) * n)
-            self.outcome.extend(array("b", outcomes if outcomes is not None else (LIVE,) * n))
+            self.outcome.frombytes(bytes(outcomes) if outcomes is not None else bytes((LIVE,)) * n)
         return first
 
     def end_all(self, first: int, ended_at: list[float], outcomes: list[int]) -> None:
         """`end` for the slots from `first` on, one per value."""
         self.ended_at[first:first + len(ended_at)] = array("d", ended_at)
-        self.outcome[first:first + len(outcomes)] = array("b", outcomes)
+        # From bytes, an array copies the values: from a list it would convert each one.
+        self.outcome[first:first + len(outcomes)] = array("b", bytes(outcomes))
 
     def end(self, index: int, ended_at: float, outcome: int) -> None:
         self.ended_at[index] = ended_at

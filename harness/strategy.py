@@ -52,6 +52,8 @@ class ClaimShape:
     """The key (first column) is an integer type; else keys are compared by their text form."""
     attempt_index: int | None
     """The column named `attempts` (or `attempt`), else the second column if it is an integer."""
+    attempt_is_int: bool = False
+    """The attempt column is an integer type: its text, as the server sends it, is the number's own."""
     lease_index: int | None = None
     """The column named `lease_until`: the lease's end, a server timestamp."""
     max_attempts_index: int | None = None
@@ -72,11 +74,12 @@ def shape_of(description, pick_columns: tuple[str, ...] = ()) -> ClaimShape:
             and lower[1] not in ("lease_until", "max_attempts"):
         attempt = 1
     return ClaimShape(columns=names, key_is_int=description[0].type_code in INT_TYPES, attempt_index=attempt,
+                      attempt_is_int=attempt is not None and description[attempt].type_code in INT_TYPES,
                       lease_index=named("lease_until"), max_attempts_index=named("max_attempts"),
                       pick_columns=pick_columns)
 
 
-DEFAULT_SHAPE = ClaimShape(columns=("id", "attempts"), key_is_int=True, attempt_index=1)
+DEFAULT_SHAPE = ClaimShape(columns=("id", "attempts"), key_is_int=True, attempt_index=1, attempt_is_int=True)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ import random
 import signal
 import time
 import traceback
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
@@ -232,6 +233,14 @@ class Loop:
         plain = self.shape.lease_index is None and not self.strategy.has_pick
         self.fast_claim = self._prepare_fast("claim") if plain and single("claim") else None
         self.fast_claim_params = self.fast_claim.bind(self.params["claim"]) if self.fast_claim else []
+        # A fast claim's rows are libpq's text. Where they are integer keys numbering the jobs themselves
+        # and integer attempts, each completion takes them from the claim's row as they came.
+        echo = self.fast_complete and self.fast_claim and self.reader.plain and self.shape.attempt_is_int
+        self.bind_claimed = self.fast_complete.row_binder(
+            self.params["complete"], {"id": 0, "attempts": self.shape.attempt_index}, len(self.shape.columns)
+        ) if echo else None
+        """Binds a claim read by the plain reading (its notes say so); else `bind_complete` binds the
+        numbers read (a NULL attempt is bound as 0, as the ledger reads it)."""
         s = self.settings
         self.plain_jobs = (self.fast_complete is not None and self.no_work and not self.unlocks and s.faults is None
                            and self.shape.lease_index is None and not (s.fail_rate and self.strategy.has("fail")))
@@ -355,23 +364,25 @@ class Loop:
         transaction, recorded once it committed; an error rolls it all back and reaches `_run`."""
         log, shared, stream = self.log, self.shared, self.stream
         clock, limit, lock = time.monotonic, self.settings.claims_per_worker, self.settings.mode == "lock"
-        bind = self._bound_completions
         while True:
             log.claim_statements += 1
             started = clock()
             if self.explicit_transaction:
                 with self._transaction():
-                    rows, notes = self._record_shape(self._claim(), started)
+                    claimed = self._claim()
+                    rows, notes = self._record_shape(claimed, started)
                     returned = clock()
                     if lock:
-                        counts, _, error = self.fast_complete.rowcount_each(bind(rows))
+                        bound = self._bound_completions(rows, claimed, notes)
+                        counts, _, error = self.fast_complete.rowcount_each(bound)
                         if error is not None:
                             raise error
                 committed = clock()
                 if not lock:  # a lease claim is timed once its commit returned, as without a transaction
                     returned = committed
             else:
-                rows, notes = self._record_shape(self._claim(), started)
+                claimed = self._claim()
+                rows, notes = self._record_shape(claimed, started)
                 committed = returned = clock()
             self._keep_notes(notes)  # after the commit: a rolled-back claim is no claim, and proves nothing
             if not rows:
@@ -384,7 +395,8 @@ class Loop:
             if not lock:
                 # self.fast_complete, not a local: `_finish_each` may have reconnected (a new connection,
                 # new prepared statements) after the previous claim.
-                counts, ended, error = self.fast_complete.rowcount_each(bind(rows), clock)
+                bound = self._bound_completions(rows, claimed, notes)
+                counts, ended, error = self.fast_complete.rowcount_each(bound, clock)
                 log.end_all(first, ended, [DONE if n else STALE for n in counts])
                 if error is not None:
                     done = len(counts)
@@ -489,8 +501,12 @@ class Loop:
             self._after_commit([(job, attempt)])
             self._flush(True)
 
-    def _bound_completions(self, rows: list[tuple[int, int]]) -> list[list[bytes]]:
-        """The fast `complete`'s parameters for each claimed (job, attempt)."""
+    def _bound_completions(self, rows: list[tuple[int, int]], claimed: list[tuple], notes: Notes
+                           ) -> list[Sequence[bytes]]:
+        """The fast `complete`'s parameters for each claimed (job, attempt), read from the claim's own
+        rows `claimed` with these notes (see `bind_claimed`)."""
+        if self.bind_claimed is not None and notes.plain:
+            return self.bind_claimed(claimed)
         shown = rows if self.numbered_keys else [(self.keys_of(job), attempt) for job, attempt in rows]
         return self.bind_complete.each(shown)
 

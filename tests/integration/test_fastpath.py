@@ -78,14 +78,15 @@ def test_libpq_transaction_commits_and_rolls_back_like_psycopgs(server):
 
 FLAKY_COMPLETION = """
 -- name: schema
-CREATE TABLE q (id bigint PRIMARY KEY, claimed bool NOT NULL DEFAULT false, done bool NOT NULL DEFAULT false);
+CREATE TABLE q (id bigint PRIMARY KEY, claimed bool NOT NULL DEFAULT false, done bool NOT NULL DEFAULT false,
+                attempts int NOT NULL DEFAULT 0);
 CREATE SEQUENCE q_tick;
 -- name: seed
 INSERT INTO q SELECT %(key_base)s + g FROM generate_series(0, %(jobs)s - 1) g RETURNING id;
 -- name: remaining
 SELECT count(*) FROM q WHERE NOT done;
 -- name: claim
-UPDATE q SET claimed = true
+UPDATE q SET claimed = true, attempts = attempts + 1
 WHERE id IN (SELECT id FROM q WHERE NOT claimed ORDER BY id LIMIT %(batch)s FOR UPDATE SKIP LOCKED)
 RETURNING id;
 -- name: complete
@@ -99,11 +100,20 @@ PLAIN_JOBS = 300
 TIGHT_LOOP_MODES = pytest.mark.parametrize("mode, batch", [("lease", 10), ("lock", 1)])
 """Lock mode claims one job at a time: ten completions in one transaction would meet the
 completion's trouble on every try."""
+CLAIM_SHAPES = pytest.mark.parametrize("attempt", [False, True], ids=["key", "key-and-attempt"])
+"""A claim returning its integer attempt too has each completion bound from the claim's own text
+(`fastpath.RowBinder`); one returning only its key, from the numbers the worker read (`Binder`)."""
 
 
-def drain_in_the_tight_loop(run, tmp_path, text: str, mode: str, batch: int):
+def drain_in_the_tight_loop(run, tmp_path, text: str, mode: str, batch: int, attempt: bool):
     """Zero work, no faults, no failures: the worker's tight loop (`Loop._plain_cycles`). Whatever
-    the completion does, every job ends done, once."""
+    the completion does, every job ends done, once. `attempt`: the claim returns the attempt, and
+    the completion is fenced by it."""
+    if attempt:
+        fenced = text.replace("RETURNING id;", "RETURNING id, attempts;").replace(
+            "WHERE id = %(id)s AND claimed", "WHERE id = %(id)s AND attempts = %(attempts)s AND claimed")
+        assert fenced.count("attempts = %(attempts)s") == 1 and "RETURNING id, attempts;" in fenced
+        text = fenced
     result = run(write(tmp_path, text), workers=3, jobs=PLAIN_JOBS, batch=batch, mode=mode,
                  work=WorkTime("fixed", 0.0))
     assert result.jobs_done == PLAIN_JOBS
@@ -111,12 +121,14 @@ def drain_in_the_tight_loop(run, tmp_path, text: str, mode: str, batch: int):
     return result
 
 
+@CLAIM_SHAPES
 @TIGHT_LOOP_MODES
-def test_a_completion_that_raises_mid_claim_is_retried_and_the_rest_of_the_claim_finishes(run, tmp_path, mode, batch):
+def test_a_completion_that_raises_mid_claim_is_retried_and_the_rest_of_the_claim_finishes(run, tmp_path, mode, batch,
+                                                                                           attempt):
     # In lease mode a completion that raises hands its job and the rest of the claim to the general
     # path, which retries it; in lock mode it rolls the claim back, and the job is claimed again.
     # Either way the errors are counted.
-    result = drain_in_the_tight_loop(run, tmp_path, FLAKY_COMPLETION, mode, batch)
+    result = drain_in_the_tight_loop(run, tmp_path, FLAKY_COMPLETION, mode, batch, attempt)
     assert result.claim_errors.get("22012", 0) > 0, result.claim_errors
 
 
@@ -129,10 +141,35 @@ UPDATE q SET done = true WHERE id = %(id)s AND claimed AND NOT done
 """
 
 
+@CLAIM_SHAPES
 @TIGHT_LOOP_MODES
-def test_the_tight_loop_goes_on_with_the_new_connection_after_a_reconnect(run, tmp_path, mode, batch):
+def test_the_tight_loop_goes_on_with_the_new_connection_after_a_reconnect(run, tmp_path, mode, batch, attempt):
     # Each lost connection is one reconnect, and the next claims use the statements prepared on the
     # new connection (a loop that kept the old ones would fail every claim after the first loss, and
     # reconnect each time).
-    result = drain_in_the_tight_loop(run, tmp_path, SELF_TERMINATING_COMPLETION, mode, batch)
+    result = drain_in_the_tight_loop(run, tmp_path, SELF_TERMINATING_COMPLETION, mode, batch, attempt)
     assert 1 <= result.reconnects <= PLAIN_JOBS // 25 + 3, result.reconnects
+
+
+NULL_ATTEMPT = """
+-- name: schema
+CREATE TABLE q (id bigint PRIMARY KEY, claimed bool NOT NULL DEFAULT false, done bool NOT NULL DEFAULT false,
+                attempts int);
+-- name: seed
+INSERT INTO q SELECT %(key_base)s + g FROM generate_series(0, %(jobs)s - 1) g RETURNING id;
+-- name: remaining
+SELECT count(*) FROM q WHERE NOT done;
+-- name: claim
+UPDATE q SET claimed = true
+WHERE id IN (SELECT id FROM q WHERE NOT claimed ORDER BY id LIMIT %(batch)s FOR UPDATE SKIP LOCKED)
+RETURNING id, attempts;
+-- name: complete
+UPDATE q SET done = true WHERE id = %(id)s AND coalesce(attempts, 0) = %(attempts)s AND claimed AND NOT done;
+"""
+
+
+@TIGHT_LOOP_MODES
+def test_a_null_attempt_is_completed_as_attempt_0_as_the_ledger_reads_it(run, tmp_path, mode, batch):
+    # The claim's integer attempt is NULL: the ledger reads it as attempt 0, and the completion is
+    # bound with 0, as on the general path, not with the claim's NULL sent back as it came.
+    drain_in_the_tight_loop(run, tmp_path, NULL_ATTEMPT, mode, batch, attempt=False)

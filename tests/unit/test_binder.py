@@ -1,5 +1,8 @@
 """The completion's parameters as libpq takes them: text, in `$n` order, whichever way they are bound."""
-from claimcheck.fastpath import Binder
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from claimcheck.fastpath import Binder, RowBinder
 
 
 def test_a_statement_of_exactly_the_two_varying_values_binds_them_as_one_with_fixed_values_does():
@@ -14,3 +17,25 @@ def test_a_statement_of_exactly_the_two_varying_values_binds_them_as_one_with_fi
 def test_fixed_values_and_any_order_of_the_varying_ones():
     swapped = Binder(("attempts", "worker", "id"), {"worker": "w01", "batch": 10}, ("id", "attempts"))
     assert swapped.each([(7, 1)]) == [[b"1", b"w01", b"7"]]
+
+
+# A claim's rows as libpq returns them: integer keys and attempts in their text form, possibly with
+# more columns after them; the completion's parameters in any order, repeated or not, with fixed ones.
+integer_text = st.integers(-(2**63), 2**63 - 1).map(lambda n: str(n).encode())
+claim_rows = st.integers(2, 4).flatmap(
+    lambda width: st.lists(st.tuples(*[integer_text] * width), max_size=12).map(lambda rows: (width, rows)))
+parameters = st.lists(st.sampled_from(["id", "attempts", "worker", "batch"]), min_size=1, max_size=5)
+
+
+@settings(max_examples=200)
+@given(claim=claim_rows, params=parameters)
+def test_binding_a_claims_own_text_sends_what_binding_its_numbers_sends(claim, params):
+    width, rows = claim
+    fixed = {"worker": "w01", "batch": 10}
+    from_numbers = Binder(tuple(params), fixed, ("id", "attempts")).each([(int(r[0]), int(r[1])) for r in rows])
+    from_text = RowBinder(tuple(params), fixed, {"id": 0, "attempts": 1}, width)(rows)
+    assert [list(bound) for bound in from_text] == from_numbers
+
+
+def test_a_lone_parameter_is_bound_as_a_one_value_sequence():
+    assert RowBinder(("id",), {}, {"id": 0, "attempts": 1}, 2)([(b"7", b"1")]) == [(b"7",)]
