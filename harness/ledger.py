@@ -131,6 +131,13 @@ class WorkerLog:
     def __len__(self) -> int:
         return len(self.job)
 
+    def last_event(self) -> float:
+        """When this log last recorded something of a job: a claim or an end (NaN for none)."""
+        if not len(self):
+            return math.nan
+        ended = max(filter(math.isfinite, self.ended_at), default=-math.inf)  # a job not ended has NaN
+        return max(max(self.claimed_at), ended)
+
 
 @dataclass(frozen=True)
 class Reap:
