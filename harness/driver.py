@@ -105,7 +105,9 @@ def run_span(logs: list[WorkerLog]) -> tuple[float, float]:
     empty (an empty claim, the drain check, a poll pause, each again while a job is still locked by
     another), which is no work on jobs: at 16 workers in lock mode that was about 90 ms of a 3 s run.
     The library runner's span ends at its last job too; pgbench's (the parity benchmark's reference)
-    at its last transaction."""
+    at its last transaction. A requeue ends at its release time, before its `fail` was first sent
+    (see Loop._finish_resiliently): a run whose last event is a requeue retried through a reconnect
+    ends before that retry."""
     started = min(log.started_at for log in logs if log.started_at)
     last = [log.last_event() for log in logs if len(log)]
     return started, max(last) if last else max(log.finished_at for log in logs)
@@ -141,7 +143,8 @@ def judge_run(conn: psycopg.Connection, run: "_Run", strategy: Strategy, setting
         empty_claims=sum(log.empty_claims for log in logs), faults_skipped=run.faults_skipped,
         reconnects=sum(log.reconnects for log in logs), reaped=len(run.reaps), faults=run.faults,
         claim_errors=_sum_counts(log.sqlstates for log in logs),
-        claims_over_time=claims_over_time(logs, started, finished - started),
+        # Over the workers' whole time, past the last job: a stall or a slow end shows as empty buckets.
+        claims_over_time=claims_over_time(logs, started, max(log.finished_at for log in logs) - started),
         stop_reason=run.stop_reason(started),
         cpu_s=cpu_use(logs, run.coordinator_cpu_s),
     )

@@ -132,7 +132,7 @@ VIOLATED_NOTE = " Runs marked ✗ in red violated exactly-once: their figures do
 def _throughput_figure(runs: list[dict], labels: list[str], flagged: list[bool]) -> str:
     """Lines over the worker counts of a sweep; one bar per run when every run had the same count
     (a column of dots in ten recycled colours would not say which is which)."""
-    caption = "Jobs done per second, from the first claim to the last worker's end"
+    caption = "Jobs done per second, from the workers' release to the last claim or end of a job"
     if any(len(r.get("repetitions") or ()) > 1 for r in runs):
         caption += " (median of the repetitions)"
     note = VIOLATED_NOTE if any(flagged) else ""

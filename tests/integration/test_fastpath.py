@@ -1,14 +1,24 @@
 """The worker's libpq fast path (claimcheck.fastpath) under claim errors, on a real server."""
 from __future__ import annotations
 
+import dataclasses
+import multiprocessing
+import os
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
 import psycopg
 import pytest
 
 from claimcheck.fastpath import PreparedStatement, Transaction
-from claimcheck.settings import WorkTime
+from claimcheck.ledger import DONE, WorkerLog
+from claimcheck.logstream import LogStream
+from claimcheck.runcontext import RunContext, schema_name
+from claimcheck.schema import build_jobs_table, create_schema, drop_schema
+from claimcheck.settings import RunSettings, WorkTime
+from claimcheck.strategy import DEFAULT_SHAPE, load_strategy
+from claimcheck.worker import Loop, Shared, WorkerPlan, connect_worker
 
 NOWAIT_QUEUE = """
 -- name: schema
@@ -173,3 +183,33 @@ def test_a_null_attempt_is_completed_as_attempt_0_as_the_ledger_reads_it(run, tm
     # The claim's integer attempt is NULL: the ledger reads it as attempt 0, and the completion is
     # bound with 0, as on the general path, not with the claim's NULL sent back as it came.
     drain_in_the_tight_loop(run, tmp_path, NULL_ATTEMPT, mode, batch, attempt=False)
+
+
+@pytest.mark.parametrize("attempt_is_int", [True, False])
+def test_the_built_in_claim_binds_its_completions_from_its_own_text(server, attempt_is_int):
+    # Our jobs table's claim returns integer keys and attempts: its completions are bound from the
+    # claim's own text (fastpath.RowBinder). An attempt column of another type keeps Binder. Either
+    # way the tight loop completes every job.
+    run = RunContext(server.dsn, f"rowbinder{os.getpid()}{int(attempt_is_int)}")
+    plan = WorkerPlan(run=run, strategy=load_strategy("skip-locked"),
+                      settings=RunSettings(workers=1, jobs=30, work=WorkTime("fixed", 0.0)),
+                      shape=dataclasses.replace(DEFAULT_SHAPE, attempt_is_int=attempt_is_int))
+    receiver, sender = multiprocessing.Pipe(duplex=False)
+    with psycopg.connect(server.dsn, autocommit=True) as admin:
+        create_schema(admin, schema_name(run.run_id))
+        try:
+            build_jobs_table(admin, schema_name(run.run_id), 30)
+            conn = connect_worker(plan, 0)
+            log = WorkerLog(worker=0)
+            loop = Loop(plan, 0, conn, log, Shared(stop=SimpleNamespace(value=0), progress={}),
+                        LogStream(sender, log, plan.flush_interval_s))
+            try:
+                assert loop.plain_jobs and (loop.bind_claimed is not None) is attempt_is_int
+                assert loop.claim_cycle() == 0  # claims until the queue is empty
+            finally:
+                conn.close()
+            assert sorted(log.job) == list(range(1, 31)) and set(log.outcome) == {DONE}
+            done = admin.execute(f"SELECT count(*) FROM {schema_name(run.run_id)}.jobs WHERE status = 'done'")
+            assert done.fetchone()[0] == 30
+        finally:
+            drop_schema(admin, schema_name(run.run_id))

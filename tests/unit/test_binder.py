@@ -22,18 +22,18 @@ def test_fixed_values_and_any_order_of_the_varying_ones():
 # A claim's rows as libpq returns them: integer keys and attempts in their text form, possibly with
 # more columns after them; the completion's parameters in any order, repeated or not, with fixed ones.
 integer_text = st.integers(-(2**63), 2**63 - 1).map(lambda n: str(n).encode())
-claim_rows = st.integers(2, 4).flatmap(
-    lambda width: st.lists(st.tuples(*[integer_text] * width), max_size=12).map(lambda rows: (width, rows)))
-parameters = st.lists(st.sampled_from(["id", "attempts", "worker", "batch"]), min_size=1, max_size=5)
+claim_rows = st.integers(2, 4).flatmap(lambda width: st.tuples(
+    st.just(width), st.integers(1, width - 1), st.lists(st.tuples(*[integer_text] * width), max_size=12)))
+parameters = st.lists(st.sampled_from(["id", "attempts", "worker", "batch"]), max_size=5)
 
 
 @settings(max_examples=200)
 @given(claim=claim_rows, params=parameters)
 def test_binding_a_claims_own_text_sends_what_binding_its_numbers_sends(claim, params):
-    width, rows = claim
+    width, at, rows = claim  # `at`: the attempt's column
     fixed = {"worker": "w01", "batch": 10}
-    from_numbers = Binder(tuple(params), fixed, ("id", "attempts")).each([(int(r[0]), int(r[1])) for r in rows])
-    from_text = RowBinder(tuple(params), fixed, {"id": 0, "attempts": 1}, width)(rows)
+    from_numbers = Binder(tuple(params), fixed, ("id", "attempts")).each([(int(r[0]), int(r[at])) for r in rows])
+    from_text = RowBinder(tuple(params), fixed, {"id": 0, "attempts": at}, width)(rows)
     assert [list(bound) for bound in from_text] == from_numbers
 
 

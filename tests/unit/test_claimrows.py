@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from claimcheck.claimrows import ClaimRows
 from claimcheck.keys import KeySpace
-from claimcheck.strategy import DEFAULT_SHAPE
+from claimcheck.strategy import DEFAULT_SHAPE, shape_of
 
 BATCH = 3
 
@@ -74,3 +74,17 @@ def test_what_the_plain_reading_hands_on():
     assert jobs == [(-4, 2)] and notes.unknown_keys == {-4: "-4"}
     jobs, notes = reader.read([(b"1", b"1")] * (BATCH + 1), 2.0)
     assert notes.over_claims == [(2.0, BATCH + 1, [1] * (BATCH + 1))]
+
+
+class Column:
+    def __init__(self, name: str, type_code: int) -> None:
+        self.name, self.type_code = name, type_code
+
+
+@pytest.mark.parametrize("attempt_type, is_int", [(23, True), (21, True), (20, True), (25, False), (1700, False)])
+def test_only_an_integer_attempt_column_is_read_as_its_own_text(attempt_type, is_int):
+    # int4, int2, int8: the server's text is the number's own, so a completion may send it back as it
+    # came (fastpath.RowBinder); text and numeric are bound from the number read.
+    shape = shape_of([Column("id", 20), Column("attempts", attempt_type)])
+    assert shape.attempt_index == 1 and shape.attempt_is_int is is_int
+    assert not shape_of([Column("id", 20)]).attempt_is_int

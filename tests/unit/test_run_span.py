@@ -28,3 +28,8 @@ def test_a_claim_never_ended_counts_by_its_claim():
 
 def test_a_run_where_nothing_was_claimed_ends_with_its_last_worker():
     assert run_span([log(0, 10.0, 10.4), log(1, 10.1, 10.5)]) == (10.0, 10.5)
+
+
+def test_a_replacement_that_never_started_does_not_move_the_start():
+    waiting = log(2, 0.0, 12.0)  # a replacement still waiting for the server when the run ended
+    assert run_span([log(0, 10.0, 13.0, [(1, 10.1, 11.0)]), waiting]) == (10.0, 11.0)
