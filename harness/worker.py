@@ -178,6 +178,10 @@ def send_end(log: WorkerLog, stream: LogStream, pipe: Any, loop: "Loop | None") 
             loop.conn.close()
 
 
+JOB_COLUMNS = {"id": 0, "attempts": 1}
+"""The per-job parameters, by their place in a (key, attempt) pair."""
+
+
 class _Stopping(Exception):
     """The run is stopping while this worker has no connection."""
 
@@ -227,8 +231,9 @@ class Loop:
         self.transaction = Transaction(self.conn)  # holds no state between uses: one per connection
         single = lambda section: self.strategy.has(section) and len(self.strategy.steps(section)) == 1  # noqa: E731
         self.fast_complete = self._prepare_fast("complete") if single("complete") else None
-        self.bind_complete = self.fast_complete.binder(self.params["complete"], ("id", "attempts")) \
+        self.bind_complete = self.fast_complete.binder(self.params["complete"], JOB_COLUMNS, 2) \
             if self.fast_complete else None
+        """Binds (key, attempt) pairs of values: the numbers read, or the keys they stand for."""
         # A claim returning its lease reads the server's clock right after it: the general path.
         plain = self.shape.lease_index is None and not self.strategy.has_pick
         self.fast_claim = self._prepare_fast("claim") if plain and single("claim") else None
@@ -236,8 +241,8 @@ class Loop:
         # A fast claim's rows are libpq's text. Where they are integer keys numbering the jobs themselves
         # and integer attempts, each completion takes them from the claim's row as they came.
         echo = self.fast_complete and self.fast_claim and self.reader.plain and self.shape.attempt_is_int
-        self.bind_claimed = self.fast_complete.row_binder(
-            self.params["complete"], {"id": 0, "attempts": self.shape.attempt_index}, len(self.shape.columns)
+        self.bind_claimed = self.fast_complete.binder(
+            self.params["complete"], {**JOB_COLUMNS, "attempts": self.shape.attempt_index}, len(self.shape.columns)
         ) if echo else None
         """Binds a claim read by the plain reading (its notes say so); else `bind_complete` binds the
         numbers read (a NULL attempt is bound as 0, as the ledger reads it)."""
@@ -508,7 +513,7 @@ class Loop:
         if self.bind_claimed is not None and notes.plain:
             return self.bind_claimed(claimed)
         shown = rows if self.numbered_keys else [(self.keys_of(job), attempt) for job, attempt in rows]
-        return self.bind_complete.each(shown)
+        return self.bind_complete.pairs(shown)
 
     def _flush(self, news: bool) -> None:
         """Under faults a worker may be killed at any moment: what it did reaches the coordinator
@@ -584,7 +589,8 @@ class Loop:
         """Run `complete` (or `fail`) for one job: DONE / FAILED if it changed the row, else STALE."""
         if not fails and self.fast_complete is not None:
             # The hot path: the job's parameters bound as text straight to libpq.
-            changed = self.fast_complete.rowcount(self.bind_complete(self.keys_of(job), attempt)) > 0
+            bound = self.bind_complete.pairs([(self.keys_of(job), attempt)])[0]
+            changed = self.fast_complete.rowcount(bound) > 0
         else:
             changed = self._changed("fail" if fails else "complete", job, attempt)
         if not changed:

@@ -112,7 +112,7 @@ TIGHT_LOOP_MODES = pytest.mark.parametrize("mode, batch", [("lease", 10), ("lock
 completion's trouble on every try."""
 CLAIM_SHAPES = pytest.mark.parametrize("attempt", [False, True], ids=["key", "key-and-attempt"])
 """A claim returning its integer attempt too has each completion bound from the claim's own text
-(`fastpath.RowBinder`); one returning only its key, from the numbers the worker read (`Binder`)."""
+(`fastpath.Binder.__call__`); one returning only its key, from the numbers the worker read (`pairs`)."""
 
 
 def drain_in_the_tight_loop(run, tmp_path, text: str, mode: str, batch: int, attempt: bool):
@@ -188,7 +188,7 @@ def test_a_null_attempt_is_completed_as_attempt_0_as_the_ledger_reads_it(run, tm
 @pytest.mark.parametrize("attempt_is_int", [True, False])
 def test_the_built_in_claim_binds_its_completions_from_its_own_text(server, attempt_is_int):
     # Our jobs table's claim returns integer keys and attempts: its completions are bound from the
-    # claim's own text (fastpath.RowBinder). An attempt column of another type keeps Binder. Either
+    # claim's own text (fastpath.Binder). An attempt column of another type binds the numbers read. Either
     # way the tight loop completes every job.
     run = RunContext(server.dsn, f"rowbinder{os.getpid()}{int(attempt_is_int)}")
     plan = WorkerPlan(run=run, strategy=load_strategy("skip-locked"),

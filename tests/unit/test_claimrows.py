@@ -46,7 +46,7 @@ def test_the_plain_reading_is_the_general_reading(rows, keys):
     if isinstance(plain, tuple):
         jobs, notes = plain
         # Notes say which reading it was: the plain one only for numbers, no NULL, nothing to note
-        # (then a completion may send the claim's own values back, see fastpath.RowBinder).
+        # (then a completion may send the claim's own values back, see fastpath.Binder).
         assert notes.plain == (None not in {v for row in rows for v in row} and not any(
             (notes.unknown_keys, notes.over_claims)) and len(rows) <= BATCH)
         plain = jobs, dataclasses.replace(notes, plain=False)
@@ -84,7 +84,7 @@ class Column:
 @pytest.mark.parametrize("attempt_type, is_int", [(23, True), (21, True), (20, True), (25, False), (1700, False)])
 def test_only_an_integer_attempt_column_is_read_as_its_own_text(attempt_type, is_int):
     # int4, int2, int8: the server's text is the number's own, so a completion may send it back as it
-    # came (fastpath.RowBinder); text and numeric are bound from the number read.
+    # came (fastpath.Binder); text and numeric are bound from the number read.
     shape = shape_of([Column("id", 20), Column("attempts", attempt_type)])
     assert shape.attempt_index == 1 and shape.attempt_is_int is is_int
     assert not shape_of([Column("id", 20)]).attempt_is_int
