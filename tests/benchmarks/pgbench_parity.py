@@ -25,10 +25,11 @@ MODES = ("lease", "lock")
 WORKERS = (1, 8, 16)
 
 
-def bench_args(modes: tuple[str, ...], workers: tuple[int, ...]) -> list[str]:
-    """`claimcheck bench` over these cells of the parity benchmark (cpu_split.py runs one of them)."""
+def bench_args(modes: tuple[str, ...], workers: tuple[int, ...], pgbench: bool = True) -> list[str]:
+    """`claimcheck bench` over these cells of the parity benchmark (cpu_split.py runs one of them,
+    python_floor.py runs each without pgbench, next to its own pgbench run)."""
     return ["bench", "--strategies", "skip-locked", "--workers", ",".join(map(str, workers)),
-            "--mode", ",".join(modes), "--work-ms", "0", "--jobs", "20000", "--pgbench"]
+            "--mode", ",".join(modes), "--work-ms", "0", "--jobs", "20000", *(["--pgbench"] if pgbench else [])]
 
 
 BENCH = bench_args(MODES, WORKERS)

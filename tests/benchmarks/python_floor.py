@@ -5,25 +5,37 @@ Run: .venv/bin/python tests/benchmarks/python_floor.py [RUNS]   ($CLAIMCHECK_DSN
 
 The same cells as tests/benchmarks/pgbench_parity.py (skip-locked, batch 10, zero work, 20,000
 jobs; lease and lock mode; 1, 8 and 16 workers). In each cell, RUNS times: the floor, then pgbench
-on the same statements (`claimcheck.pgbench`, as `bench --pgbench` runs it), each on a freshly
-seeded table. A floor worker is a forked process running skip-locked's own claim and complete
-statements through libpq's prepared statements (psycopg's `pgconn`), binding the claim's text
-values straight back, with no ledger, no records sent to a coordinator, no fault hooks and no
-progress: the least any Python worker with one process per connection does. Its clock starts when
+on the same statements (`claimcheck.pgbench`, as `bench --pgbench` runs it), then our own workers
+(`claimcheck bench` for the cell, on the same server), each on a freshly seeded table: the three
+meet the machine in the same state, within a minute, which separate sweeps cannot promise.
+
+A floor worker is a forked process running skip-locked's own claim and complete statements
+through libpq's prepared statements (psycopg's `pgconn`), binding the claim's text values back,
+with no ledger, no records sent to a coordinator, no fault hooks and no progress: the least any
+Python worker with one process per connection does. Its clock starts when
 every worker is connected and prepared, as pgbench's "without initial connection time" does.
 
-Prints jobs/s, the floor / pgbench ratio and each side's CPU per job (user + system). Next to
-`pgbench_parity.py`'s ratios it says how much of the gap to pgbench is our bookkeeping (the part
-that makes the verdict) and how much is any Python worker of this design on this machine.
+Prints jobs/s, the floor's and our ratio to the round's pgbench, our jobs/s over the floor's, and
+each one's CPU per job (user + system). It says how much of the gap to pgbench is our bookkeeping
+(the part that makes the verdict) and how much is any Python worker of this design on this
+machine. Two differences of method, each a few percent at most: the floor's span ends when its
+last worker found the queue empty and left, ours at the last job (in our favour); the floor's CPU
+counts each worker from fork to exit, its connection included, ours from the release to the end
+(in our favour too).
+
 Works in a schema of its own (`claimcheck_floor<pid>`), dropped at the end.
 """
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import resource
+import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import psycopg
 
@@ -34,7 +46,7 @@ from claimcheck.runcontext import schema_name
 from claimcheck.schema import build_jobs_table, create_schema, drop_schema
 from claimcheck.settings import RunSettings, WorkTime
 from claimcheck.strategy import load_strategy
-from pgbench_parity import MODES, WORKERS, table  # this directory: run as a script, like it
+from pgbench_parity import MODES, WORKERS, bench_args, table  # this directory: run as a script, like it
 
 JOBS, BATCH = 20_000, 10  # the parity benchmark's cells (its MODES and WORKERS)
 STRATEGY = load_strategy("skip-locked")
@@ -94,11 +106,23 @@ def floor_cell(dsn: str, schema: str, run: RunSettings) -> tuple[float, float]:
     return JOBS / seconds, cpu / JOBS * 1e6
 
 
+def ours_cell(dsn: str, run: RunSettings, scratch: Path) -> tuple[float, float]:
+    """(jobs/s, CPU us per job) of our own workers in the cell: `claimcheck bench`, on the same server."""
+    out = scratch / "ours.json"
+    done = subprocess.run([sys.executable, "-m", "claimcheck", *bench_args((run.mode,), (run.workers,), pgbench=False),
+                           "--dsn", dsn, "--json", str(out)], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"bench failed (exit {done.returncode}): {done.stderr.strip()[-500:]}")
+    result = json.loads(out.read_text())["runs"][0]
+    return result["throughput_jobs_per_s"], result["cpu_s"]["workers"] / result["jobs_done"] * 1e6
+
+
 def main(runs: int) -> None:
     run_id = f"floor{os.getpid()}"
     schema = schema_name(run_id)
     cells: dict[tuple[str, int], list[dict]] = {(m, w): [] for m in MODES for w in WORKERS}
-    with provide_server() as server, psycopg.connect(server.dsn, autocommit=True) as conn:
+    with provide_server() as server, psycopg.connect(server.dsn, autocommit=True) as conn, \
+            tempfile.TemporaryDirectory() as scratch:
         print(f"server: {server.version} ({server.source})", flush=True)
         create_schema(conn, schema)
         conn.execute(f"SET search_path TO {schema}")
@@ -111,17 +135,24 @@ def main(runs: int) -> None:
                         rate, cpu = floor_cell(server.dsn, schema, run)
                         build_jobs_table(conn, schema, JOBS)
                         pgbench = run_pgbench(conn, server.dsn, server.bin_dir, schema, run_id, STRATEGY, run)
-                        figures = {"ratio": rate / pgbench.jobs_per_s, "floor_us": cpu,
+                        ours, ours_cpu = ours_cell(server.dsn, run, Path(scratch))
+                        figures = {"ratio": rate / pgbench.jobs_per_s, "ours_ratio": ours / pgbench.jobs_per_s,
+                                   "ours_over_floor": ours / rate, "floor_us": cpu, "ours_us": ours_cpu,
                                    "pgbench_us": pgbench.cpu_s / pgbench.jobs_done * 1e6}
                         cells[(mode, workers)].append(figures)
                         print(f"run {i + 1} (load {os.getloadavg()[0]:.2f}): {mode:5} {workers:>2} workers: floor "
-                              f"{rate:,.0f} jobs/s, pgbench {pgbench.jobs_per_s:,.0f} jobs/s, ratio {figures['ratio']:.2f}; "
-                              f"CPU per job {cpu:.0f} us (pgbench {figures['pgbench_us']:.0f} us)", flush=True)
+                              f"{rate:,.0f} jobs/s, pgbench {pgbench.jobs_per_s:,.0f} jobs/s, ours {ours:,.0f} jobs/s; "
+                              f"ratio floor {figures['ratio']:.2f}, ours {figures['ours_ratio']:.2f}; "
+                              f"CPU per job: floor {cpu:.0f} us, ours {ours_cpu:.0f} us, "
+                              f"pgbench {figures['pgbench_us']:.0f} us", flush=True)
         finally:
             drop_schema(conn, schema)
 
     table(cells, runs, "floor / pgbench jobs/s", "ratio", "{:.2f}")
+    table(cells, runs, "ours / pgbench jobs/s (the same pgbench run)", "ours_ratio", "{:.2f}")
+    table(cells, runs, "ours / floor jobs/s", "ours_over_floor", "{:.2f}")
     table(cells, runs, "the floor workers' CPU per job, us", "floor_us", "{:.0f}")
+    table(cells, runs, "our workers' CPU per job, us", "ours_us", "{:.0f}")
     table(cells, runs, "pgbench's CPU per job, us", "pgbench_us", "{:.0f}")
 
 
