@@ -7,6 +7,7 @@ that dies mid-run has sent everything up to its last flush.
 from __future__ import annotations
 
 import time
+from itertools import islice
 from typing import Any
 
 from claimcheck.ledger import WorkerLog
@@ -27,7 +28,9 @@ class LogStream:
     def __init__(self, pipe: Any, log: WorkerLog, interval_s: float) -> None:
         self.pipe, self.log, self.interval_s = pipe, log, interval_s
         self.sent = 0
-        self.sent_notes = (0, 0, 0)  # leases, over-claims, over-attempts already sent
+        # Leases, over-claims, over-attempts and unknown keys already sent. Each only grows, in
+        # order (unknown_keys is a dict: a new key goes to its end), so what is new follows the count.
+        self.sent_notes = (0, 0, 0, 0)
         self.ended: set[int] = set()
         self.last_flush = time.monotonic()
 
@@ -38,14 +41,14 @@ class LogStream:
     def flush(self) -> None:
         log, start = self.log, self.sent
         endings = [(s, log.ended_at[s], log.outcome[s]) for s in self.ended]
-        leases, over, above = self.sent_notes
-        notes = (log.leases[leases:], log.over_claims[over:], log.over_attempts[above:], dict(log.unknown_keys)
-                 if log.unknown_keys else {})
-        if len(log) > start or endings or any(notes[:3]):
+        leases, over, above, unknown = self.sent_notes
+        notes = (log.leases[leases:], log.over_claims[over:], log.over_attempts[above:],
+                 dict(islice(log.unknown_keys.items(), unknown, None)))
+        if len(log) > start or endings or any(notes):
             self.pipe.send(("log", (start, log.job[start:], log.attempt[start:], log.claimed_at[start:],
                                     log.ended_at[start:], log.outcome[start:], endings, notes)))
         self.sent, self.last_flush = len(log), time.monotonic()
-        self.sent_notes = (len(log.leases), len(log.over_claims), len(log.over_attempts))
+        self.sent_notes = (len(log.leases), len(log.over_claims), len(log.over_attempts), len(log.unknown_keys))
         self.ended.clear()
 
     def flush_if_due(self) -> None:
