@@ -36,22 +36,29 @@ BENCH = bench_args(MODES, WORKERS)
 CORES = os.cpu_count() or 1
 
 
-def one_sweep(scratch: Path) -> list[dict]:
-    """Every cell once (one `bench` invocation)."""
+def run_bench(scratch: Path, args: list[str]) -> list[dict]:
+    """The runs of one `claimcheck` invocation (`bench_args`, and what else `args` adds), from its
+    JSON report: every cell once here, one cell of our workers in python_floor.py."""
     out = scratch / "parity.json"
-    done = subprocess.run([sys.executable, "-m", "claimcheck", *BENCH, "--json", str(out)], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "claimcheck", *args, "--json", str(out)],
+                          capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"bench failed (exit {done.returncode}): {done.stderr.strip()[-500:]}")
     return json.loads(out.read_text())["runs"]
 
 
+def workers_us(run: dict) -> float:
+    """What each job done cost our worker processes' CPU, in microseconds."""
+    return run["cpu_s"]["workers"] / run["jobs_done"] * 1e6
+
+
 def cell_figures(run: dict) -> dict:
     """The ratio, CPU per job (microseconds) of our workers and of pgbench, the coordinator's CPU share."""
-    cpu, pgbench = run["cpu_s"], run["pgbench"]
+    pgbench = run["pgbench"]
     return {"ratio": run["pgbench_ratio"],
-            "ours_us": cpu["workers"] / run["jobs_done"] * 1e6,
+            "ours_us": workers_us(run),
             "pgbench_us": pgbench["cpu_s"] / pgbench["jobs_done"] * 1e6,
-            "coordinator": cpu["coordinator"] / (run["elapsed_s"] * CORES)}
+            "coordinator": run["cpu_s"]["coordinator"] / (run["elapsed_s"] * CORES)}
 
 
 def main(runs: int) -> None:
@@ -59,7 +66,7 @@ def main(runs: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(runs):
             load = os.getloadavg()
-            for run in one_sweep(Path(tmp)):
+            for run in run_bench(Path(tmp), BENCH):
                 figures = cell_figures(run)
                 cells[(run["mode"], int(run["workers"]))].append(figures)
                 print(f"sweep {i + 1} (load {load[0]:.2f}): {run['mode']:5} {run['workers']:>2} workers: "

@@ -27,11 +27,9 @@ Works in a schema of its own (`claimcheck_floor<pid>`), dropped at the end.
 """
 from __future__ import annotations
 
-import json
 import multiprocessing
 import os
 import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,7 +44,8 @@ from claimcheck.runcontext import schema_name
 from claimcheck.schema import build_jobs_table, create_schema, drop_schema
 from claimcheck.settings import RunSettings, WorkTime
 from claimcheck.strategy import load_strategy
-from pgbench_parity import MODES, WORKERS, bench_args, table  # this directory: run as a script, like it
+from pgbench_parity import (  # this directory: run as a script, like it
+    MODES, WORKERS, bench_args, run_bench, table, workers_us)
 
 JOBS, BATCH = 20_000, 10  # the parity benchmark's cells (its MODES and WORKERS)
 STRATEGY = load_strategy("skip-locked")
@@ -108,13 +107,8 @@ def floor_cell(dsn: str, schema: str, run: RunSettings) -> tuple[float, float]:
 
 def ours_cell(dsn: str, run: RunSettings, scratch: Path) -> tuple[float, float]:
     """(jobs/s, CPU us per job) of our own workers in the cell: `claimcheck bench`, on the same server."""
-    out = scratch / "ours.json"
-    done = subprocess.run([sys.executable, "-m", "claimcheck", *bench_args((run.mode,), (run.workers,), pgbench=False),
-                           "--dsn", dsn, "--json", str(out)], capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"bench failed (exit {done.returncode}): {done.stderr.strip()[-500:]}")
-    result = json.loads(out.read_text())["runs"][0]
-    return result["throughput_jobs_per_s"], result["cpu_s"]["workers"] / result["jobs_done"] * 1e6
+    ours, = run_bench(scratch, [*bench_args((run.mode,), (run.workers,), pgbench=False), "--dsn", dsn])
+    return ours["throughput_jobs_per_s"], workers_us(ours)
 
 
 def main(runs: int) -> None:

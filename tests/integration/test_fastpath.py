@@ -14,8 +14,9 @@ import pytest
 from claimcheck.fastpath import PreparedStatement, Transaction
 from claimcheck.ledger import DONE, WorkerLog
 from claimcheck.logstream import LogStream
-from claimcheck.runcontext import RunContext, schema_name
-from claimcheck.schema import build_jobs_table, create_schema, drop_schema
+from claimcheck.runcontext import RunContext
+from claimcheck.schema import build_jobs_table
+from claimcheck.session import run_schema
 from claimcheck.settings import RunSettings, WorkTime
 from claimcheck.strategy import DEFAULT_SHAPE, load_strategy
 from claimcheck.worker import Loop, Shared, WorkerPlan, connect_worker
@@ -190,26 +191,20 @@ def test_the_built_in_claim_binds_its_completions_from_its_own_text(server, atte
     # Our jobs table's claim returns integer keys and attempts: its completions are bound from the
     # claim's own text (fastpath.Binder). An attempt column of another type binds the numbers read. Either
     # way the tight loop completes every job.
-    run = RunContext(server.dsn, f"rowbinder{os.getpid()}{int(attempt_is_int)}")
-    plan = WorkerPlan(run=run, strategy=load_strategy("skip-locked"),
-                      settings=RunSettings(workers=1, jobs=30, work=WorkTime("fixed", 0.0)),
-                      shape=dataclasses.replace(DEFAULT_SHAPE, attempt_is_int=attempt_is_int))
     receiver, sender = multiprocessing.Pipe(duplex=False)
-    with psycopg.connect(server.dsn, autocommit=True) as admin:
-        create_schema(admin, schema_name(run.run_id))
+    with run_schema(server, f"claimtext{os.getpid()}{int(attempt_is_int)}") as (admin, schema, run_id):
+        build_jobs_table(admin, schema, 30)
+        plan = WorkerPlan(run=RunContext(server.dsn, run_id), strategy=load_strategy("skip-locked"),
+                          settings=RunSettings(workers=1, jobs=30, work=WorkTime("fixed", 0.0)),
+                          shape=dataclasses.replace(DEFAULT_SHAPE, attempt_is_int=attempt_is_int))
+        conn = connect_worker(plan, 0)
+        log = WorkerLog(worker=0)
+        loop = Loop(plan, 0, conn, log, Shared(stop=SimpleNamespace(value=0), progress={}),
+                    LogStream(sender, log, plan.flush_interval_s))
         try:
-            build_jobs_table(admin, schema_name(run.run_id), 30)
-            conn = connect_worker(plan, 0)
-            log = WorkerLog(worker=0)
-            loop = Loop(plan, 0, conn, log, Shared(stop=SimpleNamespace(value=0), progress={}),
-                        LogStream(sender, log, plan.flush_interval_s))
-            try:
-                assert loop.plain_jobs and (loop.bind_claimed is not None) is attempt_is_int
-                assert loop.claim_cycle() == 0  # claims until the queue is empty
-            finally:
-                conn.close()
-            assert sorted(log.job) == list(range(1, 31)) and set(log.outcome) == {DONE}
-            done = admin.execute(f"SELECT count(*) FROM {schema_name(run.run_id)}.jobs WHERE status = 'done'")
-            assert done.fetchone()[0] == 30
+            assert loop.plain_jobs and (loop.bind_claimed is not None) is attempt_is_int
+            assert loop.claim_cycle() == 0  # claims until the queue is empty
         finally:
-            drop_schema(admin, schema_name(run.run_id))
+            conn.close()
+        assert sorted(log.job) == list(range(1, 31)) and set(log.outcome) == {DONE}
+        assert admin.execute("SELECT count(*) FROM jobs WHERE status = 'done'").fetchone()[0] == 30

@@ -19,7 +19,9 @@ from claimcheck.logstream import LogStream, merge_delta
 # as claimcheck.claimrows numbers them), the end of an earlier claim, a note, or a flush.
 claim = st.tuples(st.just("claim"), st.lists(st.integers(-5, 40), min_size=1, max_size=4))
 end = st.tuples(st.just("end"), st.integers(0, 10_000), st.sampled_from([DONE, STALE]))
-note = st.tuples(st.just("note"), st.sampled_from(["lease", "over_claim", "over_attempt"]))
+note = st.tuples(st.just("note"), st.sampled_from(["leases", "over_claims", "over_attempts"]))
+NOTES = {"leases": (0, 1.0, 31.0), "over_claims": (1.0, 11, [1, 2]), "over_attempts": (1, 4, 3)}
+"""One entry of each kind of note, as the worker's log holds them."""
 flush = st.tuples(st.just("flush"))
 
 
@@ -59,9 +61,7 @@ def test_the_coordinators_copy_is_the_workers_log(steps):
                 log.end(slot, clock, step[2])
                 stream.mark_ended(slot)
         elif step[0] == "note":
-            {"lease": lambda: log.leases.append((len(log), clock, clock + 30)),
-             "over_claim": lambda: log.over_claims.append((clock, 11, [1, 2])),
-             "over_attempt": lambda: log.over_attempts.append((1, 4, 3))}[step[1]]()
+            getattr(log, step[1]).append(NOTES[step[1]])
         elif step[0] == "flush":
             stream.flush()
             deliver()
