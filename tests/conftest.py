@@ -10,7 +10,7 @@ import os
 import pytest
 
 from claimcheck.errors import ClaimcheckError
-from claimcheck.provision import DSN_ENV, provide_server
+from claimcheck.server.provision import DSN_ENV, provide_server
 
 MARKERS = {
     "unit": "pure logic, no server",
@@ -34,8 +34,8 @@ def pytest_report_header(config: pytest.Config) -> str:
     dsn = config.getoption("--test-dsn")
     if not dsn:
         return "claimcheck server: an embedded PostgreSQL per (xdist) worker"
-    from claimcheck.provision import server_version
-    from claimcheck.redaction import redact_dsn as redact
+    from claimcheck.server.provision import server_version
+    from claimcheck.server.redaction import redact_dsn as redact
 
     try:
         version, _ = server_version(dsn)

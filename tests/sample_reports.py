@@ -9,7 +9,7 @@ from importlib.resources import files
 def run_object(strategy="skip-locked", workers=8, jobs_per_s=1000.0, ok=True, mode="lease", batch=10,
                rates=None, **changes) -> dict:
     """One run object; `rates` is the jobs/s of each repetition (the median becomes `throughput_jobs_per_s`)."""
-    from claimcheck.stats import spread
+    from claimcheck.verdict.stats import spread
 
     rates = rates or [jobs_per_s]
     doubles = 0 if ok else 5
@@ -42,7 +42,7 @@ def report(*runs, version="16.4", **settings) -> dict:
 def _validator():
     import jsonschema
 
-    schema = json.loads(files("claimcheck").joinpath("report.schema.json").read_text())
+    schema = json.loads(files("claimcheck.report").joinpath("report.schema.json").read_text())
     jsonschema.Draft202012Validator.check_schema(schema)
     return jsonschema.Draft202012Validator(schema)
 

@@ -13,7 +13,7 @@ import time
 import psycopg
 import pytest
 
-from claimcheck.locust_engine import LOCUSTFILE
+from claimcheck.locust.engine import LOCUSTFILE
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("locust") is None,
                                 reason="Locust is an extra: pip install 'claimcheck[locust]'")

@@ -21,8 +21,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from claimcheck.provision import DSN_ENV, provide_server
-from claimcheck.stats import median
+from claimcheck.server.provision import DSN_ENV, provide_server
+from claimcheck.verdict.stats import median
 
 PAIRS = int(sys.argv[1]) if len(sys.argv) > 1 else 10
 REPEAT = 5

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import psutil
 
-from claimcheck.provision import provide_server
-from claimcheck.schema import build_jobs_table
-from claimcheck.session import run_schema
+from claimcheck.server.provision import provide_server
+from claimcheck.server.schema import build_jobs_table
+from claimcheck.server.session import run_schema
 
 CLAIM_AND_FINISH_100 = """\
 -- name: claim

@@ -4,7 +4,7 @@ only part 2).
 
 1. Claimers per box: `claimcheck check skip-locked --engine locust --processes 2 --users N` for each
    N, against one embedded server started here with max_connections raised to fit (harness/
-   postmaster.py). For each: the users that connected, the users that committed at least one claim,
+   claimcheck/server/postmaster.py). For each: the users that connected, the users that committed at least one claim,
    the verdict, jobs/s and claim latency. "Sustained" = every user connected and claimed, and the
    ledger judged the run.
 2. Client efficiency: jobs/s and jobs per client CPU-second ("per core": one core busy for one
@@ -24,7 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from claimcheck.provision import provide_server
+from claimcheck.server.provision import provide_server
 
 MAX_CONNECTIONS = 1_100
 SCALE_JOBS, SCALE_BATCH, SCALE_WORK_MS = 40_000, 5, "20"

@@ -5,7 +5,7 @@ Run: .venv/bin/python tests/benchmarks/python_floor.py [RUNS]   ($CLAIMCHECK_DSN
 
 The same cells as tests/benchmarks/pgbench_parity.py (skip-locked, batch 10, zero work, 20,000
 jobs; lease and lock mode; 1, 8 and 16 workers). In each cell, RUNS times: the floor, then pgbench
-on the same statements (`claimcheck.pgbench`, as `bench --pgbench` runs it), then our own workers
+on the same statements (`claimcheck.engine.pgbench`, as `bench --pgbench` runs it), then our own workers
 (`claimcheck bench` for the cell, on the same server), each on a freshly seeded table: the three
 meet the machine in the same state, within a minute, which separate sweeps cannot promise.
 
@@ -37,13 +37,13 @@ from pathlib import Path
 
 import psycopg
 
-from claimcheck.dialect import to_positional
-from claimcheck.pgbench import run_pgbench
-from claimcheck.provision import provide_server
-from claimcheck.runcontext import schema_name
-from claimcheck.schema import build_jobs_table, create_schema, drop_schema
+from claimcheck.contract.dialect import to_positional
+from claimcheck.engine.pgbench import run_pgbench
+from claimcheck.server.provision import provide_server
+from claimcheck.server.runcontext import schema_name
+from claimcheck.server.schema import build_jobs_table, create_schema, drop_schema
 from claimcheck.settings import RunSettings, WorkTime
-from claimcheck.strategy import load_strategy
+from claimcheck.contract.strategy import load_strategy
 from pgbench_parity import (  # this directory: run as a script, like it
     MODES, WORKERS, bench_args, run_bench, table, workers_us)
 

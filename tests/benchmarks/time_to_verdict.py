@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from claimcheck.scenarios import builtin_names
-from claimcheck.strategy import load_strategy
+from claimcheck.contract.strategy import load_strategy
 
 NEEDS_FAULTS = {"skip-locked-unfenced"}
 

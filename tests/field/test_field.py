@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from claimcheck.driver import run_strategy
+from claimcheck.engine.driver import run_strategy
 from claimcheck.interleave.session import run_spec
 from claimcheck.interleave.spec import read_spec
-from claimcheck.session import run_schema
+from claimcheck.server.session import run_schema
 from claimcheck.settings import RunSettings, WorkTime
-from claimcheck.sqlfile import read_sql_file
-from claimcheck.strategy import HEADER_KEYS, load_strategy
+from claimcheck.contract.sqlfile import read_sql_file
+from claimcheck.contract.strategy import HEADER_KEYS, load_strategy
 
 HERE = Path(__file__).parent
 SMALL = {"workers": 4, "jobs": 200}

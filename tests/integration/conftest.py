@@ -1,10 +1,10 @@
 import pytest
 
-from claimcheck.driver import run_strategy
-from claimcheck.result import RunResult
-from claimcheck.session import run_schema
+from claimcheck.engine.driver import run_strategy
+from claimcheck.verdict.result import RunResult
+from claimcheck.server.session import run_schema
 from claimcheck.settings import RunSettings
-from claimcheck.strategy import load_strategy
+from claimcheck.contract.strategy import load_strategy
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The worker's libpq fast path (claimcheck.fastpath) under claim errors, on a real server."""
+"""The worker's libpq fast path (claimcheck.engine.fastpath) under claim errors, on a real server."""
 from __future__ import annotations
 
 import dataclasses
@@ -11,15 +11,15 @@ from types import SimpleNamespace
 import psycopg
 import pytest
 
-from claimcheck.fastpath import PreparedStatement, Transaction
-from claimcheck.ledger import DONE, WorkerLog
-from claimcheck.logstream import LogStream
-from claimcheck.runcontext import RunContext
-from claimcheck.schema import build_jobs_table
-from claimcheck.session import run_schema
+from claimcheck.engine.fastpath import PreparedStatement, Transaction
+from claimcheck.verdict.ledger import DONE, WorkerLog
+from claimcheck.engine.logstream import LogStream
+from claimcheck.server.runcontext import RunContext
+from claimcheck.server.schema import build_jobs_table
+from claimcheck.server.session import run_schema
 from claimcheck.settings import RunSettings, WorkTime
-from claimcheck.strategy import DEFAULT_SHAPE, load_strategy
-from claimcheck.worker import Loop, Shared, WorkerPlan, connect_worker
+from claimcheck.contract.strategy import DEFAULT_SHAPE, load_strategy
+from claimcheck.engine.worker import Loop, Shared, WorkerPlan, connect_worker
 
 NOWAIT_QUEUE = """
 -- name: schema

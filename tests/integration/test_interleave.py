@@ -8,7 +8,7 @@ from claimcheck.interleave.search import search
 from claimcheck.interleave.session import SPEC_DIR, load_spec, run_spec
 from claimcheck.interleave.spec import parse_spec
 from claimcheck.interleave.trace import normalize, render
-from claimcheck.strategy import load_strategy
+from claimcheck.contract.strategy import load_strategy
 
 GOLDEN = Path(__file__).parents[1] / "golden"
 SEARCH_SEED = 20261129

@@ -11,7 +11,7 @@ import pytest
 
 from claimcheck.libs import ADAPTERS, load_adapter
 from claimcheck.libs.runner import lib_settings, run_library
-from claimcheck.schema import SCHEMA_PREFIX, new_run_id
+from claimcheck.server.schema import SCHEMA_PREFIX, new_run_id
 from claimcheck.settings import FaultPlan
 
 LIBRARIES = list(ADAPTERS)
@@ -76,7 +76,7 @@ def test_a_role_without_createdb_is_told_what_to_grant(server):
 
     from claimcheck.errors import ServerError
     from claimcheck.libs.database import run_database
-    from claimcheck.provision import Server
+    from claimcheck.server.provision import Server
 
     role = f"claimcheck_nocreatedb_{secrets.token_hex(3)}"
     with psycopg.connect(server.dsn, autocommit=True) as conn:

@@ -11,7 +11,7 @@ from claimcheck.errors import UsageError
 from claimcheck.libs import ADAPTERS, load_adapter
 from claimcheck.libs.parity import check_cycles
 from claimcheck.libs.runner import lib_settings, run_library
-from claimcheck.schema import SCHEMA_PREFIX, new_run_id
+from claimcheck.server.schema import SCHEMA_PREFIX, new_run_id
 
 JOBS = 200
 

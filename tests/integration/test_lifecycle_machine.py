@@ -10,10 +10,10 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from psycopg import sql
 
 import psycopg
-from claimcheck.queries import QUERIES
-from claimcheck.schema import build_jobs_table
-from claimcheck.session import run_schema
-from claimcheck.strategy import load_strategy, sample_params
+from claimcheck.contract.queries import QUERIES
+from claimcheck.server.schema import build_jobs_table
+from claimcheck.server.session import run_schema
+from claimcheck.contract.strategy import load_strategy, sample_params
 
 WORKERS = ("w0", "w1", "w2")
 JOBS = 6

@@ -6,14 +6,14 @@ import textwrap
 from pathlib import Path
 
 
-from claimcheck.driver import coordinator_connection, seed
+from claimcheck.engine.driver import coordinator_connection, seed
 from claimcheck.interleave.runner import InterleavingRunner
 from claimcheck.interleave.search import search
 from claimcheck.interleave.spec import parse_spec
-from claimcheck.ownership import parse_comment
-from claimcheck.queries import QUERIES
-from claimcheck.session import run_schema
-from claimcheck.strategy import load_strategy, validate_on_server
+from claimcheck.server.ownership import parse_comment
+from claimcheck.contract.queries import QUERIES
+from claimcheck.server.session import run_schema
+from claimcheck.contract.strategy import load_strategy, validate_on_server
 
 FIELD = Path(__file__).parents[1] / "field"
 

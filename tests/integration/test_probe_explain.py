@@ -3,8 +3,8 @@ import pytest
 
 from claimcheck.errors import SqlFileError
 from claimcheck.probes.explain import plan_verdict, prepare_plan_table
-from claimcheck.session import run_schema
-from claimcheck.strategy import load_strategy
+from claimcheck.server.session import run_schema
+from claimcheck.contract.strategy import load_strategy
 from claimcheck.scenarios import builtin_names
 
 # skip-locked-unfenced claims like skip-locked: its flaw is in the completion, not the plan.

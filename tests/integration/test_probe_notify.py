@@ -3,8 +3,8 @@ import psycopg
 
 from claimcheck.probes.notify import channel_name, notify_facts
 from claimcheck.probes.wakeup import Variant, run_wakeup
-from claimcheck.session import run_schema
-from claimcheck.strategy import load_strategy
+from claimcheck.server.session import run_schema
+from claimcheck.contract.strategy import load_strategy
 
 
 def test_delivery_folding_and_payload_limit(server):

@@ -7,8 +7,8 @@ import pytest
 
 from claimcheck.probes.soak import SOAK_SAMPLES, run_soak
 from claimcheck.probes.vacuum import ARCHIVE_TAIL_JOBS, archive, run_holder
-from claimcheck.session import run_schema
-from claimcheck.strategy import load_strategy
+from claimcheck.server.session import run_schema
+from claimcheck.contract.strategy import load_strategy
 
 N = 600
 ONE_VERSION_PER_JOB = load_strategy("skip-locked-done")  # the seed's pgbench claim: one row version per job

@@ -4,9 +4,9 @@ from pathlib import Path
 import pytest
 
 from claimcheck.errors import SqlFileError
-from claimcheck.session import run_schema
-from claimcheck.schema import build_jobs_table
-from claimcheck.strategy import load_strategy, validate_on_server
+from claimcheck.server.session import run_schema
+from claimcheck.server.schema import build_jobs_table
+from claimcheck.contract.strategy import load_strategy, validate_on_server
 
 
 @pytest.fixture

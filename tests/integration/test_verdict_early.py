@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from claimcheck import driver
+from claimcheck.engine import driver
 
 SMALL = dict(workers=4, jobs=1_000, batch=5)
 

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from claimcheck.claimrows import ClaimRows
-from claimcheck.keys import KeySpace
-from claimcheck.strategy import DEFAULT_SHAPE, shape_of
+from claimcheck.contract.claimrows import ClaimRows
+from claimcheck.contract.keys import KeySpace
+from claimcheck.contract.strategy import DEFAULT_SHAPE, shape_of
 
 BATCH = 3
 

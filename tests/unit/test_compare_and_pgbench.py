@@ -3,12 +3,12 @@ import math
 
 import pytest
 
-from claimcheck.compare import compare, load_report
+from claimcheck.verdict.compare import compare, load_report
 from claimcheck.errors import UsageError
-from claimcheck.pgbench import build_script
+from claimcheck.engine.pgbench import build_script
 from claimcheck.settings import RunSettings, WorkTime
-from claimcheck.stats import mann_whitney_less, spread
-from claimcheck.strategy import load_strategy
+from claimcheck.verdict.stats import mann_whitney_less, spread
+from claimcheck.contract.strategy import load_strategy
 from sample_reports import assert_valid_report, report, run_object
 
 
@@ -152,7 +152,7 @@ def test_pgbench_script_in_lock_mode_is_one_transaction():
 
 
 def test_fast_path_numbers_placeholders_by_first_use():
-    from claimcheck.dialect import to_positional
+    from claimcheck.contract.dialect import to_positional
 
     text, names = to_positional("UPDATE jobs SET w = %(worker)s WHERE id = %(id)s AND a = %(attempts)s "
                                 "AND w2 = %(worker)s AND note LIKE 'x%%'")

@@ -16,7 +16,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from claimcheck import report_schema
+from claimcheck.report import schema as report_schema
 from claimcheck.cli import main
 from sample_reports import report, run_object, schema_accepts
 
@@ -94,7 +94,7 @@ def related_pairs(draw) -> tuple[dict, dict]:
 
 def _regressed(base: dict, new: dict, max_drop: float = 20.0) -> bool:
     """Could compare call this pair a regression: a verdict lost, or some median fallen past the threshold?"""
-    from claimcheck.stats import median
+    from claimcheck.verdict.stats import median
 
     old = {(r["strategy"], r["mode"], r["workers"], r["batch"]): r for r in reversed(base["runs"])}
     for run in new["runs"]:

@@ -3,7 +3,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from claimcheck.ledger import CLAIM_IS_COMPLETION, DONE, LIVE, STALE, WorkerLog, judge
+from claimcheck.verdict.ledger import CLAIM_IS_COMPLETION, DONE, LIVE, STALE, WorkerLog, judge
 
 
 def log(worker, *claims):
@@ -91,7 +91,7 @@ def test_evidence_is_in_attempt_order_when_client_clocks_disagree():
     assert [c.attempt for c in v.violations[0].claims] == [1, 2, 3]
 
 
-from claimcheck.ledger import FAILED, Reap
+from claimcheck.verdict.ledger import FAILED, Reap
 
 
 def test_reclaim_after_the_reaper_returned_the_job_is_a_redelivery():

@@ -10,7 +10,7 @@ from importlib.metadata import version
 
 import pytest
 
-from claimcheck.dialect import rows_as_cte, substitute_numbered
+from claimcheck.contract.dialect import rows_as_cte, substitute_numbered
 from claimcheck.errors import UsageError
 from claimcheck.libs import load_adapter
 from claimcheck.libs._adapter import LibraryAdapter

@@ -1,5 +1,5 @@
 """How a library's executions become the ledger's claims and releases (claimcheck.libs.records)."""
-from claimcheck.ledger import DONE, LIVE, STALE, judge
+from claimcheck.verdict.ledger import DONE, LIVE, STALE, judge
 from claimcheck.libs.records import parse, to_ledger
 
 

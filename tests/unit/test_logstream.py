@@ -12,11 +12,11 @@ import multiprocessing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from claimcheck.ledger import DONE, LIVE, STALE, WorkerLog
-from claimcheck.logstream import LogStream, merge_delta
+from claimcheck.verdict.ledger import DONE, LIVE, STALE, WorkerLog
+from claimcheck.engine.logstream import LogStream, merge_delta
 
 # One step of a worker between flushes: a claim of some rows (a negative job is an unknown key,
-# as claimcheck.claimrows numbers them), the end of an earlier claim, a note, or a flush.
+# as claimcheck.contract.claimrows numbers them), the end of an earlier claim, a note, or a flush.
 claim = st.tuples(st.just("claim"), st.lists(st.integers(-5, 40), min_size=1, max_size=4))
 end = st.tuples(st.just("end"), st.integers(0, 10_000), st.sampled_from([DONE, STALE]))
 note = st.tuples(st.just("note"), st.sampled_from(["leases", "over_claims", "over_attempts"]))

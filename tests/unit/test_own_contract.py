@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from claimcheck.dialect import placeholders, split_statements, substitute, to_positional
+from claimcheck.contract.dialect import placeholders, split_statements, substitute, to_positional
 from claimcheck.errors import SqlFileError
-from claimcheck.keys import KeySpace, unknown_number
-from claimcheck.ledger import DONE, FAILED, STALE, WorkerLog, judge
-from claimcheck.schema import KEY_RANGE_BITS, key_base
-from claimcheck.sqlfile import parse_sql_text
-from claimcheck.strategy import HEADER_KEYS, strategy_from_file
+from claimcheck.contract.keys import KeySpace, unknown_number
+from claimcheck.verdict.ledger import DONE, FAILED, STALE, WorkerLog, judge
+from claimcheck.server.schema import KEY_RANGE_BITS, key_base
+from claimcheck.contract.sqlfile import parse_sql_text
+from claimcheck.contract.strategy import HEADER_KEYS, strategy_from_file
 
 
 def test_split_keeps_dollar_quotes_strings_and_comments_whole():

@@ -1,10 +1,10 @@
 """The HTML report and its charts, from hand-built run objects: parsed, not eyeballed."""
 from html.parser import HTMLParser
 
-from claimcheck import svg
-from claimcheck.ledger import WorkerLog
-from claimcheck.report_html import conclusion, lock_wait_seconds, render, throughput_series
-from claimcheck.timeline import claims_over_time
+from claimcheck.report import svg
+from claimcheck.verdict.ledger import WorkerLog
+from claimcheck.report.html import conclusion, lock_wait_seconds, render, throughput_series
+from claimcheck.report.timeline import claims_over_time
 
 
 def run(strategy, workers, jobs_per_s, doubles=0, waits=None, mode="lease", timeline=True):

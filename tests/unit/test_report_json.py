@@ -1,10 +1,10 @@
 """The JSON document built from results follows the published schema; repetitions are kept and summarised."""
 import dataclasses
 
-from claimcheck import report_schema
+from claimcheck.report import schema as report_schema
 from claimcheck.commands.bench import representative
-from claimcheck.provision import Server
-from claimcheck.report import document
+from claimcheck.server.provision import Server
+from claimcheck.report.render import document
 from sample_reports import assert_valid_report
 from test_report import log, result
 

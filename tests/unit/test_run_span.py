@@ -1,8 +1,8 @@
 """The run's span: from the first worker's release to the last thing that happened to a job."""
 import math
 
-from claimcheck.driver import run_span
-from claimcheck.ledger import DONE, WorkerLog
+from claimcheck.engine.driver import run_span
+from claimcheck.verdict.ledger import DONE, WorkerLog
 
 
 def log(worker: int, started: float, finished: float, records=()) -> WorkerLog:

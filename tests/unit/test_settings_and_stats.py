@@ -4,7 +4,7 @@ import pytest
 
 from claimcheck.errors import UsageError
 from claimcheck.settings import RunSettings, WorkTime
-from claimcheck.stats import latency_summary, percentile
+from claimcheck.verdict.stats import latency_summary, percentile
 
 
 @pytest.mark.parametrize("field,value,message", [

@@ -3,8 +3,8 @@ from pathlib import Path
 import pytest
 
 from claimcheck.errors import SqlFileError, UsageError
-from claimcheck.sqlfile import parse_sql_text
-from claimcheck.strategy import HEADER_KEYS, load_strategy, strategy_from_file
+from claimcheck.contract.sqlfile import parse_sql_text
+from claimcheck.contract.strategy import HEADER_KEYS, load_strategy, strategy_from_file
 from claimcheck.scenarios import CATALOG, builtin_names
 
 

@@ -4,10 +4,10 @@ and leaves quietly if the run ends first. No server is needed: nothing listens o
 import multiprocessing
 import time
 
-from claimcheck.runcontext import RunContext
+from claimcheck.server.runcontext import RunContext
 from claimcheck.settings import RunSettings
-from claimcheck.strategy import load_strategy
-from claimcheck.worker import Shared, WorkerPlan, worker_main
+from claimcheck.contract.strategy import load_strategy
+from claimcheck.engine.worker import Shared, WorkerPlan, worker_main
 
 DOWN = "postgresql://postgres@127.0.0.1:1/postgres?connect_timeout=1"
 

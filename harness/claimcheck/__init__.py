@@ -1,0 +1,33 @@
+"""claimcheck: prove whether a PostgreSQL job queue hands each job to exactly one worker.
+
+The public API is small and imported lazily, so that `import claimcheck` (and the pytest plugin
+it registers) costs nothing until a run is asked for::
+
+    from claimcheck import run, RunResult, assert_exactly_once
+
+The contracts (the SQL file, the JSON report, the accounting rules) are in `docs/contracts.md`.
+"""
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING
+
+try:
+    __version__ = version("claimcheck")  # written once, in pyproject.toml
+except PackageNotFoundError:  # run from a source tree that was never installed
+    __version__ = "0+unknown"
+
+__all__ = ["run", "assert_exactly_once", "ExactlyOnceViolated", "RunResult", "__version__"]
+
+if TYPE_CHECKING:
+    from claimcheck.api import ExactlyOnceViolated, assert_exactly_once, run
+    from claimcheck.verdict.result import RunResult
+
+_LAZY = {"run": "claimcheck.api", "assert_exactly_once": "claimcheck.api",
+         "ExactlyOnceViolated": "claimcheck.api", "RunResult": "claimcheck.verdict.result"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'claimcheck' has no attribute {name!r}")

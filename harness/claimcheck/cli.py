@@ -1,0 +1,94 @@
+"""The `claimcheck` command (also `python -m claimcheck`).
+
+Exit codes: 0 the run finished and every check held; 1 it finished and a violation was found;
+2 bad input or environment (one paragraph on stderr, no traceback), or an interrupt.
+Each verb lives in its own module under `harness/claimcheck/commands/`.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import time
+from typing import Sequence
+
+import psycopg
+from rich.console import Console
+
+from claimcheck import __version__
+from claimcheck.server import interrupts
+from claimcheck.commands import VERBS
+from claimcheck.commands._options import check_writable
+from claimcheck.errors import ClaimcheckError, Interrupted
+from claimcheck.server.provision import DSN_ENV
+from claimcheck.server.redaction import remember, scrub
+
+REPORT_WIDTH_WHEN_PIPED = 400  # tables take their natural width; a CI log does not wrap
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="claimcheck", description="Is a PostgreSQL job queue's claim "
+                                     "exactly-once, and what does each claim strategy cost?")
+    parser.add_argument("--version", action="version", version=f"claimcheck {__version__}")
+    verbs = parser.add_subparsers(dest="verb", required=True)
+    for verb in VERBS:
+        verb.register(verbs)
+    return parser
+
+
+def _terminate_as_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _say(err: Console, text: str) -> None:
+    """One error paragraph, password-free; one line in a CI log (wrapped only on a terminal)."""
+    err.print(scrub(text), highlight=False, markup=False, soft_wrap=not err.is_terminal)
+
+
+def _ignore_further_interrupts() -> None:
+    """Cleanup is done; another Ctrl-C on the way out must not turn exit code 2 into death by SIGINT."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_IGN)
+
+
+def _cleanup_account() -> str:
+    """What cleanup actually did, as recorded by each step (see claimcheck.server.interrupts)."""
+    steps = interrupts.cleaned_up()
+    return ", ".join(steps) if steps else "nothing of this run was left to clean up"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    interrupts.reset()  # the closing message reports this invocation's cleanup only
+    remember(getattr(args, "dsn", None))
+    remember(os.environ.get(DSN_ENV))
+    console, err = Console(), Console(stderr=True)
+    if not console.is_terminal:  # a pipe or a CI log: don't squeeze the table into 80 columns
+        console = Console(width=REPORT_WIDTH_WHEN_PIPED)
+    signal.signal(signal.SIGTERM, _terminate_as_interrupt)
+    started = time.monotonic()
+    try:
+        check_writable(getattr(args, "json", None))  # every verb's --json, before anything runs
+        code = args.func(args, console, err)
+    except KeyboardInterrupt:
+        _ignore_further_interrupts()
+        _say(err, f"claimcheck: interrupted; {_cleanup_account()}.")
+        return 2
+    except Interrupted as exc:
+        _ignore_further_interrupts()
+        _say(err, f"claimcheck: {exc}; {_cleanup_account()}.")
+        return 2
+    except ClaimcheckError as exc:
+        _say(err, f"claimcheck: error: {exc}")
+        return 2
+    except psycopg.Error as exc:  # the server went away or refused us mid-run: an environment error
+        message = str(exc).strip().replace("\n", " ") or type(exc).__name__
+        _say(err, f"claimcheck: error: PostgreSQL: {message}. Nothing was judged; any schema and server "
+                  "of this run were cleaned up.")
+        return 2
+    except OSError as exc:  # a report or spec file that cannot be written
+        _say(err, f"claimcheck: error: {exc}")
+        return 2
+    err.print(f"finished in {time.monotonic() - started:.1f}s", highlight=False)
+    return code

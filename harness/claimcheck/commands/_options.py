@@ -1,0 +1,149 @@
+"""Options and output shared by the verbs."""
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from claimcheck.errors import UsageError
+from claimcheck.verdict.result import RunResult
+from claimcheck.server.provision import DSN_ENV, Server
+from claimcheck.report.render import REPORTS_DIR, document, faults_table, print_evidence, results_table, write_json
+from claimcheck.report.html import write_html
+from claimcheck.settings import FaultPlan, RunSettings, WorkTime
+
+
+def int_list(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or a comma-separated list of numbers, got {text!r}")
+
+
+def str_list(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def add_server_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("server")
+    g.add_argument("--dsn", help=f"connect to this server and start nothing (default: ${DSN_ENV})")
+    g.add_argument("--pg", metavar="KIND", help="start a server: embedded (default, PostgreSQL 18), embedded:16, "
+                                                "system (the machine's pg_ctl), docker:VERSION")
+
+
+def check_writable(path: Path | None) -> None:
+    """A --json path that cannot be written is said before the run, not after it. No directory the
+    user did not name is created, so the file's directory must exist already."""
+    if path is None:
+        return
+    parent = path.parent
+    if path.is_dir():
+        raise UsageError(f"--json {path}: is a directory; name a file")
+    if not parent.is_dir():
+        raise UsageError(f"--json {path}: the directory {parent} does not exist; create it first")
+    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise UsageError(f"--json {path}: not writable here")
+
+
+def add_json_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", type=Path, help="write the JSON report here")
+
+
+def add_run_options(p: argparse.ArgumentParser, *, workers: str, jobs: int, modes: str, work_ms: str,
+                    faults: bool, reports: bool) -> None:
+    """The load and lifecycle options of check, bench and faults. `faults`: the verb injects faults
+    (so defaults that change under them are worded so); `reports`: it always writes its reports."""
+    g = p.add_argument_group("load")
+    g.add_argument("--workers", type=int_list, default=int_list(workers),
+                   help=f"worker processes, or a comma list to sweep (default {workers})")
+    g.add_argument("--jobs", type=int, default=jobs, help=f"jobs seeded per run (default {jobs:,})")
+    g.add_argument("--batch", type=int_list, default=[10], help="jobs per claim, or a comma list (default 10)")
+    g.add_argument("--mode", type=str_list, default=str_list(modes),
+                   help="lease: claim+commit, work outside, complete in a second transaction; "
+                        f"lock: claim, work and complete in one transaction; a comma list runs both (default {modes})")
+    g.add_argument("--work-ms", default=work_ms, help=f"work per job: 5, a range 1-10, or exp:5 (default {work_ms})")
+    g.add_argument("--poll-ms", type=float, default=10.0, help="sleep after an empty claim (default 10)")
+    g.add_argument("--lease-seconds", type=float, help="lease written by the claim (default 300"
+                   + ("; 2 with faults)" if faults else ")"))
+    g.add_argument("--duration", type=float, help="stop after this many seconds even if jobs remain")
+    g.add_argument("--claims-per-worker", type=int, help="stop each worker after this many claim transactions "
+                                                         "(like pgbench -t)")
+    if reports:
+        g.add_argument("--json", type=Path, metavar="PATH",
+                       help=f"write the JSON report here, and the HTML report next to it (default: "
+                            f"{REPORTS_DIR}/{p.prog.split()[-1]}-TIME.json under the current directory, created if needed)")
+    else:
+        add_json_option(g)
+    add_wide_option(g)
+    life = p.add_argument_group("lifecycle (retries, leases, reaper)")
+    life.add_argument("--fail-rate", type=float, default=0.0,
+                      help="fraction of jobs failed by their worker and retried with the strategy's backoff")
+    life.add_argument("--backoff-unit", type=float, default=10.0,
+                      help="seconds: a failed job waits unit * 2^attempts (default 10, the seed's 20 s first retry)")
+    life.add_argument("--backoff-cap", type=float, default=3600.0, help="seconds, the backoff's cap (default 3600)")
+    life.add_argument("--reap-every", type=float,
+                      help="run the reaper (expired leases back to the queue) every N seconds (default: off"
+                           + ("; 0.5 with faults)" if faults else ")"))
+
+
+FAULT_LEASE_S = 2.0
+FAULT_REAP_EVERY_S = 0.5
+DEFAULT_LEASE_S = 300.0
+
+
+def settings_grid(args: argparse.Namespace, faults: FaultPlan | None = None,
+                  stop_early: bool = False) -> list[RunSettings]:
+    """Every mode x workers x batch of the command line. Faults need short leases and a reaper,
+    so they default to FAULT_LEASE_S and FAULT_REAP_EVERY_S unless given."""
+    work = WorkTime.parse(args.work_ms)
+    # `is None`, not `or`: an explicit 0 must reach RunSettings' check and be refused, not replaced.
+    lease = args.lease_seconds if args.lease_seconds is not None else (FAULT_LEASE_S if faults else DEFAULT_LEASE_S)
+    reap = args.reap_every if args.reap_every is not None else (FAULT_REAP_EVERY_S if faults else None)
+    return [RunSettings(workers=w, jobs=args.jobs, batch=b, mode=m, work=work, poll_ms=args.poll_ms,
+                        lease_seconds=lease, duration_s=args.duration, claims_per_worker=args.claims_per_worker,
+                        fail_rate=args.fail_rate, backoff_unit_s=args.backoff_unit, backoff_cap_s=args.backoff_cap,
+                        reap_every_s=reap, faults=faults, stop_early=stop_early)
+            for m, w, b in itertools.product(args.mode, args.workers, args.batch)]
+
+
+def add_wide_option(g) -> None:
+    g.add_argument("--wide", action="store_true",
+                   help="show every column of the results table (the default fits 80 columns; a pipe gets every column)")
+
+
+def plain_settings(args: argparse.Namespace) -> dict:
+    """The command line's settings, as the JSON report's `settings`."""
+    return {k: v for k, v in vars(args).items()
+            if k not in ("func", "json") and isinstance(v, (str, int, float, list, type(None)))}
+
+
+def report_runs(server: Server, results: list[RunResult], args: argparse.Namespace, console: Console,
+                verb: str, title: str, always_write: bool, evidence: int, command: str | None = None) -> None:
+    # A terminal gets the columns that decide; a pipe or a CI log (a wide console) gets them all.
+    console.print(results_table(results, title, wide=args.wide or not console.is_terminal))
+    for result in results:
+        print_evidence(console, result, evidence)
+        if result.faults:
+            console.print(faults_table(result))
+    command = command or " ".join(["claimcheck", *sys.argv[1:]])
+    doc = document(server, results, command=command, settings=plain_settings(args))
+    if args.json or always_write:
+        path = write_json(doc, args.json, verb)
+        where = "" if args.json else f" (in {Path.cwd()}; --json PATH writes elsewhere)"
+        console.print(f"JSON report: {path}{where}", highlight=False)
+        console.print(f"HTML report: {write_html(doc, path)}", highlight=False)
+
+
+def positive(name: str, value: float, *, minimum: float = 1, maximum: float | None = None) -> None:
+    """Reject an out-of-range option before anything starts."""
+    if value < minimum or (maximum is not None and value > maximum):
+        bound = f"between {_num(minimum)} and {_num(maximum)}" if maximum is not None else f"at least {_num(minimum)}"
+        raise UsageError(f"{name} must be {bound}, got {_num(value)}")
+
+
+def _num(value: float) -> str:
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"

@@ -1,0 +1,101 @@
+"""`claimcheck bench`: claim strategies side by side on one server."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+from rich.console import Console
+
+from claimcheck.commands._options import (add_run_options, add_server_options, positive, report_runs, settings_grid,
+                                          str_list)
+from claimcheck.commands.lib import run_libraries
+from claimcheck.libs import load_adapter
+from claimcheck.libs.parity import check_cycles
+from claimcheck.libs.runner import lib_settings
+from claimcheck.probes.explain import PlanVerdict, plan_verdict, prepare_plan_table
+from claimcheck.server.provision import Server, provide_server
+from claimcheck.verdict.result import RunResult
+from claimcheck.verdict.stats import median
+from claimcheck.report.render import print_server
+from claimcheck.server.session import run_all, run_schema
+from claimcheck.contract.strategy import Strategy, load_strategy
+from claimcheck.scenarios import CATALOG
+
+EVIDENCE_JOBS = 1  # per violating run: the table is the point, one story each is enough
+
+
+def register(verbs: argparse._SubParsersAction) -> None:
+    p = verbs.add_parser("bench", help="claim strategies side by side on one server",
+                         description="Run claim strategies (and queue libraries) side by side on one server and "
+                                     "print what each costs. Writes a JSON and an HTML report to reports/ under the "
+                                     "current directory (created if needed), or to --json PATH.")
+    p.add_argument("--strategies", type=str_list,
+                   help="built-in names or .sql files, comma-separated (default: the whole catalog, unless --libs)")
+    p.add_argument("--libs", type=str_list, default=[],
+                   help="queue libraries to run through their own workers (see `claimcheck lib`), comma-separated")
+    add_run_options(p, workers="8", jobs=5_000, modes="lease,lock", work_ms="1", faults=False, reports=True)
+    p.add_argument("--repeat", type=int, default=1, metavar="N",
+                   help="run every strategy x setting N times, back to back in rounds; the JSON keeps each "
+                        "repetition, their median and spread, which `compare` tests for significance (5 or more "
+                        "is enough for it; default 1)")
+    p.add_argument("--pgbench", action="store_true",
+                   help="also run each strategy's SQL through pgbench (same clients, server and table size) "
+                        "and report our jobs/s over pgbench's; for --libs, one cycle of each library's worker "
+                        "with the library's own statements")
+    add_server_options(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace, console: Console, err: Console) -> int:
+    positive("--repeat", args.repeat)
+    names = args.strategies if args.strategies is not None else ([] if args.libs else list(CATALOG))
+    strategies = [load_strategy(name) for name in names]
+    adapters = [load_adapter(name) for name in args.libs]
+    grid = settings_grid(args)
+    # A library batches and leases its own way: one setting per worker count.
+    lib_grid = [lib_settings(w, args.jobs, args.work_ms, duration_s=args.duration) for w in args.workers] if adapters else []
+    with provide_server(args.dsn, args.pg) as server:
+        print_server(err, server)
+        if adapters and args.pgbench:
+            check_cycles(adapters, server.bin_dir, lib_grid)  # before the strategies' runs, not after them
+        # Rounds, not N runs of one strategy in a row: drift on a busy machine spreads over all of them.
+        results = []
+        if strategies:
+            rounds = []
+            for round_no in range(args.repeat):
+                if args.repeat > 1:
+                    err.print(f"repetition {round_no + 1} of {args.repeat}")
+                rounds.append(run_all(server, strategies, grid, err, pgbench=args.pgbench))
+            results = [representative(reps) if len(reps) > 1 else reps[0] for reps in zip(*rounds)]
+            err.print("planning each claim on a queue with history (the plan guard of `claimcheck explain`)")
+            shapes = plan_shapes(server, strategies)
+            results = [dataclasses.replace(r, plan=shapes.get(r.strategy.name)) for r in results]
+        if adapters:
+            results += run_libraries(server, adapters, lib_grid, err, pgbench=args.pgbench)
+        report_runs(server, results, args, console, "bench",
+                    f"claimcheck bench: PostgreSQL {server.version} ({server.source})",
+                    always_write=True, evidence=EVIDENCE_JOBS)
+    # A strategy believed unsafe showing its violation is the point of the table; a safe one
+    # (or a user's file, which makes no claim) that violates is a finding.
+    failed = [r for r in results if not r.exactly_once and r.strategy.expected != "unsafe"]
+    return 1 if failed else 0
+
+
+def representative(reps: tuple[RunResult, ...]) -> RunResult:
+    """The repetition that stands for all of them: the first that violated exactly-once (its evidence is
+    what matters), else the one nearest the median throughput; it carries every repetition."""
+    violated = [r for r in reps if not r.exactly_once]
+    if violated:
+        chosen = violated[0]
+    else:
+        mid = median([r.throughput_jobs_per_s for r in reps])
+        chosen = min(reps, key=lambda r: abs(r.throughput_jobs_per_s - mid))
+    return dataclasses.replace(chosen, repetitions=tuple(reps))
+
+
+def plan_shapes(server: Server, strategies: list[Strategy]) -> dict[str, PlanVerdict]:
+    """Each strategy's plan on a table of finished jobs and a few ready ones, judged by the guard."""
+    with run_schema(server) as (conn, schema, _):
+        prepare_plan_table(conn, schema)
+        # The guard plans against claimcheck's jobs table: a file with its own tables is not planned.
+        return {s.name: plan_verdict(conn, s) for s in strategies if not s.own_schema}

@@ -1,0 +1,106 @@
+"""`claimcheck check FILE.sql`: the exactly-once verdict for one claim strategy."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from claimcheck.commands._options import (add_run_options, add_server_options, plain_settings, report_runs,
+                                       settings_grid)
+from claimcheck.errors import UsageError
+from claimcheck.interleave.search import DEFAULT_EXAMPLES, search
+from claimcheck.interleave.trace import render
+from claimcheck.server.provision import provide_server
+from claimcheck.report.render import document, print_server, print_stop, write_json
+from claimcheck.server.session import run_all
+from claimcheck.settings import FaultPlan
+from claimcheck.contract.strategy import load_strategy
+
+EVIDENCE_JOBS = 5
+DEFAULT_DATABASE = Path(".hypothesis") / "claimcheck"
+
+
+def register(verbs: argparse._SubParsersAction) -> None:
+    p = verbs.add_parser("check", help="the exactly-once verdict for one claim strategy")
+    p.add_argument("strategy", help="a .sql file in the strategy contract, or a built-in name")
+    add_run_options(p, workers="16", jobs=20_000, modes="lease", work_ms="0", faults=True, reports=False)
+    p.add_argument("--faults", action="store_true",
+                   help="inject faults while the load runs: SIGKILL workers, terminate backends, stall workers "
+                        "past their lease, restart a server we started")
+    p.add_argument("--drain", action="store_true",
+                   help="run until every job is claimed even after a violation is proven (by default a check "
+                        "stops at the first proven double claim and reports what it saw)")
+    g = p.add_argument_group("search (instead of the load run)")
+    g.add_argument("--search", action="store_true",
+                   help="let hypothesis search 2-3 session schedules for a double claim and shrink it")
+    g.add_argument("--max-examples", type=int, default=DEFAULT_EXAMPLES,
+                   help=f"schedules to try (default {DEFAULT_EXAMPLES})")
+    g.add_argument("--seed", type=int, help="hypothesis seed, for a reproducible search")
+    g.add_argument("--hypothesis-db", type=Path, default=DEFAULT_DATABASE,
+                   help=f"where found counterexamples are kept and replayed first (default {DEFAULT_DATABASE})")
+    g.add_argument("--save-spec", type=Path, help="write a found counterexample here as a spec file")
+    e = p.add_argument_group("engine (more load than one machine: see the README)")
+    e.add_argument("--engine", choices=("fork", "locust"), default="fork",
+                   help="fork: one process per worker (default); locust: Locust users, one claimer each "
+                        "(pip install 'claimcheck[locust]')")
+    e.add_argument("--users", type=int, default=100, help="--engine locust: claimers (Locust users; default 100)")
+    e.add_argument("--processes", type=int, default=2,
+                   help="--engine locust: Locust worker processes on this box (default 2)")
+    add_server_options(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace, console: Console, err: Console) -> int:
+    if args.engine == "locust":
+        from claimcheck.locust.engine import run_check
+
+        load_strategy(args.strategy)  # a bad file is reported here, before any process starts
+        return run_check(args, console, err)
+    strategy = load_strategy(args.strategy)
+    if args.search:
+        return run_search(args, strategy, console, err)
+    grid = settings_grid(args, FaultPlan() if args.faults else None, stop_early=not args.drain)
+    with provide_server(args.dsn, args.pg) as server:
+        print_server(err, server)
+        results = run_all(server, [strategy], grid, err)
+        report_runs(server, results, args, console, "check",
+                    f"claimcheck check {strategy.name}: PostgreSQL {server.version} ({server.source})",
+                    always_write=False, evidence=EVIDENCE_JOBS)
+    for result in results:
+        print_stop(console, result)
+    held = all(r.exactly_once for r in results)
+    console.print("[bold green]exactly-once held[/]" if held else "[bold red]exactly-once violated[/]")
+    return 0 if held else 1
+
+
+def run_search(args: argparse.Namespace, strategy, console: Console, err: Console) -> int:
+    if args.max_examples < 1:
+        raise UsageError(f"--max-examples must be at least 1, got {args.max_examples}")
+    with provide_server(args.dsn, args.pg) as server:
+        print_server(err, server)
+        err.print(f"searching schedules of {strategy.name} (budget {args.max_examples})")
+        result = search(server, strategy, max_examples=args.max_examples, seed=args.seed, database=args.hypothesis_db)
+    figures = f"{result.examples_run} schedules in {result.seconds:.2f}s ({result.schedules_per_s:.0f}/s)"
+    if result.counterexample is None:
+        console.print(f"[bold green]no double claim found[/] in {figures}")
+        outcome = 0
+    else:
+        console.print(f"[bold red]double claim found[/] and shrunk, {figures}. The minimal schedule:\n")
+        for line in render(result.counterexample):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+        console.print("As a spec file you can save and replay with `claimcheck interleave FILE.spec`:\n")
+        console.print(result.spec_text, markup=False, highlight=False, soft_wrap=True)
+        if args.save_spec:
+            args.save_spec.write_text(result.spec_text)
+            console.print(f"saved to {args.save_spec}")
+        outcome = 1
+    if args.json:
+        doc = document(server, [], command=" ".join(["claimcheck", *sys.argv[1:]]), settings=plain_settings(args))
+        doc["search"] = {"strategy": strategy.name, "schedules": result.examples_run,
+                         "seconds": round(result.seconds, 3),
+                         "counterexample": render(result.counterexample) if result.counterexample else None,
+                         "spec": result.spec_text}
+        write_json(doc, args.json, "check")
+    return outcome

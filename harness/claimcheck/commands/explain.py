@@ -1,0 +1,80 @@
+"""`claimcheck explain FILE.sql|NAME`: the plan guard. Exit 0 when every claim's plan locks rows
+as it picks them (Limit -> LockRows) and reaches ready rows through an index; 1 when one does not."""
+from __future__ import annotations
+
+import argparse
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from claimcheck.commands._options import add_json_option, add_server_options, positive
+from claimcheck.probes._report import maybe_write, probe_document
+from claimcheck.probes.explain import FINISHED_JOBS, READY_JOBS, PlanVerdict, plan_verdict, prepare_plan_table
+from claimcheck.server.provision import provide_server
+from claimcheck.report.render import print_server
+from claimcheck.server.session import run_schema
+from claimcheck.errors import UsageError
+from claimcheck.contract.strategy import load_strategy, validate_on_server
+
+MAX_FINISHED_JOBS = 10_000_000
+
+
+def register(verbs: argparse._SubParsersAction) -> None:
+    p = verbs.add_parser("explain", help="the plan guard: does the claim lock as it picks, through an index?")
+    p.add_argument("strategies", nargs="+", metavar="STRATEGY",
+                   help="a .sql file in the strategy contract, or a built-in name (several allowed)")
+    p.add_argument("--finished", type=int, default=FINISHED_JOBS,
+                   help=f"finished jobs in the planned table (default {FINISHED_JOBS:,})")
+    p.add_argument("--ready", type=int, default=READY_JOBS, help=f"ready (queued) jobs (default {READY_JOBS})")
+    add_json_option(p)
+    add_server_options(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace, console: Console, err: Console) -> int:
+    positive("--finished", args.finished, minimum=0, maximum=MAX_FINISHED_JOBS)
+    positive("--ready", args.ready)
+    strategies = [load_strategy(name) for name in args.strategies]
+    own = [s.source for s in strategies if s.own_schema]
+    if own:
+        raise UsageError(f"explain plans claims on claimcheck's jobs table with history; {own[0]} brings its own "
+                         "tables (run EXPLAIN on them yourself, or `claimcheck check` it)")
+    with provide_server(args.dsn, args.pg) as server:
+        print_server(err, server)
+        with run_schema(server) as (conn, schema, _run_id):
+            prepare_plan_table(conn, schema, args.finished, args.ready)
+            verdicts = []
+            for strategy in strategies:
+                validate_on_server(conn, strategy)
+                verdicts.append(plan_verdict(conn, strategy))
+        table_shape = f"{args.finished:,} finished + {args.ready:,} ready jobs, analyzed"
+        for verdict in verdicts:
+            console.print(plan_panel(verdict))
+        console.print(verdict_table(verdicts, f"claimcheck explain: {table_shape}: PostgreSQL {server.version} "
+                                              f"({server.source})"))
+        doc = probe_document(server, args, "explain", {"table": {"finished": args.finished, "ready": args.ready},
+                                                       "plans": [v.as_dict() for v in verdicts]})
+        maybe_write(doc, args.json, "explain", console)
+    return 0 if all(v.shape_ok for v in verdicts) else 1
+
+
+def _verdict_text(verdict: PlanVerdict) -> Text:
+    return Text("shape holds", style="bold green") if verdict.shape_ok else Text("SHAPE FAILS", style="bold red")
+
+
+def plan_panel(verdict: PlanVerdict) -> Panel:
+    return Panel(Text(verdict.plan), title=f"{verdict.strategy}: EXPLAIN (COSTS OFF) of '{verdict.section}'",
+                 title_align="left", expand=False)
+
+
+def verdict_table(verdicts: list[PlanVerdict], title: str) -> Table:
+    table = Table(title=title, header_style="bold", title_justify="left")
+    table.add_column("strategy")
+    table.add_column("planned")
+    table.add_column("verdict", no_wrap=True)
+    table.add_column("why")
+    for v in verdicts:
+        table.add_row(v.strategy, v.section, _verdict_text(v), "\n".join(f"• {r}" for r in v.reasons))
+    return table

@@ -1,0 +1,20 @@
+"""`claimcheck locustfile`: the path of the locustfile shipped in the package, for
+`locust -f "$(claimcheck locustfile)" ...` (see the README's "More load than one machine")."""
+from __future__ import annotations
+
+import argparse
+
+from rich.console import Console
+
+from claimcheck.locust.engine import LOCUSTFILE, require_locust
+
+
+def register(verbs: argparse._SubParsersAction) -> None:
+    p = verbs.add_parser("locustfile", help="print the path of claimcheck's locustfile (for locust -f)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace, console: Console, err: Console) -> int:
+    require_locust()
+    print(LOCUSTFILE)
+    return 0

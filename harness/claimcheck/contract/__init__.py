@@ -1,0 +1,1 @@
+"""The SQL file contract: reading strategy files, their parameter dialect, and what a claim's rows say."""

@@ -1,0 +1,312 @@
+"""A claim strategy is data: a name, its named statements, an isolation level.
+
+Built-ins (scenarios/*.sql) and users' files load through the same function, so the path users
+rely on is the one the project exercises every day. A strategy is checked twice before any
+worker starts: here against the contract, and by :func:`validate_on_server` against the server.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import psycopg
+from psycopg import sql as pgsql
+
+from claimcheck.contract.dialect import placeholders, split_statements
+from claimcheck.errors import SqlFileError, UsageError
+from claimcheck.contract.sqlfile import SqlFile, check_params, read_sql_file
+from claimcheck.scenarios import SHARED_LIFECYCLE, builtin_names, scenario_path
+
+ISOLATION_LEVELS = ("read committed", "repeatable read", "serializable")
+HEADER_KEYS = frozenset({"isolation", "expected", "seed", "summary", "lifecycle", "source"})
+CLAIM_PARAMS = {"worker", "batch", "lease_seconds"}
+# Which parameters each section may use; `ids` is the pick's first column, given to the claim
+# (with every other column of the pick, as an array named after the column).
+SECTION_PARAMS: dict[str, set[str]] = {
+    "schema": {"jobs", "key_base"},
+    "seed": {"jobs", "key_base"},
+    "remaining": set(),
+    "pick": CLAIM_PARAMS,
+    "claim": CLAIM_PARAMS | {"ids"},
+    "complete": {"id", "attempts", "worker"},
+    "fail": {"id", "attempts", "worker", "error", "backoff_unit_s", "backoff_cap_s"},
+    "extend": {"id", "attempts", "worker", "lease_seconds"},
+    "after_commit": {"id", "attempts", "worker"},
+    "reap": set(),
+}
+OWN_SCHEMA_SECTIONS = ("schema", "seed", "remaining")
+"""A file that brings its own tables has all three; without them it runs on our `jobs` table."""
+RUN_SECTIONS = ("pick", "claim", "complete", "fail", "extend", "after_commit", "reap", "remaining")
+"""The sections validation runs, in this order (schema and seed have run for real by then)."""
+VALIDATION_TIMEOUT_MS = 10_000
+INT_TYPES = {20, 21, 23}  # int8, int2, int4 type oids
+
+
+@dataclass(frozen=True)
+class ClaimShape:
+    """What the claim returns, learnt from running it once on the server."""
+
+    columns: tuple[str, ...]
+    key_is_int: bool
+    """The key (first column) is an integer type; else keys are compared by their text form."""
+    attempt_index: int | None
+    """The column named `attempts` (or `attempt`), else the second column if it is an integer."""
+    attempt_is_int: bool = False
+    """The attempt column is an integer type: its text, as the server sends it, is the number's own."""
+    lease_index: int | None = None
+    """The column named `lease_until`: the lease's end, a server timestamp."""
+    max_attempts_index: int | None = None
+    """The column named `max_attempts`: a claim above it is a violation."""
+    pick_columns: tuple[str, ...] = ()
+    """The pick's columns; the claim receives each as an array parameter of that name."""
+
+
+def shape_of(description, pick_columns: tuple[str, ...] = ()) -> ClaimShape:
+    names = tuple(c.name for c in description)
+    lower = [n.lower() for n in names]
+
+    def named(*options: str) -> int | None:
+        return next((lower.index(o) for o in options if o in lower), None)
+
+    attempt = named("attempts", "attempt")
+    if attempt is None and len(names) > 1 and description[1].type_code in INT_TYPES \
+            and lower[1] not in ("lease_until", "max_attempts"):
+        attempt = 1
+    return ClaimShape(columns=names, key_is_int=description[0].type_code in INT_TYPES, attempt_index=attempt,
+                      attempt_is_int=attempt is not None and description[attempt].type_code in INT_TYPES,
+                      lease_index=named("lease_until"), max_attempts_index=named("max_attempts"),
+                      pick_columns=pick_columns)
+
+
+DEFAULT_SHAPE = ClaimShape(columns=("id", "attempts"), key_is_int=True, attempt_index=1, attempt_is_int=True)
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """One way to claim jobs."""
+
+    name: str
+    """The built-in's name, or the file's stem."""
+    statements: dict[str, str]
+    """Section name -> SQL with `%(param)s` placeholders."""
+    isolation: str = "read committed"
+    """Isolation level of every transaction the workers run."""
+    expected: str | None = None
+    """`safe` / `unsafe` for built-ins; None for users' files. Never used to judge a run."""
+    seed: str | None = None
+    """Where in the seed write-ups this strategy comes from."""
+    summary: str | None = None
+    source: str = ""
+    """The file it was read from."""
+
+    @property
+    def has_pick(self) -> bool:
+        return "pick" in self.statements
+
+    @property
+    def has_complete(self) -> bool:
+        return "complete" in self.statements
+
+    def has(self, section: str) -> bool:
+        return section in self.statements
+
+    @property
+    def own_schema(self) -> bool:
+        """Does the file bring its own tables (`schema`, `seed`, `remaining`)?"""
+        return "schema" in self.statements
+
+    def steps(self, section: str) -> tuple[str, ...]:
+        """The statements of a section, in order; the section's rows are those of the last."""
+        return self._steps[section]
+
+    @cached_property
+    def _steps(self) -> dict[str, tuple[str, ...]]:
+        return {name: tuple(text for text, _ in split_statements(body)) for name, body in self.statements.items()}
+
+    @cached_property
+    def bound_steps(self) -> dict[str, tuple[tuple[str, tuple[str, ...]], ...]]:
+        """Each section's statements with the parameter names each uses, parsed once (a worker runs
+        them per claim and per job)."""
+        return {name: tuple((text, tuple(placeholders(text))) for text in steps) for name, steps in self._steps.items()}
+
+
+def load_strategy(name_or_path: str) -> Strategy:
+    """A built-in by name (`skip-locked`) or a user's file by path (`my_claim.sql`)."""
+    path = Path(name_or_path)
+    if not name_or_path.endswith(".sql") and not path.exists():
+        builtin = scenario_path(name_or_path)
+        if not builtin.exists():
+            raise UsageError(f"no strategy named {name_or_path!r} and no such file; built-ins are: "
+                             f"{', '.join(builtin_names())}")
+        path = builtin
+    return strategy_from_file(read_sql_file(path, HEADER_KEYS), name=_name_of(path))
+
+
+def _name_of(path: Path) -> str:
+    return path.stem.replace("_", "-") if path.parent == scenario_path("x").parent else path.stem
+
+
+def strategy_from_file(parsed: SqlFile, name: str) -> Strategy:
+    path = parsed.path
+    unknown = [s for s in parsed.sections if s not in SECTION_PARAMS]
+    if unknown:
+        section = parsed.sections[unknown[0]]
+        raise SqlFileError(f"{path}:{section.line}: unknown section '{section.name}'; a strategy file may have "
+                           f"{', '.join(SECTION_PARAMS)} (claim is required)")
+    if "claim" not in parsed.sections:
+        raise SqlFileError(f"{path}: no '-- name: claim' section; the claim statement is required "
+                           "and must return the claimed job id first (its attempt number second, optionally)")
+    own = [s for s in OWN_SCHEMA_SECTIONS if s in parsed.sections]
+    if own and len(own) < len(OWN_SCHEMA_SECTIONS):
+        missing = [s for s in OWN_SCHEMA_SECTIONS if s not in parsed.sections]
+        raise SqlFileError(f"{path}: a file with its own tables needs the sections schema (its tables), seed "
+                           f"(creates %(jobs)s jobs and returns their keys) and remaining (counts unfinished "
+                           f"jobs); {', '.join(missing)} missing")
+    for section in parsed.sections.values():
+        allowed = SECTION_PARAMS[section.name] - ({"ids"} if "pick" not in parsed.sections else set())
+        if section.name == "claim" and "pick" in parsed.sections:
+            # The pick's column names are known only once the server has run it (validate_on_server).
+            allowed = allowed | section.params
+        check_params(section, allowed, path)
+    isolation = " ".join(parsed.headers.get("isolation", "read committed").lower().split())
+    if isolation not in ISOLATION_LEVELS:
+        raise SqlFileError(f"{path}: isolation {parsed.headers['isolation']!r} is not one of "
+                           f"{', '.join(ISOLATION_LEVELS)}")
+    expected = parsed.headers.get("expected")
+    statements = {n: s.sql for n, s in parsed.sections.items()}
+    lifecycle = parsed.headers.get("lifecycle")
+    if lifecycle is not None:
+        if lifecycle.strip().lower() != "shared":
+            raise SqlFileError(f"{path}: lifecycle {lifecycle!r}: the only value is 'shared' (the fenced "
+                               "complete / fail / extend of scenarios/_lifecycle.sql)")
+        shared = read_sql_file(SHARED_LIFECYCLE).sections
+        statements = {**{n: s.sql for n, s in shared.items()}, **statements}
+    return Strategy(
+        name=name,
+        statements=statements,
+        isolation=isolation,
+        expected=expected.lower() if expected else None,
+        seed=parsed.headers.get("seed"),
+        summary=parsed.headers.get("summary"),
+        source=str(path),
+    )
+
+
+def sample_params(strategy: Strategy, section: str, **values: object) -> dict[str, object]:
+    """The parameters a section uses, from the values on offer."""
+    return {k: values[k] for k in placeholders(strategy.statements[section])}
+
+
+def execute_section(conn: psycopg.Connection, strategy: Strategy, section: str, values: dict,
+                    prepare: bool | None = None) -> psycopg.Cursor:
+    """Run a section's statements in order, each with the parameters it uses; the last one's cursor."""
+    cur = None
+    for statement, names in strategy.bound_steps[section]:
+        cur = conn.execute(statement, {k: values[k] for k in names}, prepare=prepare)
+    return cur
+
+
+def pick_params(pick_columns: tuple[str, ...], rows: list) -> dict[str, list]:
+    """The pick's rows as the claim's parameters: one array per column, and `ids` (the first)."""
+    columns = list(zip(*rows)) if rows else [()] * len(pick_columns)
+    arrays = {name: list(values) for name, values in zip(pick_columns, columns)}
+    arrays["ids"] = list(columns[0]) if pick_columns else []
+    return arrays
+
+
+def validate_on_server(conn: psycopg.Connection, strategy: Strategy) -> ClaimShape:
+    """Run every statement once on the seeded tables inside a transaction that is rolled back, and
+    return what the claim's rows look like.
+
+    This catches what only the server can say (syntax, unknown columns, type errors) and checks the
+    claim's result shape, before any worker starts. Run it on a connection of its own that is
+    closed afterwards (see :func:`claimcheck.engine.driver.run_strategy`): a rollback does not release
+    what a statement may take for the session (a session advisory lock, a LISTEN, a setting).
+    """
+    values: dict[str, object] = {"worker": "claimcheck-validate", "batch": 1, "lease_seconds": 30.0,
+                                 "ids": [], "id": 0, "attempts": 0, "error": "validation",
+                                 "backoff_unit_s": 10.0, "backoff_cap_s": 3600.0}
+    shape = DEFAULT_SHAPE
+    pick_columns: tuple[str, ...] = ()
+    picked: dict[str, list] = {}
+    section = "claim"
+    try:
+        with conn.transaction(force_rollback=True):
+            conn.execute(pgsql.SQL("SET LOCAL statement_timeout = {}").format(VALIDATION_TIMEOUT_MS))
+            conn.execute(pgsql.SQL("SET TRANSACTION ISOLATION LEVEL {}").format(pgsql.SQL(strategy.isolation.upper())))
+            for section in RUN_SECTIONS:
+                if section not in strategy.statements:
+                    continue
+                if section == "claim":
+                    _check_claim_params(strategy, pick_columns)
+                given = {**values, **picked} if section == "claim" else values
+                cur = _run_section(conn, strategy, section, given)
+                if section == "pick":
+                    if not cur.description:
+                        raise SqlFileError(f"{strategy.source}: section 'pick' returns no rows; it must end with "
+                                           "a SELECT of the jobs to claim (their key first)")
+                    pick_columns = tuple(c.name for c in cur.description)
+                    picked = pick_params(pick_columns, cur.fetchall())
+                elif section == "claim":
+                    shape, first = _check_claim_result(strategy, cur, pick_columns)
+                    if first is not None:  # the later sections get a key of the right type
+                        values["id"] = first[0]
+                        values["attempts"] = first[shape.attempt_index] if shape.attempt_index is not None else 0
+                    elif not shape.key_is_int:
+                        values["id"] = None
+                elif section == "remaining":
+                    _check_remaining(strategy, cur)
+    except psycopg.Error as exc:
+        raise SqlFileError(_server_message(strategy, section, exc)) from None
+    return shape
+
+
+def _run_section(conn: psycopg.Connection, strategy: Strategy, section: str, values: dict) -> psycopg.Cursor:
+    # prepare=True: the extended protocol, as the workers use it, one statement at a time.
+    return execute_section(conn, strategy, section, values, prepare=True)
+
+
+def _check_claim_params(strategy: Strategy, pick_columns: tuple[str, ...]) -> None:
+    unknown = sorted(placeholders(strategy.statements["claim"]) - SECTION_PARAMS["claim"] - set(pick_columns))
+    if unknown:
+        raise SqlFileError(f"{strategy.source}: section 'claim' uses {', '.join('%(' + u + ')s' for u in unknown)}, "
+                           f"which is neither a claim parameter nor a column of the pick "
+                           f"({', '.join(pick_columns) or 'it returns none'})")
+
+
+def _check_remaining(strategy: Strategy, cur: psycopg.Cursor) -> None:
+    row = cur.fetchone() if cur.description else None
+    if row is None or not isinstance(row[0], int):
+        raise SqlFileError(f"{strategy.source}: section 'remaining' must return one row with the number of "
+                           "unfinished jobs (for example SELECT count(*) FROM my_jobs)")
+
+
+def _check_claim_result(strategy: Strategy, cur: psycopg.Cursor, pick_columns: tuple[str, ...]
+                        ) -> tuple[ClaimShape, tuple | None]:
+    if not cur.description:
+        raise SqlFileError(f"{strategy.source}: section 'claim' returns no rows; its last statement must return "
+                           "the claimed jobs (RETURNING id, attempts: the job's key first)")
+    shape = shape_of(cur.description, pick_columns)
+    rows = cur.fetchall()
+    if rows and isinstance(rows[0][0], (dict, list, tuple, bytes, float)):
+        raise SqlFileError(f"{strategy.source}: section 'claim' returns {type(rows[0][0]).__name__} in its first "
+                           f"column ({shape.columns[0]}); it must be the job's key (bigint, int, uuid or text)")
+    if shape.attempt_index is not None and rows and rows[0][shape.attempt_index] is not None \
+            and not isinstance(rows[0][shape.attempt_index], int):
+        column = shape.columns[shape.attempt_index]
+        raise SqlFileError(f"{strategy.source}: section 'claim' returns "
+                           f"{type(rows[0][shape.attempt_index]).__name__} in its column {column}; "
+                           "it must be the attempt number")
+    return shape, (rows[0] if rows else None)
+
+
+def _server_message(strategy: Strategy, section: str, exc: psycopg.Error) -> str:
+    diag = exc.diag
+    detail = (diag.message_primary or str(exc)).strip()
+    where = f" (at character {diag.statement_position})" if diag.statement_position else ""
+    hint = f" Hint: {diag.message_hint}." if diag.message_hint else ""
+    return (f"{strategy.source}: section '{section}' fails on the server: {detail}{where}.{hint} "
+            "Nothing was run; fix the statement and try again.")
+
+

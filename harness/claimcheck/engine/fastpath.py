@@ -1,0 +1,163 @@
+"""A statement prepared once through libpq and run with text parameters: the worker's hot path.
+
+Why: on a CPU-starved machine (2 cores shared by 8+ workers, their backends and anything else)
+the client's CPU per statement is taken from the server. psycopg's general `execute` (a cursor,
+query conversion, parameter adaptation, result bookkeeping) costs ~40-60 us of CPU per call here;
+libpq's `PQexecPrepared` with the values already as text costs ~15 us, closer to pgbench's C
+client. The statement, its transaction (autocommit: one implicit transaction per execution),
+its round trip, its rows and its row count are exactly those of `conn.execute(statement, params)`.
+Used for a lone claim statement and its per-job completions, in lease mode (autocommit) and in lock
+mode, where :class:`Transaction` sends the BEGIN / COMMIT / ROLLBACK that psycopg's
+`conn.transaction()` sends, through libpq too. A pick, a claim of several statements or a claim
+returning a lease keeps psycopg's general path.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from itertools import repeat
+from operator import add, itemgetter
+
+import psycopg
+from psycopg import errors, pq
+
+from claimcheck.contract.dialect import to_positional
+
+_OK = frozenset(int(status) for status in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK))
+"""As plain ints: libpq's status is an int, and a set of ints answers `in` without comparing enums."""
+
+
+def _check(result: pq.abc.PGresult, encoding: str) -> None:
+    if result.status not in _OK:
+        # The same exception types as psycopg raises, so SerializationFailure and
+        # DeadlockDetected are retried by the worker exactly as before.
+        raise errors.error_from_result(result, encoding=encoding)
+
+
+class PreparedStatement:
+    """One server-side prepared statement on one connection, executed by libpq directly."""
+
+    def __init__(self, conn: psycopg.Connection, name: str, statement: str) -> None:
+        self.pgconn = conn.pgconn
+        self.name = name.encode()
+        self.encoding = conn.info.encoding
+        text, self.params = to_positional(statement)
+        # Parameter types are inferred by the server from the statement, as for psycopg's
+        # prepared statements; a statement where that fails raises here, before the run.
+        _check(self.pgconn.prepare(self.name, text.encode(), None), self.encoding)
+
+    def bind(self, values: dict) -> list[bytes]:
+        """The parameters as libpq takes them: text, in `$n` order. Bind once what does not change."""
+        return [str(values[p]).encode() for p in self.params]
+
+    def binder(self, fixed: dict, columns: dict[str, int], width: int) -> Binder:
+        """`bind` for a statement run once per claimed job, from rows `width` wide: see :class:`Binder`."""
+        return Binder(self.params, fixed, columns, width)
+
+    def rowcount(self, bound: Sequence[bytes]) -> int:
+        """Execute with the bound parameters; the number of rows it changed."""
+        return self._execute(bound).command_tuples or 0
+
+    def rowcount_each(self, bounds: Sequence[Sequence[bytes]], clock: Callable[[], float] | None = None
+                      ) -> tuple[list[int], list[float], psycopg.Error | None]:
+        """`rowcount` for each of `bounds` in turn, one round trip each (in autocommit, each its own
+        transaction): the row counts, `clock()` read as each returned (if given), and the error that
+        stopped the loop, or None. What ran before an error is returned with it, so the caller can
+        record those and hand on the rest.
+
+        Why one call for all of a claim's jobs: with 16 workers sharing 2 cores, a worker resumes on a
+        cold cache after every round trip, and there each Python call per job costs far more than its
+        instructions. Four calls per job cost about 10 us of CPU per job at 16 workers, a tenth of the
+        way to pgbench's throughput (tests/benchmarks/pgbench_parity.py, python_floor.py)."""
+        execute, name, counts, times = self.pgconn.exec_prepared, self.name, [], []
+        try:
+            for bound in bounds:
+                result = execute(name, bound)
+                if result.status not in _OK:
+                    _check(result, self.encoding)
+                counts.append(result.command_tuples or 0)
+                if clock is not None:
+                    times.append(clock())
+        except psycopg.Error as exc:
+            return counts, times, exc
+        return counts, times, None
+
+    def rows(self, bound: Sequence[bytes]) -> list[tuple]:
+        """Execute a claim: its rows, each value as libpq's text (bytes), None for NULL. The worker
+        reads the key, the attempt and any named column from them as its general path does."""
+        result = self._execute(bound)
+        get, rows = result.get_value, range(result.ntuples)
+        # Column by column, by `map` over libpq's getter: no Python bytecode per row.
+        return list(zip(*[map(get, rows, repeat(column)) for column in range(result.nfields)]))
+
+    def _execute(self, bound: Sequence[bytes]) -> pq.abc.PGresult:
+        result = self.pgconn.exec_prepared(self.name, bound)
+        if result.status not in _OK:
+            _check(result, self.encoding)
+        return result
+
+
+class Binder:
+    """Parameters for a statement run once per claimed job (one call per claim, not per job: see
+    `PreparedStatement.rowcount_each`). The parameter named in `columns` is that column of the job's
+    row, the others are `fixed` (encoded once, here).
+
+    A row is libpq's text, as a claim through the fast path returns it (`__call__`): it goes back to
+    the server as it came, bound by `map` over C functions with no Python bytecode per job. Only for
+    columns whose text is the value's own (integer keys and attempts), where it is what encoding
+    the number read would send. Otherwise a row is a (key, attempt) pair of values (`pairs`)."""
+
+    def __init__(self, params: tuple[str, ...], fixed: dict, columns: dict[str, int], width: int) -> None:
+        constants = [p for p in dict.fromkeys(params) if p not in columns]
+        self.fixed = tuple(str(fixed[p]).encode() for p in constants)
+        # Each parameter's place in (row + self.fixed): its column, or after the row's `width` values.
+        places = [columns[p] if p in columns else width + constants.index(p) for p in params]
+        pick = itemgetter(*places) if places else (lambda _: ())
+        self.pick = pick if len(places) != 1 else (lambda source: (pick(source),))
+
+    def __call__(self, rows: Sequence[tuple]) -> list[tuple]:
+        """One parameter tuple per row of libpq text."""
+        if self.fixed:
+            return list(map(self.pick, map(add, rows, repeat(self.fixed, len(rows)))))
+        return list(map(self.pick, rows))
+
+    def pairs(self, rows: Sequence[tuple[object, object]]) -> list[tuple]:
+        """One parameter tuple per (key, attempt) pair of values (numbers, keys), each sent as its
+        `str`: for a binder of rows 2 wide. (Encoding a pair in one expression is about 2.5 times as
+        fast, per claim, as encoding a row of any width value by value.)"""
+        return self([(str(key).encode(), str(attempt).encode()) for key, attempt in rows])
+
+
+class Transaction:
+    """`with Transaction(conn):` the explicit transaction of `with conn.transaction():` on an
+    autocommit connection, through libpq: the same commands (BEGIN; COMMIT, or ROLLBACK on an
+    exception), one round trip each, the same exception types.
+
+    Two differences, both on psycopg's bookkeeping only: psycopg's rollback also empties its cache
+    of prepared statements and sends DEALLOCATE ALL, which would drop this module's statements
+    (prepared once per connection) and costs a round trip per failed claim; here nothing is
+    deallocated (prepared statements outlive a rollback on the server, so psycopg's cache stays true).
+    And an error during the rollback is swallowed without psycopg's logged warning.
+    """
+
+    def __init__(self, conn: psycopg.Connection) -> None:
+        self.pgconn = conn.pgconn
+        self.encoding = conn.info.encoding
+
+    def __enter__(self) -> Transaction:
+        self._command(b"BEGIN")
+        return self
+
+    def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: object) -> bool:
+        if exc is None:
+            self._command(b"COMMIT")
+        elif self.pgconn.status == pq.ConnStatus.OK:
+            # As psycopg: roll back what the error left open, unless the connection is broken
+            # (then the server has rolled it back), and never hide the error that got us here.
+            try:
+                self._command(b"ROLLBACK")
+            except Exception:
+                pass
+        return False
+
+    def _command(self, command: bytes) -> None:
+        _check(self.pgconn.exec_(command), self.encoding)

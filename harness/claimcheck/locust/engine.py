@@ -1,0 +1,112 @@
+"""`claimcheck check FILE --engine locust --users N --processes P`: the same check on Locust, on this box.
+
+Starts one Locust master and P Locust worker processes running claimcheck's locustfile
+(`claimcheck locustfile` prints its path), all bound to 127.0.0.1 on a free port; the master seeds,
+judges, prints the verdict and sets the exit code, which becomes this command's. On many hosts the
+same two `locust` commands are run by hand (README, "More load than one machine").
+
+Locust is an extra (`pip install 'claimcheck[locust]'`): importing it monkey-patches the process
+for gevent, so this module never imports it; the locustfile runs in Locust's own processes.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from claimcheck.errors import Interrupted, UsageError
+from claimcheck.server.provision import DSN_ENV, MAX_CONNECTIONS, provide_server
+
+LOCUSTFILE = Path(__file__).with_name("locustfile.py")
+INSTALL_HINT = ("--engine locust needs Locust, which claimcheck ships as an extra: "
+                "pip install 'claimcheck[locust]' (or pip install locust), then run the command again")
+CONNECTION_MARGIN = 10
+"""Connections beyond one per user for a server we start: the master's, the sampler's, psql's."""
+MAX_WORKERS_WAIT_S = 60
+MASTER_CLEANUP_S = 30.0
+WORKER_EXIT_S = 10.0
+
+
+def require_locust() -> None:
+    if importlib.util.find_spec("locust") is None:
+        raise UsageError(INSTALL_HINT)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    if args.users < 1 or args.processes < 1:
+        raise UsageError(f"--users and --processes must be at least 1, got {args.users} and {args.processes}")
+    if len(args.mode) != 1 or len(args.batch) != 1:
+        raise UsageError("--engine locust runs one mode and one batch size; give one value to --mode and --batch")
+    if args.faults or args.reap_every or args.search:
+        raise UsageError("--engine locust does not run --faults, --reap-every or --search; use the fork driver "
+                         "(the default engine) for those")
+
+
+def locust_command(args: argparse.Namespace, port: int) -> list[str]:
+    """The master's command line (the DSN travels in the environment, not in the process list)."""
+    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--master", "--headless",
+           "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
+           "--expect-workers", str(args.processes), "--expect-workers-max-wait", str(MAX_WORKERS_WAIT_S),
+           "--users", str(args.users), "--spawn-rate", str(args.users), "--only-summary", "--loglevel", "WARNING",
+           "--claim-file", args.strategy, "--jobs", str(args.jobs), "--batch", str(args.batch[0]),
+           "--mode", args.mode[0], "--work-ms", str(args.work_ms), "--poll-ms", str(args.poll_ms),
+           "--fail-rate", str(args.fail_rate), "--backoff-unit", str(args.backoff_unit),
+           "--backoff-cap", str(args.backoff_cap)]
+    for flag, value in (("--lease-seconds", args.lease_seconds), ("--claim-duration", args.duration),
+                        ("--claims-per-user", args.claims_per_worker), ("--json-report", args.json)):
+        if value is not None:
+            cmd += [flag, str(value)]
+    return cmd
+
+
+def worker_command(port: int) -> list[str]:
+    return [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--worker", "--master-host", "127.0.0.1",
+            "--master-port", str(port), "--loglevel", "WARNING"]
+
+
+def run_check(args: argparse.Namespace, console: Console, err: Console) -> int:
+    require_locust()
+    _check_args(args)
+    with provide_server(args.dsn, args.pg, max_connections=max(MAX_CONNECTIONS, args.users + CONNECTION_MARGIN)) \
+            as server:
+        port = _free_port()
+        env = {**os.environ, DSN_ENV: server.dsn}
+        err.print(f"claimcheck: Locust master and {args.processes} worker process(es) on 127.0.0.1:{port}, "
+                  f"{args.users} users", highlight=False)
+        master = subprocess.Popen(locust_command(args, port), env=env)
+        workers = [subprocess.Popen(worker_command(port), env=env, stdout=subprocess.DEVNULL)
+                   for _ in range(args.processes)]
+        try:
+            code = master.wait()
+        except KeyboardInterrupt:
+            # The terminal's Ctrl-C reached the master too: let it drop the run's schema.
+            _wait_or_kill(master, MASTER_CLEANUP_S)
+            raise Interrupted("interrupted: the Locust master dropped the run's schema") from None
+        finally:
+            for worker in workers:
+                _wait_or_kill(worker, WORKER_EXIT_S if master.returncode is not None else 0)
+    return code
+
+
+def _wait_or_kill(process: subprocess.Popen, seconds: float) -> None:
+    try:
+        process.wait(seconds)
+    except subprocess.TimeoutExpired:
+        process.terminate()
+        try:
+            process.wait(WORKER_EXIT_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

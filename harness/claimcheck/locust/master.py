@@ -1,0 +1,251 @@
+"""The Locust master's side of a claim run: seed, collect the users' records, judge, clean up.
+
+Runs in the process that owns the run (Locust's master, or its local runner without --master):
+
+1. `test_start` (before Locust sends the spawn to its workers): the run's schema and seeded table,
+   the strategy validated on the server, and the plan (DSN, schema, strategy, settings) put into a
+   custom option, which Locust forwards to every worker with the spawn message.
+2. Each user streams its records with `runner.send_message`; they are merged here into one
+   :class:`claimcheck.verdict.ledger.WorkerLog` per user, exactly as the fork driver merges its pipes.
+3. When every user that started has ended, or its worker process is gone (Locust's heartbeat
+   missed and none of its users' connections left on the server),
+   the records are judged by the fork driver's own judgement (`claimcheck.engine.driver.judge_run`: the same
+   ledger, table outcome and unrecorded-claims rule), the same table, JSON and HTML are written,
+   the exit code is set (0 held / 1 violated / 2 not judged) and Locust is told to quit.
+4. `quitting` (however the run ends: finished, Ctrl-C, an error): the run's own backends are
+   ended and its schema dropped.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import gevent
+import psycopg
+from locust.runners import WORKER_REPORT_INTERVAL, MasterRunner
+from rich.console import Console
+
+from claimcheck.cli import REPORT_WIDTH_WHEN_PIPED
+from claimcheck.commands._options import report_runs
+from claimcheck.engine.driver import STALL_TIMEOUT_S, check_fail_rate, judge_run, seed, validate
+from claimcheck.errors import ClaimcheckError, ServerError
+from claimcheck.verdict.ledger import WorkerLog
+from claimcheck.locust.claimer import (END_MESSAGE, LOG_MESSAGE, START_MESSAGE, LocustSettings,
+                                       encode_plan)
+from claimcheck.engine.logstream import apply_summary, merge_delta
+from claimcheck.server.provision import Server, server_version
+from claimcheck.server.redaction import redact_dsn
+from claimcheck.contract.queries import QUERIES
+from claimcheck.report.render import print_server
+from claimcheck.engine.sampler import LockWaitSampler, WaitSamples
+from claimcheck.server.runcontext import RunContext
+from claimcheck.server.session import run_id_from_env, run_schema
+from claimcheck.settings import WorkTime
+from claimcheck.contract.strategy import load_strategy
+from claimcheck.engine.worker import WorkerPlan, worker_role
+
+WATCH_INTERVAL_S = 0.2
+EVIDENCE_JOBS = 5
+
+
+def settings_from(options: Any) -> LocustSettings:
+    """The run's settings from the locustfile's options (Locust's --users is the claimer count)."""
+    return LocustSettings(
+        workers=options.num_users or 1, jobs=options.jobs, batch=options.batch, mode=options.mode,
+        work=WorkTime.parse(options.work_ms), poll_ms=options.poll_ms, lease_seconds=options.lease_seconds,
+        duration_s=options.claim_duration, claims_per_worker=options.claims_per_user, fail_rate=options.fail_rate,
+        backoff_unit_s=options.backoff_unit, backoff_cap_s=options.backoff_cap)
+
+
+class MasterRun:
+    """One claim run seen from the master: its schema, its users' logs, its verdict and exit code."""
+
+    def __init__(self, environment: Any) -> None:
+        self.env = environment
+        self.options = environment.parsed_options
+        self.console, self.err = Console(), Console(stderr=True)
+        if not self.console.is_terminal:  # as the CLI does: a pipe or a CI log gets the table unsqueezed
+            self.console = Console(width=REPORT_WIDTH_WHEN_PIPED)
+        self.strategy = load_strategy(self.options.claim_file)
+        self.settings = settings_from(self.options)
+        check_fail_rate(self.strategy, self.settings)
+        version, num = server_version(self.options.dsn)
+        self.server = Server(dsn=self.options.dsn, source="dsn", version=version, version_num=num)
+        self.run = RunContext(self.server.dsn, run_id_from_env())  # $CLAIMCHECK_RUN_ID names the schema
+        self.run_id, self.schema = self.run.run_id, self.run.schema
+        self.cleanup_stack = contextlib.ExitStack()
+        self.conn: psycopg.Connection | None = None
+        self.sampler: LockWaitSampler | None = None
+        self.logs: dict[int, WorkerLog] = {}
+        self.node_of: dict[int, str] = {}
+        self.ended: set[int] = set()
+        self.last_news = time.monotonic()
+        self.judged = False
+        runner = environment.runner
+        for kind, handler in ((START_MESSAGE, self._on_start), (LOG_MESSAGE, self._on_log),
+                              (END_MESSAGE, self._on_end)):
+            runner.register_message(kind, handler)
+
+    # -- 1. before the spawn ----------------------------------------------------------------------
+    def setup(self) -> None:
+        print_server(self.err, self.server)
+        # The same schema lifecycle as the fork driver's (owner record, sweep of a dead run's
+        # leftovers, drop of only what this run created), closed in cleanup().
+        self.conn, _, _ = self.cleanup_stack.enter_context(run_schema(self.server, run_id=self.run_id))
+        self.seeded = seed(self.conn, self.schema, self.run_id, self.strategy, self.settings.jobs)
+        shape = validate(self.server.dsn, self.run_id, self.schema, self.strategy)
+        free = self.conn.execute(QUERIES["connection_headroom"]).fetchone()[0]
+        if free < self.settings.workers + 1:
+            raise ServerError(f"the server has room for {free} more connections but the run needs "
+                              f"{self.settings.workers + 1} (one per user and the sampler); lower --users "
+                              "or raise max_connections")
+        self.plan = plan = WorkerPlan(run=self.run, strategy=self.strategy, settings=self.settings, shape=shape,
+                                      keys=self.seeded.keys)
+        self.options.claimcheck_plan = encode_plan(plan)
+        self.sampler = LockWaitSampler(self.run)
+        self.sampler.start()
+        self.err.print(f"claimcheck: {self.strategy.name} · {self.settings.mode} · {self.settings.workers} users · "
+                       f"{self.settings.jobs:,} jobs seeded in schema {self.schema}", highlight=False, soft_wrap=True)
+        gevent.spawn(self._watch)
+
+    # -- 2. the users' records --------------------------------------------------------------------
+    def _log(self, user: int) -> WorkerLog:
+        return self.logs.setdefault(user, WorkerLog(worker=user))
+
+    def _on_start(self, environment: Any, msg: Any, **kwargs: Any) -> None:
+        self.node_of[msg.data["user"]] = msg.node_id
+        self._log(msg.data["user"]).started_at = msg.data["started_at"]
+        self.last_news = time.monotonic()
+
+    def _on_log(self, environment: Any, msg: Any, **kwargs: Any) -> None:
+        d = msg.data
+        leases, over_claims, over_attempts, unknown = d["notes"]
+        notes = ([tuple(x) for x in leases], [tuple(x) for x in over_claims], [tuple(x) for x in over_attempts],
+                 dict(unknown))
+        merge_delta(self._log(d["user"]), (d["start"], d["job"], d["attempt"], d["claimed_at"], d["ended_at"],
+                                           d["outcome"], d["endings"], notes))
+        self.last_news = time.monotonic()
+
+    def _on_end(self, environment: Any, msg: Any, **kwargs: Any) -> None:
+        user = msg.data["user"]
+        self.node_of.setdefault(user, msg.node_id)
+        apply_summary(self._log(user), msg.data["summary"])
+        self.ended.add(user)
+        self.last_news = time.monotonic()
+
+    # -- 3. the end of the run and the verdict ----------------------------------------------------
+    def _missing_nodes(self) -> set[str]:
+        clients = getattr(self.env.runner, "clients", None)
+        return {c.id for c in clients.missing} if clients is not None else set()
+
+    def _lost_users(self) -> set[int]:
+        """Users whose worker process is gone: Locust's heartbeat says it went missing AND the server
+        shows none of their connections. A busy process's late heartbeat is not a death, and a killed
+        process's connections are closed by its kernel, so the server is the witness."""
+        missing = self._missing_nodes()
+        suspects = {u for u, node in self.node_of.items() if node in missing and u not in self.ended}
+        if not suspects:
+            return set()
+        names = {self.run.app_name(worker_role(u)): u for u in suspects}
+        alive = self.conn.execute(QUERIES["connected_applications"], {"names": list(names)}).fetchall()
+        return suspects - {names[name] for (name,) in alive}
+
+    def _state(self) -> tuple[bool, set[int], str]:
+        """(is the run over, users lost with their worker process, why it stopped)."""
+        lost = self._lost_users()
+        running = set(self.node_of) - self.ended - lost
+        target = self.env.runner.target_user_count or self.settings.workers
+        if not running and (len(self.node_of) >= target or lost):
+            return True, lost, self.settings.limit_kind
+        if time.monotonic() - self.last_news > self.settings.stall_limit_s(STALL_TIMEOUT_S):
+            return True, lost | running, "stalled"
+        return False, lost, ""
+
+    def _watch(self) -> None:
+        try:
+            while True:
+                gevent.sleep(WATCH_INTERVAL_S)
+                over, lost, stopped_by = self._state()
+                if over:
+                    break
+            self.env.process_exit_code = self._judge(lost, stopped_by)
+        except ClaimcheckError as exc:
+            self.fail(str(exc))
+        except psycopg.Error as exc:
+            self.fail(f"PostgreSQL: {str(exc).strip()}. Nothing was judged")
+        if isinstance(self.env.runner, MasterRunner):
+            # Workers send Locust's request statistics every WORKER_REPORT_INTERVAL: wait for the
+            # last ones, so that Locust's summary counts every claim the ledger judged.
+            gevent.sleep(WORKER_REPORT_INTERVAL + 0.5)
+        self.env.runner.quit()
+
+    def _judge(self, lost: set[int], stopped_by: str) -> int:
+        waits = self.sampler.stop() if self.sampler else WaitSamples()
+        self.sampler = None
+        now = self.conn.execute(QUERIES["server_clock"]).fetchone()[0]
+        for user in lost:  # like the fork driver's dead worker: its log ends where its stream did
+            self.logs[user].finished_at = now
+        logs = [self.logs[u] for u in sorted(self.logs)]
+        errors = [log.error for log in logs if log.error]
+        if errors:
+            raise ClaimcheckError(f"a claimer failed mid-run, so the run is not judged: {errors[0]}")
+        if not any(log.started_at for log in logs):
+            raise ClaimcheckError("no Locust user started claiming; is a worker connected to this master?")
+        run = SimpleNamespace(logs=logs, killed=lost, reaps=[], faults=[], faults_skipped=[], waits=waits,
+                              stopped_by=stopped_by, shared=None, stop_reason=lambda started: None,
+                              coordinator_cpu_s=None)  # the master's CPU is Locust's, not a run's
+        result = judge_run(self.conn, run, self.strategy, self.settings, self.seeded, releases=self.plan.releases,
+                           unreaped=True)
+        if lost:
+            nodes = {self.node_of[u] for u in lost}
+            self.err.print(f"claimcheck: {len(nodes)} Locust worker process(es) went missing mid-run (no "
+                           f"heartbeat, no connection left): the claims their {len(lost)} users had streamed "
+                           "are judged; "
+                           f"{result.verdict.unrecorded_claims} unrecorded claims (jobs the table shows claimed "
+                           "that no streamed record names) count as claimed, not lost", highlight=False,
+                           soft_wrap=True)
+        shown = argparse.Namespace(**self._report_settings(), wide=False)  # a terminal gets the compact table
+        report_runs(self.server, [result], shown, self.console, "check",
+                    f"claimcheck check {self.strategy.name} on Locust: PostgreSQL {self.server.version}",
+                    always_write=False, evidence=EVIDENCE_JOBS, command=self._command())
+        held = result.exactly_once
+        self.console.print("[bold green]exactly-once held[/]" if held else "[bold red]exactly-once violated[/]")
+        self.judged = True
+        return 0 if held else 1
+
+    def _report_settings(self) -> dict:
+        o = self.options
+        return {"engine": "locust", "strategy": o.claim_file, "users": o.num_users, "jobs": o.jobs,
+                "batch": o.batch, "mode": o.mode, "work_ms": o.work_ms, "poll_ms": o.poll_ms,
+                "lease_seconds": o.lease_seconds, "fail_rate": o.fail_rate, "duration": o.claim_duration,
+                "claims_per_user": o.claims_per_user, "dsn": redact_dsn(o.dsn),
+                "json": Path(o.json_report) if o.json_report else None}
+
+    def _command(self) -> str:
+        return " ".join(["locust", *(redact_dsn(a) if a.startswith("postgres") else a for a in sys.argv[1:])])
+
+    def fail(self, message: str) -> None:
+        """Not judged: one paragraph on stderr, exit code 2."""
+        self.err.print(f"claimcheck: error: {message}", highlight=False, markup=False)
+        self.env.process_exit_code = 2
+
+    # -- 4. however the run ends ------------------------------------------------------------------
+    def cleanup(self) -> None:
+        if not self.judged and self.env.process_exit_code is None:
+            self.err.print("claimcheck: the run ended before it was judged (interrupted?); schema dropped",
+                           highlight=False)
+            self.env.process_exit_code = 2
+        if self.sampler is not None:
+            self.sampler.stop()
+            self.sampler = None
+        # Closing run_schema ends the run's remaining connections (users on other hosts may still
+        # hold transactions on the run's table) and drops the schema.
+        self.conn = None
+        self.cleanup_stack.close()
+

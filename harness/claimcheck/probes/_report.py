@@ -1,0 +1,27 @@
+"""The probes' JSON document: `bench`'s conventions (tool, machine, `postgres`, `settings`),
+with the probe's own figures in place of `runs`."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from claimcheck.commands._options import plain_settings
+from claimcheck.server.provision import Server
+from claimcheck.report.render import document, write_json
+
+
+def probe_document(server: Server, args: argparse.Namespace, probe: str, figures: dict) -> dict:
+    doc = document(server, [], command=" ".join(["claimcheck", *sys.argv[1:]]), settings=plain_settings(args))
+    del doc["runs"]  # a probe has no strategy runs; its figures follow
+    doc["probe"] = probe
+    doc.update(figures)
+    return doc
+
+
+def maybe_write(doc: dict, path: Path | None, verb: str, console: Console) -> None:
+    """Write the JSON report when --json was given (probes print; they do not fill reports/)."""
+    if path is not None:
+        console.print(f"JSON report: {write_json(doc, path, verb)}")

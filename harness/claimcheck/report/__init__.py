@@ -1,0 +1,1 @@
+"""Rendering results: the table, the JSON document and its schema, and the self-contained HTML report."""

@@ -1,0 +1,253 @@
+"""The HTML report: one self-contained file next to the JSON, made from the JSON document alone.
+
+It answers "which strategy should I use, and why" first: a conclusion (which runs held
+exactly-once, the fastest that held per mode, what the others cost), then the table and the
+charts behind it: throughput against workers, double claims, claim latency p50/p95/p99, time
+spent waiting on locks, and claims over time per worker. A violated run is marked (red, ✗) in
+every chart, because its speed does not count.
+
+Everything is inline (CSS and SVG, no script, no fonts or CDN), so the file opens offline and
+can be attached to a ticket or a CI artifact. Charts scale with the window (checked in headless
+Chromium at 1400 and 800 px by the tests).
+"""
+from __future__ import annotations
+
+from html import escape
+from pathlib import Path
+
+from claimcheck.report import svg
+from claimcheck.server.redaction import scrub_all
+from claimcheck.engine.sampler import SAMPLE_INTERVAL_S
+
+TIMELINES_SHOWN = 4
+"""Per-worker timelines beyond the first are folded away; past this many runs they are left out."""
+LOCK_PREFIX = "Lock/"
+"""The sampler's interval, for reports written before `wait_sample_interval_s` was recorded."""
+
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1200px}
+h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:28px 0 6px}
+.meta{color:#666;font-size:13px;overflow-wrap:anywhere}figure{margin:8px 0 20px}
+figcaption{font-size:13px;color:#555;margin-top:2px}
+.conclusion{border:1px solid #ddd;border-left:4px solid #18794e;background:#f7fbf8;padding:8px 14px;font-size:14px}
+.conclusion.none{border-left-color:#c62828;background:#fdf6f6}.conclusion li{margin:3px 0}
+.scroll{overflow-x:auto}
+table{border-collapse:collapse;font-size:12px}th,td{padding:3px 8px;border-bottom:1px solid #ddd;text-align:right}
+th{background:#f4f4f4}td.l,th.l{text-align:left}.ok{color:#18794e;font-weight:600}.bad{color:#c62828;font-weight:600}
+tr.violated td{background:#fdf0f0}.ok,.bad{white-space:nowrap}td.name{max-width:16em;overflow-wrap:anywhere}
+details{margin:6px 0}summary{cursor:pointer;font-size:13px}
+@media (max-width:900px){body{margin:12px}th,td{padding:2px 4px}}
+"""
+
+
+def run_label(run: dict, *, workers: bool = True) -> str:
+    """`skip-locked · lease · b10 · 8w`: what tells runs of one report apart."""
+    parts = [run["strategy"], run["mode"], f"b{run['batch']}"]
+    return " · ".join(parts + ([f"{run['workers']}w"] if workers else []))
+
+
+def throughput_series(runs: list[dict]) -> dict[str, list[tuple[float, float]]]:
+    series: dict[str, list[tuple[float, float]]] = {}
+    for run in runs:
+        series.setdefault(run_label(run, workers=False), []).append(
+            (float(run["workers"]), float(run["throughput_jobs_per_s"])))
+    return series
+
+
+def lock_wait_seconds(runs: list[dict]) -> dict[str, list[float]]:
+    """Worker-seconds spent waiting per `Lock/*` wait event, one list entry per run (zeros where a run had
+    none): each sample saw a worker waiting, and stands for one sampling interval of it."""
+    events = sorted({e for run in runs for e in run.get("wait_events", {}) if e.startswith(LOCK_PREFIX)})
+    return {e: [float(run.get("wait_events", {}).get(e, 0)) * run.get("wait_sample_interval_s",
+                                                                        SAMPLE_INTERVAL_S)
+                for run in runs] for e in events} or {"no lock waits sampled": [0.0] * len(runs)}
+
+
+def _pct(value: float, reference: float) -> str:
+    return f"{(value / reference - 1) * 100:+.0f} %" if reference else "-"
+
+
+def _rate(run: dict) -> str:
+    n = len(run.get("repetitions") or ())
+    return f"{run['throughput_jobs_per_s']:,.0f} jobs/s" + (f" (median of {n})" if n > 1 else "")
+
+
+def conclusion(runs: list[dict]) -> str:
+    """Which runs held, the fastest strategy that held in every run of a mode, and what the others cost.
+
+    A strategy (with its batch) counts for a mode only if every one of its runs in that mode held
+    exactly-once: a claim that breaks at 4 workers is not safe at 1. Its best run stands for it."""
+    if not runs:
+        return ""
+    held = [r for r in runs if r["exactly_once"]]
+    violated = [r for r in runs if not r["exactly_once"]]
+    head = f"<b>{len(held)} of {len(runs)} run(s) held exactly-once.</b>"
+    if violated:
+        doubles = sum(r["double_claimed_jobs"] for r in violated)
+        lost = sum(r["unclaimed_jobs"] for r in violated)
+        names = sorted({r["strategy"] for r in violated})
+        head += (f" Violated: {escape(', '.join(names))} ({len(violated)} run(s); {doubles:,} job(s) handed to more "
+                 f"than one worker{f', {lost:,} never claimed' if lost else ''}; the table and the JSON say what "
+                 "else failed): do not use them as run, however fast they were.")
+    items = []
+    for mode in sorted({r["mode"] for r in runs}):
+        groups: dict[str, list[dict]] = {}
+        for r in runs:
+            if r["mode"] == mode:
+                groups.setdefault(f"{r['strategy']} · b{r['batch']}", []).append(r)
+        safe = {name: max(rs, key=lambda r: r["throughput_jobs_per_s"]) for name, rs in groups.items()
+                if all(r["exactly_once"] for r in rs)}
+        if not safe:
+            items.append(f"<li><b>{escape(mode)} mode:</b> no strategy held exactly-once in every run.</li>")
+            continue
+        ranked = sorted(safe.items(), key=lambda kv: -kv[1]["throughput_jobs_per_s"])
+        (best_name, best), others = ranked[0], ranked[1:]
+        verdict = "is the fastest that held in every run" if len(groups) > 1 else "held in every run"
+        text = (f"<li><b>{escape(mode)} mode: {escape(best_name)}</b> {verdict}: "
+                f"{_rate(best)} at {best['workers']} worker(s).")
+        if others:
+            text += " The others that held, at their best: " + "; ".join(
+                f"{escape(name)} {_rate(r)} at {r['workers']} ({_pct(r['throughput_jobs_per_s'], best['throughput_jobs_per_s'])})"
+                for name, r in others) + "."
+        fast_but_bad = [name for name, rs in groups.items() if name not in safe
+                        and max(r["throughput_jobs_per_s"] for r in rs) > best["throughput_jobs_per_s"]]
+        if fast_but_bad:
+            text += f" Faster but violated: {escape(', '.join(fast_but_bad))} (does not count)."
+        believed_unsafe = [name for name, r in ranked if r.get("expected") == "unsafe"]
+        if believed_unsafe:
+            text += (f" Believed unsafe though no violation was seen here: {escape(', '.join(believed_unsafe))}; "
+                     "a run that did not catch a race is no proof there is none.")
+        items.append(text + "</li>")
+    css = "conclusion" if held else "conclusion none"
+    return f'<div class="{css}"><p>{head}</p><ul>{"".join(items)}</ul></div>'
+
+
+def _figure(name: str, chart: str, caption: str) -> str:
+    return f'<figure class="chart" data-chart="{name}">{chart}<figcaption>{escape(caption)}</figcaption></figure>'
+
+
+VIOLATED_NOTE = " Runs marked ✗ in red violated exactly-once: their figures do not count."
+
+
+def _throughput_figure(runs: list[dict], labels: list[str], flagged: list[bool]) -> str:
+    """Lines over the worker counts of a sweep; one bar per run when every run had the same count
+    (a column of dots in ten recycled colours would not say which is which)."""
+    caption = "Jobs done per second, from the workers' release to the last claim or end of a job"
+    if any(len(r.get("repetitions") or ()) > 1 for r in runs):
+        caption += " (median of the repetitions)"
+    note = VIOLATED_NOTE if any(flagged) else ""
+    if len({r["workers"] for r in runs}) > 1:
+        bad = frozenset((run_label(r, workers=False), float(r["workers"])) for r in runs if not r["exactly_once"])
+        chart = svg.line_chart(throughput_series(runs), "throughput against workers", "workers", "jobs done per second",
+                               flagged=bad)
+        return _figure("throughput", chart, caption + ", per strategy · mode · batch." + note)
+    chart = svg.bar_chart(labels, {"jobs/s": [float(r["throughput_jobs_per_s"]) for r in runs]},
+                          "throughput per run", "jobs done per second", flagged=flagged)
+    return _figure("throughput", chart, caption + ". Sweep --workers (e.g. 1,2,4,8,16) to see it against workers."
+                   + note)
+
+
+def _latency_figure(runs: list[dict], labels: list[str], flagged: list[bool]) -> str:
+    marks = {p: [r["claim_latency_ms"].get(p) for r in runs] for p in ("p50", "p95", "p99")}
+    chart = svg.range_chart(labels, marks, "claim latency per run", "claim latency, ms (p50, p95, p99)", flagged)
+    return _figure("claim-latency", chart, "Time from sending a claim to its commit, per run: half of the claims "
+                   "took less than p50, 95 % less than p95, 99 % less than p99." + (VIOLATED_NOTE if any(flagged) else ""))
+
+
+def _lock_wait_figure(runs: list[dict], labels: list[str], flagged: list[bool]) -> str:
+    chart = svg.bar_chart(labels, lock_wait_seconds(runs), "time waiting on locks per run",
+                          "worker-seconds spent waiting on a lock", legend=True, flagged=flagged, total_format=",.2f")
+    return _figure("lock-waits", chart, "Seconds workers spent waiting on a Lock/* event, summed over workers and "
+                   "split by event; estimated from pg_stat_activity samples (each sample of a waiting worker counts "
+                   "for one sampling interval).")
+
+
+COLUMNS = (
+    ("strategy", "l", lambda r: escape(r["strategy"])),
+    ("verdict", "l", lambda r: '<span class="ok">exactly-once</span>' if r["exactly_once"]
+     else '<span class="bad">✗ VIOLATED</span>'),
+    ("mode", "l", lambda r: escape(r["mode"])),
+    ("batch", "", lambda r: r["batch"]),
+    ("workers", "", lambda r: r["workers"]),
+    ("claims", "", lambda r: f"{r['claims']:,}"),
+    ("double claimed", "", lambda r: f"{r['double_claimed_jobs']:,}"),
+    ("unclaimed", "", lambda r: f"{r['unclaimed_jobs']:,}"),
+    ("done", "", lambda r: f"{r['jobs_done']:,}"),
+    ("jobs/s", "", lambda r: f"{r['throughput_jobs_per_s']:,.0f}"),
+    ("spread", "", lambda r: None if len(r.get("repetitions") or ()) < 2 else
+     f"{r['throughput']['min']:,.0f}–{r['throughput']['max']:,.0f} (n={r['throughput']['n']})"),
+    ("pgbench jobs/s", "", lambda r: None if r.get("pgbench_jobs_per_s") is None else f"{r['pgbench_jobs_per_s']:,.0f}"),
+    ("ratio", "", lambda r: None if r.get("pgbench_ratio") is None else f"{r['pgbench_ratio']:.2f}"),
+    ("claim p95 ms", "", lambda r: None if r["claim_latency_ms"].get("p95") is None
+     else f"{r['claim_latency_ms']['p95']:.2f}"),
+)
+"""The table's columns: heading, alignment, cell (None = nothing to show). A column with nothing to
+show in any run (pgbench when not run, spread without --repeat) is left out."""
+
+
+_CELL_CLASS = (' class="l name"', " class=l")
+
+
+def _summary_table(runs: list[dict]) -> str:
+    cells = [[cell(run) for _, _, cell in COLUMNS] for run in runs]
+    shown = [i for i in range(len(COLUMNS)) if any(row[i] is not None for row in cells)]
+    head = "".join(f'<th{" class=l" if COLUMNS[i][1] else ""}>{COLUMNS[i][0]}</th>' for i in shown)
+    rows = []
+    for run, row in zip(runs, cells):
+        # A long strategy name (a user's file) wraps; the verdict next to it never does.
+        tds = "".join(f'<td{_CELL_CLASS[0] if i == 0 else _CELL_CLASS[1] if COLUMNS[i][1] else ""}>'
+                      f'{"-" if row[i] is None else row[i]}</td>' for i in shown)
+        rows.append(f'<tr{"" if run["exactly_once"] else " class=violated"}>{tds}</tr>')
+    return f'<div class="scroll"><table class="runs"><tr>{head}</tr>{"".join(rows)}</table></div>'
+
+
+def _timelines(runs: list[dict]) -> str:
+    """The busiest run open (most workers, then most claims), the others folded."""
+    with_data = [r for r in runs if r.get("claims_over_time", {}).get("workers")]
+    if not with_data:
+        return "<p>No per-worker timeline in this report.</p>"
+    ordered = sorted(with_data, key=lambda r: (-r["workers"], -r["claims"]))[:TIMELINES_SHOWN]
+    parts = []
+    for i, run in enumerate(ordered):
+        timeline = run["claims_over_time"]
+        chart = svg.heatmap(timeline["workers"], timeline["bucket_s"], f"claims over time: {run_label(run)}")
+        figure = _figure("claims-over-time", chart, f"{run_label(run)}: claims per worker per time bucket. "
+                         "Gaps are a worker waiting (on a lock, a retry back-off, or the CPU).")
+        mark = "" if run["exactly_once"] else '<span class="bad">✗ VIOLATED</span> '
+        parts.append(f'<details{" open" if i == 0 else ""}><summary>{mark}{escape(run_label(run))} '
+                     f'({run["claims"]:,} claims in {run["elapsed_s"]:.2f} s)</summary>{figure}</details>')
+    return "".join(parts)
+
+
+def render(doc: dict) -> str:
+    """The whole report as one HTML string."""
+    runs = doc.get("runs", [])
+    pg, tool = doc.get("postgres", {}), doc.get("tool", {})
+    labels = [run_label(r) for r in runs]
+    flagged = [not r["exactly_once"] for r in runs]
+    body = [
+        f"<h1>claimcheck report</h1><p class=meta>PostgreSQL {escape(str(pg.get('version', '?')))} "
+        f"({escape(str(pg.get('source', '?')))}) · {escape(str(doc.get('created_at', '')))} · "
+        f"<code>{escape(str(tool.get('command', '')))}</code></p>",
+        conclusion(runs),
+        "<h2>Runs</h2>", _summary_table(runs),
+        "<h2>Throughput against workers</h2>", _throughput_figure(runs, labels, flagged),
+        "<h2>Double claims</h2>",
+        _figure("double-claims", svg.bar_chart(labels, {"jobs claimed twice or more": [
+            float(r["double_claimed_jobs"]) for r in runs]}, "double claims per run", "jobs handed to more than one worker",
+            flagged=flagged), "Jobs handed to more than one worker. Any bar here is a broken queue."
+                + (VIOLATED_NOTE if any(flagged) else "")),
+        "<h2>Claim latency</h2>", _latency_figure(runs, labels, flagged),
+        "<h2>Lock waits</h2>", _lock_wait_figure(runs, labels, flagged),
+        "<h2>Claims over time, per worker</h2>", _timelines(runs),
+    ]
+    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>claimcheck report</title>'
+            f'<style>{_CSS}</style></head><body>{"".join(body)}</body></html>\n')
+
+
+def write_html(doc: dict, json_path: Path) -> Path:
+    """Write the report next to the JSON file, same name, `.html`."""
+    path = json_path.with_suffix(".html")
+    path.write_text(render(scrub_all(doc)), encoding="utf-8")
+    return path

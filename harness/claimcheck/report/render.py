@@ -1,0 +1,306 @@
+"""Rendering results: the rich table people read, and the JSON document scripts read.
+
+Both are functions of plain result objects; nothing here runs a query.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from pathlib import Path
+from typing import Iterable
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from claimcheck import __version__
+from claimcheck.verdict.result import RunResult
+from claimcheck.verdict.ledger import Violation
+from claimcheck.report.schema import SCHEMA_VERSION
+from claimcheck.server.provision import Server
+from claimcheck.server.redaction import scrub_all
+
+REPORTS_DIR = Path("reports")
+EVIDENCE_SHOWN = 5
+FATES_SHOWN = 3
+
+
+def document(server: Server, runs: Iterable[RunResult], command: str, settings: dict) -> dict:
+    """The JSON contract (docs/contracts.md section 3, `report.schema.json`): `postgres`, `settings`,
+    `runs` (one object per strategy x setting)."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": "claimcheck", "version": __version__, "command": command},
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
+                    # at the end of the runs: compare warns when two reports were made under different load
+                    "load_average_1m": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None},
+        "postgres": {"version": server.version, "version_num": server.version_num, "source": server.source},
+        "settings": settings,
+        "runs": [run.as_dict() for run in runs],
+    }
+
+
+def write_json(doc: dict, path: Path | None, verb: str) -> Path:
+    if path is None:
+        REPORTS_DIR.mkdir(exist_ok=True)
+        path = REPORTS_DIR / f"{verb}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path.write_text(json.dumps(scrub_all(doc), indent=2) + "\n")  # every file sink scrubs, once
+    return path
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}" if value >= 10 else f"{value:.2f}"
+
+
+def _top_wait(run: RunResult) -> str:
+    events = run.waits.events
+    lock_events = [(k, n) for k, n in events.most_common() if k.startswith("Lock/")]
+    if not lock_events:
+        return "none"
+    key, samples = lock_events[0]
+    return f"{key} {samples:,}"
+
+
+_NOTES = {  # key: (mark in a compact table, its caption, words in a wide table, their style)
+    "uncaught": ("*", "unsafe by its header, but no violation was caught in this run",
+                 " (unsafe, not caught this run)", "yellow"),
+    "surprise": ("!", "expected safe, yet violated", " (expected safe!)", "bold red"),
+    "stalled": ("s", "stalled: no claim for a while", " stalled", "red"),
+    "no-progress": ("p", "no progress: claims went on but no job was finished", " no progress", "red"),
+    "violation": ("e", "stopped early at a proven violation; `check --drain` runs to the end", " stopped early",
+                  "yellow"),
+}
+
+
+def _notes(run: RunResult) -> list[str]:
+    """What the verdict column must also say about a run, as keys of _NOTES."""
+    notes = []
+    if run.strategy.expected == "unsafe" and run.exactly_once:
+        notes.append("uncaught")
+    elif run.strategy.expected == "safe" and not run.exactly_once:
+        notes.append("surprise")
+    if run.stopped_by in ("stalled", "no-progress", "violation"):
+        notes.append(run.stopped_by)
+    return notes
+
+
+def verdict_text(run: RunResult, compact: bool = False) -> Text:
+    """`exactly-once` or `VIOLATED` (RunResult.exactly_once, the one verdict), and its notes: in
+    words, or as the marks a compact table explains in its caption."""
+    if run.exactly_once:
+        text = Text("exactly-once", style="bold green")
+    else:
+        text = Text("VIOLATED", style="bold red")
+    notes = _notes(run)
+    if compact:
+        if notes:
+            text.append(" " + "".join(_NOTES[n][0] for n in notes), style="yellow")
+        return text
+    for note in notes:
+        text.append(_NOTES[note][2], style=_NOTES[note][3])
+    return text
+
+
+def results_table(runs: list[RunResult], title: str, wide: bool = True) -> Table:
+    """The results: every column with `wide`, else the columns a person reads first, in 80 columns."""
+    if not wide:
+        return _compact_table(runs, title)
+    table = Table(title=title, header_style="bold", title_justify="left")
+    for name, justify in (("strategy", "left"), ("mode", "left"), ("work-\ners", "right"), ("batch", "right"),
+                          ("claims", "right"), ("unique", "right"),
+                          ("double\nclaimed", "right"), ("extra\nclaims", "right"), ("un-\nclaimed", "right"),
+                          ("done", "right"), ("ser.\nfail", "right"), ("jobs/s", "right"),
+                          ("claim ms\np50/p95/p99", "right"), ("top lock wait\n(samples)", "left"),
+                          ("peak\nwaiting", "right"), ("verdict", "left")):
+        if name == "verdict" and any(run.pgbench for run in runs):
+            table.add_column("pgbench\njobs/s", justify="right", no_wrap=True)
+            table.add_column("ratio", justify="right", no_wrap=True)
+        if name == "verdict" and any(run.plan for run in runs):
+            table.add_column("plan", justify="left", no_wrap=True)
+        table.add_column(name, justify=justify, no_wrap=name not in ("verdict", "strategy"))
+    for run in runs:
+        v, lat = run.verdict, run.claim_latency_ms
+        table.add_row(
+            run.strategy.name, run.settings.mode, str(run.settings.workers), str(run.settings.batch),
+            f"{v.claims:,}", f"{v.unique_jobs_claimed:,}",
+            Text(f"{v.double_claimed_jobs:,}", style="red" if v.double_claimed_jobs else ""),
+            f"{v.extra_claims:,}", Text(f"{v.unclaimed_jobs:,}", style="red" if v.unclaimed_jobs and v.drained else ""),
+            f"{run.jobs_done:,}", f"{run.serialization_failures:,}", f"{run.throughput_jobs_per_s:,.0f}",
+            f"{_ms(lat['p50'])}/{_ms(lat['p95'])}/{_ms(lat['p99'])}", _top_wait(run),
+            str(run.waits.max_waiting_workers),
+            *_parity_cells(run, any(r.pgbench for r in runs)),
+            *_plan_cells(run, any(r.plan for r in runs)),
+            verdict_text(run),
+        )
+    return table
+
+
+def _compact_table(runs: list[RunResult], title: str) -> Table:
+    """strategy, mode, workers, double claimed, unclaimed, jobs/s, claim p95 and the verdict: the
+    figures that decide, narrow enough for an 80-column terminal (`--wide` shows the rest)."""
+    table = Table(title=title, header_style="bold", title_justify="left", box=box.SIMPLE_HEAD, padding=0, show_edge=False,
+                  caption_justify="left")
+    table.add_column("strategy", justify="left", overflow="fold", min_width=12)
+    table.add_column("mode", justify="left", no_wrap=True)
+    for name in ("work-\ners", "double\nclaimed", "un-\nclaimed", "jobs/s", "claim\np95 ms"):
+        table.add_column(name, justify="right", no_wrap=True)
+    table.add_column("verdict", justify="left", no_wrap=True, min_width=12)
+    for run in runs:
+        v = run.verdict
+        table.add_row(
+            run.strategy.name, run.settings.mode, str(run.settings.workers),
+            Text(f"{v.double_claimed_jobs:,}", style="red" if v.double_claimed_jobs else ""),
+            Text(f"{v.unclaimed_jobs:,}", style="red" if v.unclaimed_jobs and v.drained else ""),
+            f"{run.throughput_jobs_per_s:,.0f}", _ms(run.claim_latency_ms["p95"]), verdict_text(run, compact=True))
+    shown = sorted({n for run in runs for n in _notes(run)}, key=list(_NOTES).index)
+    lines = [f"{_NOTES[n][0]} {_NOTES[n][1]}" for n in shown]
+    table.caption = "\n".join(lines + ["--wide: every column (claims, done, p50/p99, lock waits)"])
+    return table
+
+
+def _parity_cells(run: RunResult, shown: bool) -> list[str]:
+    """pgbench's jobs/s for the same SQL and ours over it (`bench --pgbench`)."""
+    if not shown:
+        return []
+    if run.pgbench is None or run.pgbench_ratio is None:
+        return ["-", "-"]
+    return [f"{run.pgbench.jobs_per_s:,.0f}", f"{run.pgbench_ratio:.2f}"]
+
+
+def _plan_cells(run: RunResult, shown: bool) -> list[Text]:
+    """The plan guard: `locks+index` when rows are locked as picked and reached through an index."""
+    if not shown:
+        return []
+    if run.plan is None:
+        return [Text("-")]
+    if run.plan.shape_ok:
+        return [Text("locks+index", style="green")]
+    missing = [name for name, needle in (("no LockRows", "no LockRows"), ("seq scan", "Seq Scan"))
+               if any(needle in reason for reason in run.plan.reasons)]
+    return [Text(", ".join(missing) or "fails", style="yellow")]
+
+
+def evidence_lines(violations: Iterable[Violation], limit: int = EVIDENCE_SHOWN) -> list[str]:
+    """A few violations as readable lines: job id, kind, then each claim of it."""
+    lines: list[str] = []
+    for violation in list(violations)[:limit]:
+        times = max(violation.times_claimed, len(violation.claims))
+        lines.append(f"job {violation.job}: claimed {times:,} times ({violation.kind})"
+                     + (f", the first {len(violation.claims)} shown" if times > len(violation.claims) else ""))
+        for claim in violation.claims:
+            ended = "never ended" if claim.ended_at_s is None else f"ended +{claim.ended_at_s:.4f}s"
+            reaped = "" if claim.reaped_at_s is None else f"  reaped +{claim.reaped_at_s:.4f}s"
+            lines.append(f"    worker w{claim.worker:02d}  attempt {claim.attempt}  "
+                         f"claimed +{claim.claimed_at_s:.4f}s  {ended}  ({claim.outcome}){reaped}")
+    return lines
+
+
+def print_stop(console: Console, run: RunResult) -> None:
+    """Say that a run stopped before its drain, why, and how to run it to the end."""
+    if run.stopped_early:
+        console.print(f"[yellow]{run.strategy.name} ({run.settings.mode}): stopped early[/]: {run.stop_reason}. "
+                      f"The figures cover the {run.verdict.claims:,} claims committed until the workers stopped; "
+                      "add --drain to run it to the end.", highlight=False)
+
+
+def print_server(console: Console, server: Server) -> None:
+    console.print(f"[bold]PostgreSQL {server.version}[/] ({server.source})")
+
+
+def claim_errors_line(run: RunResult) -> str | None:
+    """Server errors inside claims, by SQLSTATE, and reconnects: outcomes, shown under the table."""
+    if not run.claim_errors and not run.reconnects:
+        return None
+    counts = ", ".join(f"{state} ×{n:,}" for state, n in run.claim_errors.items()) or "none"
+    return (f"{run.strategy.name} ({run.settings.mode}): server errors in claims, each rolled back and retried "
+            f"on the same connection: {counts}; reconnects after a lost connection: {run.reconnects:,}")
+
+
+def shape_lines(evidence: Iterable[dict], limit: int = EVIDENCE_SHOWN) -> list[str]:
+    lines = []
+    for e in list(evidence)[:limit]:
+        if e["kind"] == "over-claim":
+            lines.append(f"over-claim: worker w{e['worker']:02d} got {e['rows']} rows from one claim "
+                         f"(batch smaller) at +{e['claimed_at_s']:.4f}s: jobs {', '.join(map(str, e['jobs']))}")
+        else:
+            lines.append(f"over-attempt: job {e['job']} claimed by w{e['worker']:02d} as attempt {e['attempt']} "
+                         f"with max_attempts {e['max_attempts']}")
+    return lines
+
+
+def violation_summary(run: RunResult) -> list[str]:
+    """What made a run fail, one phrase per kind: the terminal, the pytest plugin and the API say
+    the same."""
+    v = run.verdict
+    problems = [f"{v.double_claimed_jobs:,} job(s) handed to more than one worker"] if v.double_claimed_jobs else []
+    if v.never_finished:
+        problems.append(f"{v.never_finished:,} claimed job(s) never finished: their completion changed no row "
+                        "although nothing had released the claim (does `complete` match the row the claim took?)")
+    if not run.progressed:
+        problems.append(f"no progress ({run.stop_reason})")
+    if v.stale_completion_violations:
+        problems.append(f"{v.stale_completion_violations:,} stale completion(s) that changed a row "
+                        "the worker no longer owned")
+    if v.unclaimed_jobs and v.drained:
+        problems.append(f"{v.unclaimed_jobs:,} unclaimed")
+    if v.unexpected_jobs:
+        problems.append(f"{v.unexpected_jobs:,} unexpected ids")
+    if v.over_claims:
+        problems.append(f"{v.over_claims:,} over-claim(s): more rows than the batch asked for")
+    if v.over_attempts:
+        problems.append(f"{v.over_attempts:,} claim(s) beyond max_attempts")
+    if not run.lifecycle_ok:
+        problems.append(f"{run.unfinished_jobs:,} job(s) neither done nor failed, "
+                        f"{run.table.over_max_attempts:,} over max_attempts")
+    return problems
+
+
+def print_evidence(console: Console, run: RunResult, limit: int = EVIDENCE_SHOWN) -> None:
+    v = run.verdict
+    errors = claim_errors_line(run)
+    if errors:
+        console.print(errors, highlight=False, markup=False)
+    if run.exactly_once:
+        return
+    problems = violation_summary(run)
+    console.print(f"[bold red]{run.strategy.name} ({run.settings.mode}): {'; '.join(problems) or 'violated'}[/]. "
+                  f"{v.extra_claims:,} extra claims, {v.redeliveries:,} redeliveries. "
+                  "Evidence (times from the start of the run):")
+    for line in evidence_lines(v.violations, limit) + shape_lines(v.shape_evidence, limit):
+        console.print(line, highlight=False, markup=False)
+
+
+def faults_table(run: RunResult) -> Table:
+    """Each injected fault and what became of its jobs."""
+    table = Table(title=f"faults injected into {run.strategy.name} ({run.settings.mode} mode)",
+                  title_justify="left", header_style="bold")
+    for name in ("at s", "fault", "worker", "what happened", "its jobs"):
+        table.add_column(name, justify="right" if name == "at s" else "left", overflow="fold")
+    for event in run.faults:
+        table.add_row(f"{event.at_s:.2f}", event.kind, "-" if event.worker is None else f"w{event.worker:02d}",
+                      event.detail, _fates(event.jobs))
+    if run.faults_skipped:
+        table.caption = (f"not injected: {', '.join(run.faults_skipped)} (a restart needs a server claimcheck "
+                         "started; other faults need a live worker before the run ends)")
+    return table
+
+
+def _fates(jobs: list[dict]) -> str:
+    if not jobs:
+        return "-"
+    lines = []
+    for job in jobs[:FATES_SHOWN]:
+        story = " → ".join(f"w{c['worker']:02d} a{c['attempt']} +{c['claimed_at_s']:.2f}s {c['outcome']}"
+                           for c in job["claims"])
+        last = job["claims"][-1] if job["claims"] else None
+        unseen = (last is not None and last["outcome"] == "live" and job["final_status"] == "done"
+                  and job["final_attempts"] == last["attempt"])
+        note = " (its completion committed before the kill; the record died with the worker)" if unseen else ""
+        lines.append(f"job {job['job']}: {story} ⇒ {job['final_status']}{note}")
+    if len(jobs) > FATES_SHOWN:
+        lines.append(f"… and {len(jobs) - FATES_SHOWN} more")
+    return "\n".join(lines)

@@ -1,0 +1,151 @@
+"""The run's schema and its seeded `jobs` table.
+
+Every run works in its own schema `claimcheck_<run id>` and drops only that schema; nothing
+outside it is created, altered or dropped. Names go through `psycopg.sql.Identifier`.
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import secrets
+import time
+from dataclasses import dataclass
+
+import psycopg
+from psycopg import errors, sql
+from psycopg.types.string import TextLoader
+
+from claimcheck.errors import SqlFileError, UsageError
+from claimcheck.contract.keys import KeySpace
+from claimcheck.server.ownership import abandoned, parse_comment, schema_comment
+from claimcheck.contract.queries import QUERIES
+from claimcheck.server.runcontext import SCHEMA_PREFIX, schema_name, use_schema
+from claimcheck.contract.strategy import INT_TYPES
+
+__all__ = ["SCHEMA_PREFIX", "schema_name"]
+
+KEY_RANGE_BITS = 30
+"""Each run's integer keys start at its own multiple of 2**30: up to ~1e9 jobs per run, and runs
+sharing a server never share a key (advisory locks are database-wide, schemas do not separate them)."""
+
+
+def new_run_id() -> str:
+    return secrets.token_hex(4)
+
+
+def key_base(run_id: str) -> int:
+    """The first integer key of a run: distinct for distinct run ids (a generated id is 32 random bits,
+    so its range is disjoint from every other run's; a chosen id is hashed to 32 bits)."""
+    try:
+        slot = int(run_id, 16) if len(run_id) <= 8 else None
+    except ValueError:
+        slot = None
+    if slot is None:
+        slot = int.from_bytes(hashlib.blake2b(run_id.encode(), digest_size=4).digest(), "big")
+    return (slot << KEY_RANGE_BITS) + 1
+
+
+@dataclass(frozen=True)
+class SeededJobs:
+    """What seeding produced: ids `first_id..last_id`, every one of them a job."""
+
+    first_id: int
+    last_id: int
+    count: int
+    seconds: float
+    """Wall time of the whole table build: create, seed, index, analyze."""
+    keys: KeySpace | None = None
+    """The seeded keys; None: the integers first_id..last_id."""
+
+
+def owned_schema_sql(schema: str) -> list[sql.Composed]:
+    """CREATE SCHEMA with its owner record: a schema of ours never exists without one (a sweep
+    leaves a schema with no owner record alone for ever)."""
+    name = sql.Identifier(schema)
+    return [sql.SQL("CREATE SCHEMA {}").format(name),
+            sql.SQL("COMMENT ON SCHEMA {} IS {}").format(name, sql.Literal(schema_comment()))]
+
+
+def create_schema(conn: psycopg.Connection, schema: str) -> None:
+    """Create the run's schema with its owner record (see claimcheck.server.ownership) in one transaction,
+    so it never exists without one. A schema of that name already there is another run's: refused,
+    never dropped (a reused CLAIMCHECK_RUN_ID must not destroy the run that holds it)."""
+    try:
+        with conn.transaction():
+            for statement in owned_schema_sql(schema):
+                conn.execute(statement)
+    except errors.DuplicateSchema:
+        owner = parse_comment(conn.execute(QUERIES["schema_comment"], {"schema": schema}).fetchone()[0])
+        whose = (f"run by process {owner.get('pid')} on {owner.get('host')}" if owner else "not made by this version")
+        raise UsageError(f"schema {schema} already exists ({whose}); another run uses this run id. Choose another "
+                         f"CLAIMCHECK_RUN_ID, or unset it for a fresh one; claimcheck leaves that schema alone") from None
+    use_schema(conn, schema)
+
+
+def sweep_leftovers(conn: psycopg.Connection, ours: str) -> list[str]:
+    """Drop schemas of claimcheck runs whose owner is proven dead (see claimcheck.server.ownership);
+    return what was swept. A schema without an owner record, of another host or of a live run stays."""
+    swept = []
+    for name, owner in abandoned(conn, "leftover_schemas", ours):
+        try:
+            drop_schema(conn, name)
+        except psycopg.Error:  # another role's, or locked: not ours to force
+            continue
+        swept.append(f"swept schema {name} left by process {owner['pid']} on this host, which no longer runs")
+    return swept
+
+
+def drop_schema(conn: psycopg.Connection, schema: str) -> None:
+    if not schema.startswith(SCHEMA_PREFIX):  # a guard, not a feature: never drop anything else
+        raise ValueError(f"refusing to drop schema {schema!r}")
+    conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+def build_jobs_table(conn: psycopg.Connection, schema: str, jobs: int, first_key: int = 1) -> SeededJobs:
+    """(Re)create `schema.jobs` with `jobs` queued jobs, ids from `first_key`; the previous table, if any, goes."""
+    started = time.perf_counter()
+    with conn.transaction():
+        conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(schema, "jobs")))
+        conn.execute(sql.SQL(QUERIES["create_jobs"]).format(first_key=sql.Literal(first_key)))
+        conn.execute(QUERIES["seed_jobs"], {"jobs": jobs})
+        conn.execute(QUERIES["add_primary_key"])
+        conn.execute(QUERIES["create_ready_index"])
+    conn.execute(QUERIES["analyze_jobs"])
+    first, last, count = conn.execute(QUERIES["seeded_range"]).fetchone()
+    return SeededJobs(first_id=first or 0, last_id=last or 0, count=count, seconds=time.perf_counter() - started)
+
+
+def build_own_tables(conn: psycopg.Connection, schema: str, strategy, jobs: int, first_key: int) -> SeededJobs:
+    """Run a file's `schema` section, then its `seed`, whose last statement returns the seeded keys.
+
+    Runs in `schema` (the search_path), in one transaction: a failure leaves nothing half-built.
+    `schema` statements are bound on the client (DDL takes no server-side parameters).
+    """
+    started = time.perf_counter()
+    values = {"jobs": jobs, "key_base": first_key}
+    section = "schema"
+    try:
+        with conn.transaction():
+            client = psycopg.ClientCursor(conn)
+            for statement, names in strategy.bound_steps["schema"]:
+                client.execute(statement, {k: values[k] for k in names})
+            section = "seed"
+            cur = conn.cursor()
+            cur.adapters.register_loader("uuid", TextLoader)  # keys as text, no UUID object per row
+            *before, (last, last_names) = strategy.bound_steps["seed"]
+            for statement, names in before:
+                cur.execute(statement, {k: values[k] for k in names})
+            # Streamed row by row: a million keys never sit in one result next to their copies.
+            rows = cur.stream(last, {k: values[k] for k in last_names})
+            first = next(rows, None)
+            if not cur.description:
+                raise SqlFileError(f"{strategy.source}: section 'seed' returns no rows; its last statement must "
+                                   "return the key of each job it created (INSERT ... RETURNING id)")
+            key_is_int = cur.description[0].type_code in INT_TYPES
+            space = KeySpace.collect(itertools.chain([first] if first is not None else [], rows), key_is_int)
+    except psycopg.Error as exc:
+        diag = (exc.diag.message_primary or str(exc)).strip()
+        raise SqlFileError(f"{strategy.source}: section '{section}' fails on the server: {diag}. "
+                           "Nothing was run; fix the statement and try again.") from None
+    return SeededJobs(first_id=space.first, last_id=space.last, count=space.last - space.first + 1,
+                      seconds=time.perf_counter() - started, keys=space if space.keys is not None else None)

@@ -1,0 +1,175 @@
+"""The result of one strategy x setting: what the ledger, the sampler and the table say, and its
+object in the JSON contract of docs/contracts.md."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from claimcheck.engine.faults import FaultEvent
+from claimcheck.verdict.ledger import Verdict
+from claimcheck.engine.sampler import SAMPLE_INTERVAL_S, WaitSamples
+from claimcheck.server.schema import SeededJobs
+from claimcheck.settings import RunSettings
+from claimcheck.verdict.stats import spread
+from claimcheck.contract.strategy import Strategy
+
+if TYPE_CHECKING:
+    from claimcheck.engine.pgbench import PgbenchResult
+    from claimcheck.probes.explain import PlanVerdict
+
+
+@dataclass(frozen=True)
+class TableOutcome:
+    """The jobs table after the run, read from the server."""
+
+    done: int
+    queued: int
+    running: int
+    failed: int
+    max_attempts: int
+    over_max_attempts: int = 0
+    attempts_total: int = 0
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One strategy x setting: what the ledger, the sampler and the table say."""
+
+    strategy: Strategy
+    settings: RunSettings
+    seeded: SeededJobs
+    verdict: Verdict
+    waits: WaitSamples
+    table: TableOutcome
+    elapsed_s: float
+    stopped_by: str
+    """`drained`, `duration`, `claims-per-worker`, `stalled` (no claim for a while), `violation`
+    (a `check` stopped once a violation was proven, see RunSettings.stop_early) or `no-progress`
+    (workers kept claiming but no job was finished for a while: a broken queue)."""
+    claim_latency_ms: dict
+    serialization_failures: int
+    deadlocks: int
+    claim_statements: int
+    reconnects: int = 0
+    reaped: int = 0
+    faults: list[FaultEvent] = field(default_factory=list)
+    claims_over_time: dict = field(default_factory=dict)
+    """Per-worker claims per time bucket (see :mod:`claimcheck.report.timeline`)."""
+    pgbench: "PgbenchResult | None" = None
+    """The same SQL through pgbench on the same table size, when asked for (`bench --pgbench`)."""
+    empty_claims: int = 0
+    """Claim statements that returned no job (polls of an empty or fully locked queue)."""
+    faults_skipped: list[str] = field(default_factory=list)
+    """Faults asked for but not injected (a restart of a server we did not start, no worker left)."""
+    plan: "PlanVerdict | None" = None
+    """The plan guard's verdict on the claim (`bench` asks for it; see `claimcheck explain`)."""
+    stop_reason: str | None = None
+    """Why the run ended before its drain (a proven violation, no progress), in words."""
+    library: dict | None = None
+    """A queue library's run (`claimcheck lib`): its name, version, promise and docs, and the
+    jobs its own table left unfinished, in its own words (see :mod:`claimcheck.libs`)."""
+    repetitions: "tuple[RunResult, ...]" = ()
+    """Every repetition of this strategy x setting (`bench --repeat`), this one among them; empty for one run."""
+    claim_errors: dict = field(default_factory=dict)
+    """Server errors inside claims and completions, by SQLSTATE: each rolled back, counted, retried."""
+    cpu_s: dict = field(default_factory=dict)
+    """The harness's CPU seconds in the run: `workers` (summed) and `coordinator` (None where not measured)."""
+
+    @property
+    def pgbench_ratio(self) -> float | None:
+        """Our jobs/s over pgbench's: 1.0 means the driver costs nothing over pgbench's C client."""
+        if self.pgbench is None or self.pgbench.jobs_per_s <= 0:
+            return None
+        return self.throughput_jobs_per_s / self.pgbench.jobs_per_s
+
+    @property
+    def jobs_done(self) -> int:
+        """Jobs finished, from the ledger (a queue that deletes finished jobs leaves no 'done' row)."""
+        return self.verdict.jobs_finished
+
+    @property
+    def throughput_jobs_per_s(self) -> float:
+        return self.jobs_done / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    @property
+    def unfinished_jobs(self) -> int:
+        return self.table.queued + self.table.running
+
+    @property
+    def lifecycle_ok(self) -> bool:
+        """After a drain with jobs coming back: every job done or failed, attempts within max."""
+        if not (self.settings.lifecycle and self.settings.drains):
+            return True
+        return self.unfinished_jobs == 0 and self.table.over_max_attempts == 0
+
+    @property
+    def progressed(self) -> bool:
+        """False when the run was ended because workers kept claiming and no job was finished."""
+        return self.stopped_by != "no-progress"
+
+    @property
+    def stopped_early(self) -> bool:
+        """A `check` ended before the drain once a violation was proven (`--drain` runs to the end)."""
+        return self.stopped_by == "violation"
+
+    @property
+    def exactly_once(self) -> bool:
+        """The one verdict: the CLI's exit code, bench, compare, the reports, the pytest plugin and
+        claimcheck.assert_exactly_once all use it."""
+        return self.verdict.exactly_once and self.lifecycle_ok and self.progressed
+
+    def repetition_dicts(self) -> list[dict]:
+        """Each repetition's headline figures, in the order run (this run alone without --repeat)."""
+        return [{"throughput_jobs_per_s": round(r.throughput_jobs_per_s, 1), "elapsed_s": round(r.elapsed_s, 4),
+                 "jobs_done": r.jobs_done, "double_claimed_jobs": r.verdict.double_claimed_jobs,
+                 "exactly_once": r.exactly_once, "claim_p95_ms": r.claim_latency_ms.get("p95")}
+                for r in (self.repetitions or (self,))]
+
+    def as_dict(self) -> dict:
+        """One run object of the JSON contract in docs/contracts.md (section 3)."""
+        v, s = self.verdict, self.settings
+        repetitions = self.repetition_dicts()
+        throughput = spread([r["throughput_jobs_per_s"] for r in repetitions])
+        data = {
+            "strategy": self.strategy.name, "source": self.strategy.source, "isolation": self.strategy.isolation,
+            "expected": self.strategy.expected, "workers": s.workers, "jobs": s.jobs, "batch": s.batch,
+            "mode": s.mode, "work_ms": str(s.work), "claims": v.claims, "unique_jobs_claimed": v.unique_jobs_claimed,
+            "double_claimed_jobs": v.double_claimed_jobs, "extra_claims": v.extra_claims,
+            "unclaimed_jobs": v.unclaimed_jobs, "unexpected_jobs": v.unexpected_jobs,
+            "stale_completions": v.stale_completions, "never_finished_jobs": v.never_finished,
+            "jobs_done": self.jobs_done,
+            "jobs_failed": self.table.failed, "max_attempts": self.table.max_attempts,
+            "serialization_failures": self.serialization_failures, "deadlocks": self.deadlocks,
+            "claim_statements": self.claim_statements, "empty_claims": self.empty_claims,
+            "elapsed_s": round(self.elapsed_s, 4),
+            "throughput_jobs_per_s": throughput["median"], "throughput": throughput, "repetitions": repetitions,
+            "claim_latency_ms": self.claim_latency_ms,
+            "wait_events": dict(self.waits.events.most_common()), "wait_samples": self.waits.samples,
+            "wait_sample_interval_s": SAMPLE_INTERVAL_S,
+            "max_waiting_workers": self.waits.max_waiting_workers, "stopped_by": self.stopped_by,
+            "stop_reason": self.stop_reason,
+            "seed_seconds": round(self.seeded.seconds, 3),
+            "exactly_once": self.exactly_once,
+            "violations": [x.as_dict() for x in v.violations],
+            "pgbench_jobs_per_s": None if self.pgbench is None else round(self.pgbench.jobs_per_s, 1),
+            "pgbench_ratio": None if self.pgbench_ratio is None else round(self.pgbench_ratio, 3),
+            "pgbench": None if self.pgbench is None else self.pgbench.as_dict(),
+            "cpu_s": {"workers": self.cpu_s.get("workers"), "coordinator": self.cpu_s.get("coordinator")},
+            "claims_over_time": self.claims_over_time,
+            "claim_errors": self.claim_errors, "reconnects": self.reconnects,
+            "over_claims": v.over_claims, "over_attempts": v.over_attempts,
+            "shape_violations": list(v.shape_evidence),
+        }
+        if self.library is not None:
+            data["library"] = self.library
+        if self.plan is not None:
+            data.update({"plan_shape_ok": self.plan.shape_ok, "plan_reasons": self.plan.reasons})
+        if s.lifecycle:
+            data.update({
+                "redeliveries": v.redeliveries, "stale_completion_violations": v.stale_completion_violations,
+                "unfinished_jobs": self.unfinished_jobs, "over_max_attempts": self.table.over_max_attempts,
+                "reaped": self.reaped, "reconnects": self.reconnects, "fail_rate": s.fail_rate,
+                "unrecorded_claims": v.unrecorded_claims, "faults_skipped": self.faults_skipped,
+                "lease_seconds": s.lease_seconds, "faults": [f.as_dict() for f in self.faults],
+            })
+        return data
