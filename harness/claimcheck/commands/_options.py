@@ -122,7 +122,8 @@ def plain_settings(args: argparse.Namespace) -> dict:
 
 
 def report_runs(server: Server, results: list[RunResult], args: argparse.Namespace, console: Console,
-                verb: str, title: str, always_write: bool, evidence: int, command: str | None = None) -> None:
+                verb: str, title: str, always_write: bool, evidence: int, command: str | None = None,
+                plans=None) -> None:
     # A terminal gets the columns that decide; a pipe or a CI log (a wide console) gets them all.
     console.print(results_table(results, title, wide=args.wide or not console.is_terminal))
     for result in results:
@@ -130,7 +131,7 @@ def report_runs(server: Server, results: list[RunResult], args: argparse.Namespa
         if result.faults:
             console.print(faults_table(result))
     command = command or " ".join(["claimcheck", *sys.argv[1:]])
-    doc = document(server, results, command=command, settings=plain_settings(args))
+    doc = document(server, results, command=command, settings=plain_settings(args), plans=plans)
     if args.json or always_write:
         path = write_json(doc, args.json, verb)
         where = "" if args.json else f" (in {Path.cwd()}; --json PATH writes elsewhere)"

@@ -12,6 +12,9 @@ from claimcheck.commands._options import (add_run_options, add_server_options, p
 from claimcheck.errors import UsageError
 from claimcheck.interleave.search import DEFAULT_EXAMPLES, search
 from claimcheck.interleave.trace import render
+from claimcheck.plans.conditions import CHOICES as PLAN_CHOICES
+from claimcheck.plans.explore import run_with_plans
+from claimcheck.report.plans import print_conditions
 from claimcheck.server.provision import provide_server
 from claimcheck.report.render import document, print_server, print_stop, write_json
 from claimcheck.server.session import run_all
@@ -29,6 +32,10 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--faults", action="store_true",
                    help="inject faults while the load runs: SIGKILL workers, terminate backends, stall workers "
                         "past their lease, restart a server we started")
+    p.add_argument("--plans", choices=tuple(PLAN_CHOICES), default="default",
+                   help="planner conditions to run the claim under besides the run as seeded (stale statistics on "
+                        "a small queue, join methods off, generic plans, a queue with history; see docs/plans.md): "
+                        "default, all (more enable_* combinations), or none (the run as seeded only)")
     p.add_argument("--drain", action="store_true",
                    help="run until every job is claimed even after a violation is proven (by default a check "
                         "stops at the first proven double claim and reports what it saw)")
@@ -62,12 +69,18 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     if args.search:
         return run_search(args, strategy, console, err)
     grid = settings_grid(args, FaultPlan() if args.faults else None, stop_early=not args.drain)
+    conditions = PLAN_CHOICES[args.plans]
     with provide_server(args.dsn, args.pg) as server:
         print_server(err, server)
-        results = run_all(server, [strategy], grid, err)
+        if conditions:
+            results, outcomes = run_with_plans(server, strategy, grid, conditions, err)
+        else:
+            results, outcomes = run_all(server, [strategy], grid, err), None
         report_runs(server, results, args, console, "check",
                     f"claimcheck check {strategy.name}: PostgreSQL {server.version} ({server.source})",
-                    always_write=False, evidence=EVIDENCE_JOBS)
+                    always_write=False, evidence=EVIDENCE_JOBS, plans=outcomes)
+        if outcomes is not None:
+            print_conditions(console, outcomes, strategy.name)
     for result in results:
         print_stop(console, result)
     held = all(r.exactly_once for r in results)

@@ -46,13 +46,14 @@ MAX_REPLACEMENTS = 32
 
 
 def run_strategy(conn: psycopg.Connection, server: Server, schema: str, run_id: str, strategy: Strategy,
-                 settings: RunSettings, on_progress=None) -> RunResult:
-    """Seed, check, run and judge one strategy x setting. `conn` is the coordinator's, in `schema`."""
+                 settings: RunSettings, on_progress=None, seeded: SeededJobs | None = None) -> RunResult:
+    """Seed, check, run and judge one strategy x setting. `conn` is the coordinator's, in `schema`.
+    `seeded`: the tables are built already (a planner condition's, see claimcheck.plans)."""
     check_fail_rate(strategy, settings)
     if strategy.own_schema and settings.reap_every_s is not None and not strategy.has("reap"):
         raise UsageError(f"{strategy.source} brings its own tables: --reap-every and --faults need its own "
                          "'reap' section (the built-in reaper knows only claimcheck's jobs table)")
-    seeded = seed(conn, schema, run_id, strategy, settings.jobs)
+    seeded = seeded or seed(conn, schema, run_id, strategy, settings.jobs)
     shape = validate(server.dsn, run_id, schema, strategy)
     _check_headroom(conn, settings.workers + (1 if settings.faults else 0))
     plan = WorkerPlan(run=RunContext(server.dsn, run_id), strategy=strategy, settings=settings, shape=shape,

@@ -13,6 +13,7 @@ from typing import Iterable
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -28,10 +29,11 @@ EVIDENCE_SHOWN = 5
 FATES_SHOWN = 3
 
 
-def document(server: Server, runs: Iterable[RunResult], command: str, settings: dict) -> dict:
+def document(server: Server, runs: Iterable[RunResult], command: str, settings: dict, plans=None) -> dict:
     """The JSON contract (docs/contracts.md section 3, `report.schema.json`): `postgres`, `settings`,
-    `runs` (one object per strategy x setting)."""
-    return {
+    `runs` (one object per strategy x setting, and per planner condition run), and with `plans`
+    (claimcheck.plans.explore.ConditionOutcome) every condition tried."""
+    doc = {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "claimcheck", "version": __version__, "command": command},
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -42,6 +44,9 @@ def document(server: Server, runs: Iterable[RunResult], command: str, settings: 
         "settings": settings,
         "runs": [run.as_dict() for run in runs],
     }
+    if plans is not None:
+        doc["plans"] = [outcome.as_dict() for outcome in plans]
+    return doc
 
 
 def write_json(doc: dict, path: Path | None, verb: str) -> Path:
@@ -125,7 +130,7 @@ def results_table(runs: list[RunResult], title: str, wide: bool = True) -> Table
     for run in runs:
         v, lat = run.verdict, run.claim_latency_ms
         table.add_row(
-            run.strategy.name, run.settings.mode, str(run.settings.workers), str(run.settings.batch),
+            run_label(run), run.settings.mode, str(run.settings.workers), str(run.settings.batch),
             f"{v.claims:,}", f"{v.unique_jobs_claimed:,}",
             Text(f"{v.double_claimed_jobs:,}", style="red" if v.double_claimed_jobs else ""),
             f"{v.extra_claims:,}", Text(f"{v.unclaimed_jobs:,}", style="red" if v.unclaimed_jobs and v.drained else ""),
@@ -137,6 +142,11 @@ def results_table(runs: list[RunResult], title: str, wide: bool = True) -> Table
             verdict_text(run),
         )
     return table
+
+
+def run_label(run: RunResult) -> Text:
+    """The strategy's name, and the planner condition the run was made under (Text: a name is never markup)."""
+    return Text(run.strategy.name + (f" under {run.condition}" if run.condition else ""))
 
 
 def _compact_table(runs: list[RunResult], title: str) -> Table:
@@ -152,7 +162,7 @@ def _compact_table(runs: list[RunResult], title: str) -> Table:
     for run in runs:
         v = run.verdict
         table.add_row(
-            run.strategy.name, run.settings.mode, str(run.settings.workers),
+            run_label(run), run.settings.mode, str(run.settings.workers),
             Text(f"{v.double_claimed_jobs:,}", style="red" if v.double_claimed_jobs else ""),
             Text(f"{v.unclaimed_jobs:,}", style="red" if v.unclaimed_jobs and v.drained else ""),
             f"{run.throughput_jobs_per_s:,.0f}", _ms(run.claim_latency_ms["p95"]), verdict_text(run, compact=True))
@@ -202,7 +212,8 @@ def evidence_lines(violations: Iterable[Violation], limit: int = EVIDENCE_SHOWN)
 def print_stop(console: Console, run: RunResult) -> None:
     """Say that a run stopped before its drain, why, and how to run it to the end."""
     if run.stopped_early:
-        console.print(f"[yellow]{run.strategy.name} ({run.settings.mode}): stopped early[/]: {run.stop_reason}. "
+        console.print(f"[yellow]{escape(run_label(run).plain)} ({run.settings.mode}): stopped early[/]: "
+                      f"{run.stop_reason}. "
                       f"The figures cover the {run.verdict.claims:,} claims committed until the workers stopped; "
                       "add --drain to run it to the end.", highlight=False)
 
@@ -267,7 +278,8 @@ def print_evidence(console: Console, run: RunResult, limit: int = EVIDENCE_SHOWN
     if run.exactly_once:
         return
     problems = violation_summary(run)
-    console.print(f"[bold red]{run.strategy.name} ({run.settings.mode}): {'; '.join(problems) or 'violated'}[/]. "
+    console.print(f"[bold red]{escape(run_label(run).plain)} ({run.settings.mode}): "
+                  f"{'; '.join(problems) or 'violated'}[/]. "
                   f"{v.extra_claims:,} extra claims, {v.redeliveries:,} redeliveries. "
                   "Evidence (times from the start of the run):")
     for line in evidence_lines(v.violations, limit) + shape_lines(v.shape_evidence, limit):

@@ -10,6 +10,7 @@ import itertools
 import secrets
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 import psycopg
 from psycopg import errors, sql
@@ -101,34 +102,58 @@ def drop_schema(conn: psycopg.Connection, schema: str) -> None:
     conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 
 
-def build_jobs_table(conn: psycopg.Connection, schema: str, jobs: int, first_key: int = 1) -> SeededJobs:
-    """(Re)create `schema.jobs` with `jobs` queued jobs, ids from `first_key`; the previous table, if any, goes."""
+def reset_schema(conn: psycopg.Connection, schema: str) -> None:
+    """Empty the run's schema (drop it and make it again, with its owner record): a file's `schema`
+    section can then run again, for a run on tables built another way (see claimcheck.plans)."""
+    drop_schema(conn, schema)
+    create_schema(conn, schema)
+
+
+def build_jobs_table(conn: psycopg.Connection, schema: str, jobs: int, first_key: int = 1,
+                     while_seeding: Callable[[], None] | None = None) -> SeededJobs:
+    """(Re)create `schema.jobs` with `jobs` queued jobs, ids from `first_key`; the previous table, if any, goes.
+
+    `while_seeding` runs while the seed's transaction is still open, after its rows are in (see
+    claimcheck.plans.conditions: statistics taken then see none of them); the table is then made
+    and committed first, and not analyzed after.
+    """
     started = time.perf_counter()
     with conn.transaction():
         conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(schema, "jobs")))
         conn.execute(sql.SQL(QUERIES["create_jobs"]).format(first_key=sql.Literal(first_key)))
-        conn.execute(QUERIES["seed_jobs"], {"jobs": jobs})
+        if while_seeding is None:
+            conn.execute(QUERIES["seed_jobs"], {"jobs": jobs})
         conn.execute(QUERIES["add_primary_key"])
         conn.execute(QUERIES["create_ready_index"])
-    conn.execute(QUERIES["analyze_jobs"])
+    if while_seeding is None:
+        conn.execute(QUERIES["analyze_jobs"])
+    else:
+        with conn.transaction():
+            conn.execute(QUERIES["seed_jobs"], {"jobs": jobs})
+            while_seeding()
     first, last, count = conn.execute(QUERIES["seeded_range"]).fetchone()
     return SeededJobs(first_id=first or 0, last_id=last or 0, count=count, seconds=time.perf_counter() - started)
 
 
-def build_own_tables(conn: psycopg.Connection, schema: str, strategy, jobs: int, first_key: int) -> SeededJobs:
+def build_own_tables(conn: psycopg.Connection, schema: str, strategy, jobs: int, first_key: int,
+                     while_seeding: Callable[[], None] | None = None) -> SeededJobs:
     """Run a file's `schema` section, then its `seed`, whose last statement returns the seeded keys.
 
     Runs in `schema` (the search_path), in one transaction: a failure leaves nothing half-built.
-    `schema` statements are bound on the client (DDL takes no server-side parameters).
+    `schema` statements are bound on the client (DDL takes no server-side parameters). With
+    `while_seeding` (as in build_jobs_table), `schema` is committed first and the hook runs before
+    the seed commits.
     """
     started = time.perf_counter()
     values = {"jobs": jobs, "key_base": first_key}
     section = "schema"
     try:
+        if while_seeding is not None:  # committed first: the hook's own connection must see the tables
+            with conn.transaction():
+                _schema_section(conn, strategy, values)
         with conn.transaction():
-            client = psycopg.ClientCursor(conn)
-            for statement, names in strategy.bound_steps["schema"]:
-                client.execute(statement, {k: values[k] for k in names})
+            if while_seeding is None:
+                _schema_section(conn, strategy, values)
             section = "seed"
             cur = conn.cursor()
             cur.adapters.register_loader("uuid", TextLoader)  # keys as text, no UUID object per row
@@ -143,9 +168,17 @@ def build_own_tables(conn: psycopg.Connection, schema: str, strategy, jobs: int,
                                    "return the key of each job it created (INSERT ... RETURNING id)")
             key_is_int = cur.description[0].type_code in INT_TYPES
             space = KeySpace.collect(itertools.chain([first] if first is not None else [], rows), key_is_int)
+            if while_seeding is not None:
+                while_seeding()
     except psycopg.Error as exc:
         diag = (exc.diag.message_primary or str(exc)).strip()
         raise SqlFileError(f"{strategy.source}: section '{section}' fails on the server: {diag}. "
                            "Nothing was run; fix the statement and try again.") from None
     return SeededJobs(first_id=space.first, last_id=space.last, count=space.last - space.first + 1,
                       seconds=time.perf_counter() - started, keys=space if space.keys is not None else None)
+
+
+def _schema_section(conn: psycopg.Connection, strategy, values: dict) -> None:
+    client = psycopg.ClientCursor(conn)
+    for statement, names in strategy.bound_steps["schema"]:
+        client.execute(statement, {k: values[k] for k in names})

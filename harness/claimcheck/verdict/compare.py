@@ -24,6 +24,7 @@ from pathlib import Path
 from rich.table import Table
 from rich.text import Text
 
+from claimcheck.plans import AS_SEEDED
 from claimcheck.report import schema as report_schema
 from claimcheck.errors import UsageError, read_input
 from claimcheck.verdict.stats import mann_whitney_less, median, spread
@@ -43,7 +44,7 @@ LOAD_DIFFERENCE_PER_CPU = 1.0
 LOAD_RATIO = 1.5
 """Warn when the two reports' 1-minute load averages differ by more than one per CPU and by half."""
 
-RunKey = tuple[str, str, int, int]
+RunKey = tuple[str, str, int, int, str]
 
 
 def samples(run: dict) -> list[float]:
@@ -85,8 +86,18 @@ class RunDiff:
         return mann_whitney_less(samples(self.new), samples(self.base)) if self.testable else None
 
     @property
+    def condition(self) -> str:
+        return self.key[4]
+
+    @property
     def verdict_regressed(self) -> bool:
-        return bool(self.base and self.new and self.base["exactly_once"] and not self.new["exactly_once"])
+        """Held and now violated; or a planner condition's run that fails where the base has none
+        (a base made without conditions, or before they existed, never ran it: it newly fails)."""
+        if self.new is None or self.new["exactly_once"]:
+            return False
+        if self.base is None:
+            return self.condition != AS_SEEDED
+        return bool(self.base["exactly_once"])
 
     @property
     def past_threshold(self) -> bool:
@@ -95,8 +106,9 @@ class RunDiff:
 
     @property
     def slower(self) -> bool:
-        """Past the threshold, and significant (or too few repetitions to test: the threshold alone)."""
-        if not self.past_threshold:
+        """Past the threshold, and significant (or too few repetitions to test: the threshold alone).
+        A planner condition's run is a short run on a small table: its verdict counts, its jobs/s is noise."""
+        if not self.past_threshold or self.condition != AS_SEEDED:
             return False
         p = self.p_value
         return p is None or p <= self.alpha
@@ -104,7 +116,7 @@ class RunDiff:
     @property
     def status(self) -> str:
         if self.base is None:
-            return "new"
+            return "NEWLY FAILS" if self.verdict_regressed else "new"
         if self.new is None:
             return "gone"
         if self.verdict_regressed:
@@ -168,7 +180,9 @@ def load_report(path: Path) -> dict:
 
 
 def run_key(run: dict) -> RunKey:
-    return (run["strategy"], run["mode"], int(run["workers"]), int(run["batch"]))
+    """(strategy, mode, workers, batch, planner condition): a run without conditions (schema version 1,
+    `--plans none`, bench) is the as-seeded run of a check under conditions."""
+    return (run["strategy"], run["mode"], int(run["workers"]), int(run["batch"]), run.get("condition") or AS_SEEDED)
 
 
 def check_limits(max_drop_pct: float, alpha: float) -> None:
@@ -219,7 +233,7 @@ def compare(base: dict, new: dict, max_drop_pct: float = DEFAULT_MAX_DROP_PCT,
         raise UsageError(f"unusable comparison: {which} has no runs")
     if not set(base_runs) & set(new_runs):
         raise UsageError("unusable comparison: no run of the new report matches one of the base (same strategy, "
-                         f"mode, workers and batch); base has {_keys(base_runs)}, new has {_keys(new_runs)}")
+                         f"mode, workers, batch and planner condition); base has {_keys(base_runs)}, new has {_keys(new_runs)}")
     keys = list(new_runs) + [k for k in base_runs if k not in new_runs]
     diffs = tuple(RunDiff(k, base_runs.get(k), new_runs.get(k), max_drop_pct, alpha) for k in keys)
     warnings = warnings_between(base, new)
@@ -257,7 +271,7 @@ def comparison_table(comparison: Comparison, title: str) -> Table:
                   caption="jobs/s: median ±median absolute deviation over the repetitions; p: one-sided "
                           "Mann-Whitney U, new slower than base", caption_justify="left")
     for name, justify in (("strategy", "left"), ("mode", "left"), ("workers", "right"), ("batch", "right"),
-                          ("base jobs/s", "right"), ("new jobs/s", "right"), ("change", "right"), ("p", "right"),
+                          ("condition", "left"), ("base jobs/s", "right"), ("new jobs/s", "right"), ("change", "right"), ("p", "right"),
                           ("base verdict", "left"), ("new verdict", "left"), ("double claimed\nbase → new", "right"),
                           ("status", "left")):
         table.add_column(name, justify=justify, no_wrap=True)

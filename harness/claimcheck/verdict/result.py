@@ -15,6 +15,7 @@ from claimcheck.contract.strategy import Strategy
 
 if TYPE_CHECKING:
     from claimcheck.engine.pgbench import PgbenchResult
+    from claimcheck.plans.shape import PlanShape
     from claimcheck.probes.explain import PlanVerdict
 
 
@@ -74,6 +75,10 @@ class RunResult:
     """Server errors inside claims and completions, by SQLSTATE: each rolled back, counted, retried."""
     cpu_s: dict = field(default_factory=dict)
     """The harness's CPU seconds in the run: `workers` (summed) and `coordinator` (None where not measured)."""
+    condition: str | None = None
+    """The planner condition this run was made under (`check --plans`, see claimcheck.plans), or None."""
+    condition_plan: "PlanShape | None" = None
+    """The claim's plan under that condition, from EXPLAIN before the run."""
 
     @property
     def pgbench_ratio(self) -> float | None:
@@ -160,6 +165,9 @@ class RunResult:
             "over_claims": v.over_claims, "over_attempts": v.over_attempts,
             "shape_violations": list(v.shape_evidence),
         }
+        data["condition"] = self.condition
+        if self.condition_plan is not None:
+            data["condition_plan"] = self.condition_plan.as_dict()
         if self.library is not None:
             data["library"] = self.library
         if self.plan is not None:

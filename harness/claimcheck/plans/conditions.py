@@ -1,0 +1,147 @@
+"""Planner conditions a real queue reaches, under which `check` runs the claim again (docs/plans.md).
+
+A claim is safe or not in the plan the server gives it, and that plan depends on what the
+planner believes about the tables and on the planner's settings. `check`'s own run sees one
+plan: the tables as seeded and freshly analyzed. Each condition here builds the tables another
+way, or sets planner settings in the workers' transactions only (`SET LOCAL`, the first
+statement of the claim's transaction), and is run as a short run of its own.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import psycopg
+from psycopg import sql
+
+from claimcheck.contract.strategy import Strategy
+from claimcheck.plans import AS_SEEDED as AS_SEEDED_NAME, PLAN_QUERIES
+from claimcheck.probes import PROBE_QUERIES
+from claimcheck.server.runcontext import RunContext
+from claimcheck.server.schema import SeededJobs, build_jobs_table, build_own_tables, key_base, reset_schema
+from claimcheck.contract.queries import QUERIES
+
+CONDITION_JOBS = 500
+"""Jobs in a condition's table: enough for a rescanned subquery to take many times its limit, few
+enough that a safe claim drains in a fraction of a second."""
+SMALL_QUEUE_JOBS = 50
+"""The small queue's jobs (at least five batches): the size at which Oban 2.14's claim took 41 rows for LIMIT 2."""
+HISTORY_JOBS = 20_000
+"""Finished jobs kept in the table with history, behind CONDITION_JOBS ready ones."""
+CONDITION_WORKERS = 4
+NESTED_LOOP = (("enable_hashjoin", "off"), ("enable_hashagg", "off"), ("enable_sort", "off"),
+               ("enable_material", "off"))
+
+
+@dataclass(frozen=True)
+class Condition:
+    name: str
+    summary: str
+    """What the planner sees, in words for the report."""
+    table: str = "fresh"
+    """`seeded`: the run's own table (your settings); `fresh`: CONDITION_JOBS jobs, analyzed;
+    `stale`: a small queue analyzed while its jobs were still being inserted, autovacuum off;
+    `history`: many finished jobs and CONDITION_JOBS ready ones, analyzed (our jobs table only)."""
+    settings: tuple[tuple[str, str], ...] = ()
+    """Planner settings, `SET LOCAL` in every claim transaction of the workers (and of the EXPLAIN)."""
+
+    def applies_to(self, strategy: Strategy) -> bool:
+        """A table with history is built from our jobs table's columns: a file's own tables have none we know."""
+        return self.table != "history" or not strategy.own_schema
+
+    def jobs(self, settings_jobs: int, batch: int) -> int:
+        if self.table == "seeded":
+            return settings_jobs
+        if self.table == "stale":  # small whatever --jobs says: a queue that drained and refilled
+            return max(SMALL_QUEUE_JOBS, 5 * batch)
+        return max(CONDITION_JOBS, 5 * batch)
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "summary": self.summary, "table": self.table,
+                "settings": {k: v for k, v in self.settings}}
+
+
+AS_SEEDED = Condition(AS_SEEDED_NAME, "the tables as seeded and analyzed, with your settings (the run without plans)",
+                      "seeded")
+STALE = Condition("stale-stats", f"a small queue ({SMALL_QUEUE_JOBS} jobs) whose statistics say it is empty: "
+                  "analyzed while its jobs were being inserted, autovacuum and autoanalyze off", "stale")
+NESTED = Condition("nested-loop", "hash joins, hash aggregation, sorts and materialization off "
+                   f"({', '.join(k for k, _ in NESTED_LOOP)} = off)", settings=NESTED_LOOP)
+GENERIC = Condition("generic-plan", "generic plans: plan_cache_mode = force_generic_plan, the plan a prepared "
+                    "claim gets without its parameters' values", settings=(("plan_cache_mode", "force_generic_plan"),))
+HISTORY = Condition("history", f"a queue with history: {HISTORY_JOBS:,} finished jobs behind the ready ones, analyzed",
+                    "history")
+DEFAULT = (AS_SEEDED, STALE, NESTED, GENERIC, HISTORY)
+EXTRA = (
+    Condition("no-hashjoin", "hash joins off", settings=(("enable_hashjoin", "off"),)),
+    Condition("no-hash", "hash joins and hash aggregation off",
+              settings=(("enable_hashjoin", "off"), ("enable_hashagg", "off"))),
+    Condition("no-hash-merge", "hash joins, hash aggregation and merge joins off",
+              settings=(("enable_hashjoin", "off"), ("enable_hashagg", "off"), ("enable_mergejoin", "off"))),
+    Condition("nested-loop-only", "every join method but the nested loop off, sorts and materialization too",
+              settings=(*NESTED_LOOP, ("enable_mergejoin", "off"))),
+    Condition("stale-generic", "the small queue with stale statistics, and generic plans", "stale",
+              settings=(("plan_cache_mode", "force_generic_plan"),)),
+)
+CHOICES = {"none": (), "default": DEFAULT, "all": DEFAULT + EXTRA}
+"""`--plans`: none is the run without conditions (the run as seeded, no EXPLAIN)."""
+
+
+def picking_section(strategy: Strategy) -> str:
+    """The section holding the limiting subquery, first of the claim's transaction: the pick, else the claim."""
+    return "pick" if strategy.has_pick else "claim"
+
+
+def under(strategy: Strategy, condition: Condition) -> Strategy:
+    """The strategy whose claim transaction starts with the condition's `SET LOCAL`s (a section of
+    several statements is one transaction; its rows are its last statement's: see docs/contracts.md)."""
+    if not condition.settings:
+        return strategy
+    section = picking_section(strategy)
+    sets = "".join(f"SET LOCAL {name} = {value};\n" for name, value in condition.settings)
+    return dataclasses.replace(strategy, statements={**strategy.statements,
+                                                     section: sets + strategy.statements[section]})
+
+
+def build_tables(conn: psycopg.Connection, run: RunContext, strategy: Strategy, condition: Condition,
+                 jobs: int, seed) -> SeededJobs:
+    """The condition's tables in the run's schema, replacing the last run's. `seed` is the driver's
+    (the as-seeded table is built exactly as a run without plans builds it)."""
+    schema, base = run.schema, key_base(run.run_id)
+    if strategy.own_schema:
+        reset_schema(conn, schema)
+    if condition.table == "seeded":
+        return seed(conn, schema, run.run_id, strategy, jobs)
+    if condition.table == "history":
+        seeded = build_jobs_table(conn, schema, jobs, base)
+        conn.execute(PROBE_QUERIES["seed_finished_jobs"], {"jobs": HISTORY_JOBS})  # ids after the ready ones
+        conn.execute(QUERIES["analyze_jobs"])
+        return seeded
+    hook = (lambda: _analyze_unseen(run)) if condition.table == "stale" else None
+    if strategy.own_schema:
+        seeded = build_own_tables(conn, schema, strategy, jobs, base, while_seeding=hook)
+    else:
+        seeded = build_jobs_table(conn, schema, jobs, base, while_seeding=hook)
+    if hook is None:
+        _analyze(conn)
+    return seeded
+
+
+def _tables(conn: psycopg.Connection) -> list[sql.Composable]:
+    return [sql.Identifier(*name) for name in conn.execute(PLAN_QUERIES["schema_tables"]).fetchall()]
+
+
+def _analyze(conn: psycopg.Connection) -> None:
+    for table in _tables(conn):
+        conn.execute(sql.SQL("ANALYZE {}").format(table))
+
+
+def _analyze_unseen(run: RunContext) -> None:
+    """While the seed's transaction is open, on a connection of its own: autovacuum off on every
+    table of the schema (it would analyze them after the seed commits), then ANALYZE, which counts
+    none of the rows still being inserted. The planner then believes the tables empty (an estimate
+    of one row) however many jobs they hold: a queue analyzed when it had drained, refilled since."""
+    with run.connect("plans", in_schema=True) as other:
+        for table in _tables(other):
+            other.execute(sql.SQL(PLAN_QUERIES["autovacuum_off"]).format(table=table))
+            other.execute(sql.SQL("ANALYZE {}").format(table))

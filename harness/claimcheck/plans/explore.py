@@ -1,0 +1,221 @@
+"""Run a strategy under planner conditions: each condition's plan, and a short run per new plan.
+
+For each condition (claimcheck.plans.conditions), in order: build its tables, EXPLAIN the claim's
+picking statement under it (in a rolled-back transaction, on a connection of its own), and run
+the workers only when that plan's shape was not tried already: a condition that gives a plan
+already run would repeat a run that cannot differ in how the claim picks rows. The verdict of
+the whole is the worst run's (every run is a RunResult judged by the ledger, as any other).
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import psycopg
+from psycopg import ClientCursor, sql
+
+from claimcheck.contract.dialect import placeholders, to_positional
+from claimcheck.contract.strategy import Strategy
+from claimcheck.engine.driver import run_strategy, seed
+from claimcheck.errors import SqlFileError
+from claimcheck.plans.conditions import CONDITION_WORKERS, Condition, build_tables, picking_section, under
+from claimcheck.plans.shape import MATERIALIZE_ADVICE, PlanShape, explain
+from claimcheck.server.provision import Server
+from claimcheck.server.runcontext import RunContext
+from claimcheck.server.session import run_schema
+from claimcheck.settings import RunSettings
+from claimcheck.verdict.result import RunResult
+
+EXPLAIN_TIMEOUT_MS = 10_000
+SAMPLE_VALUES = {"worker": "claimcheck-plans", "lease_seconds": 300.0, "ids": [1, 2, 3], "id": 1, "attempts": 1,
+                 "error": "claimcheck", "backoff_unit_s": 10.0, "backoff_cap_s": 3600.0}
+PREPARED = "claimcheck_plan"
+
+
+@dataclass(frozen=True)
+class ConditionOutcome:
+    """One condition tried: its plan, and its run's verdict or why it had none."""
+
+    condition: Condition
+    shape: PlanShape | None
+    """None: the condition does not apply to this strategy (see Condition.applies_to)."""
+    verdict: str
+    """`held`, `VIOLATED`, `skipped` (its plan was run already, under `same_as`), `not applicable`
+    or `not run` (a violation was proven under an earlier condition: see `note`)."""
+    same_as: str | None = None
+    note: str | None = None
+    setting: str = ""
+    """The setting of the check (mode, workers, batch) this condition was tried for."""
+    result: RunResult | None = None
+    seconds: float = 0.0
+    """Building its tables, planning and running."""
+
+    @property
+    def failed(self) -> bool:
+        return self.verdict == "VIOLATED"
+
+    def evidence(self) -> list[str]:
+        """For a violation, what shows it: over-claims (N rows for LIMIT n) and double claims, in words."""
+        if self.result is None or self.result.exactly_once:
+            return []
+        v, lines = self.result.verdict, []
+        over = [e for e in v.shape_evidence if e["kind"] == "over-claim"]
+        if over:
+            most = max(e["rows"] for e in over)
+            lines.append(f"over-claim: {v.over_claims:,} claim(s) took more rows than the limit, up to {most:,} "
+                         f"rows for LIMIT {self.result.settings.batch}")
+        if v.double_claimed_jobs:
+            lines.append(f"{v.double_claimed_jobs:,} job(s) claimed twice")
+        return lines or ["violated (see the run's evidence)"]
+
+    def as_dict(self) -> dict:
+        return {"condition": self.condition.name, "summary": self.condition.summary,
+                "settings": dict(self.condition.settings), "verdict": self.verdict, "same_as": self.same_as,
+                "note": self.note, "setting": self.setting,
+                "seconds": round(self.seconds, 3), "evidence": self.evidence(),
+                "advice": MATERIALIZE_ADVICE if self.shape is not None and not self.shape.runs_once else None,
+                **(self.shape.as_dict() if self.shape is not None else
+                   {"shape": None, "plan": [], "rescanned_limit": [], "limit_loops": []})}
+
+
+def explore(conn: psycopg.Connection, server: Server, run: RunContext, strategy: Strategy, settings: RunSettings,
+            conditions: tuple[Condition, ...], on_outcome: Callable[[ConditionOutcome], None] | None = None,
+            ) -> list[ConditionOutcome]:
+    """Every condition tried on `strategy` at `settings`; conn is the coordinator's, in the run's schema.
+
+    The as-seeded condition is planned first (a condition giving its plan is skipped) but run last:
+    the short runs come first, and a check that stops at a proven violation (`stop_early`, check's
+    default) is decided by them in seconds; the conditions after that one, the as-seeded run among
+    them, are then `not run`. `--drain` runs them all.
+    """
+    tried: dict[str, str] = {}
+    outcomes: list[ConditionOutcome] = []
+    deferred: tuple[Condition, PlanShape] | None = None
+    stopped_by: str | None = None
+
+    def record(outcome: ConditionOutcome) -> None:
+        nonlocal stopped_by
+        outcome = dataclasses.replace(outcome, setting=f"{settings.mode} {settings.workers}w batch {settings.batch}")
+        outcomes.append(outcome)
+        if outcome.failed and settings.stop_early:
+            stopped_by = stopped_by or outcome.condition.name
+        if on_outcome:
+            on_outcome(outcome)
+
+    for condition in conditions:
+        started = time.perf_counter()
+        if stopped_by:
+            record(_not_run(condition, stopped_by))
+        elif not condition.applies_to(strategy):
+            record(ConditionOutcome(condition, None, "not applicable",
+                                    note="needs claimcheck's jobs table; this file brings its own tables"))
+        else:
+            run_settings = condition_settings(condition, settings)
+            seeded = build_tables(conn, run, strategy, condition, run_settings.jobs, seed)
+            shape = plan_under(run, strategy, condition, run_settings.batch)
+            if condition.table == "seeded":  # its tables are built again for its run, last
+                tried[shape.signature], deferred = condition.name, (condition, shape)
+            elif shape.signature in tried:
+                record(ConditionOutcome(condition, shape, "skipped", same_as=tried[shape.signature],
+                                        seconds=time.perf_counter() - started))
+            else:
+                tried[shape.signature] = condition.name
+                record(_run(conn, server, run, strategy, condition, shape, run_settings, seeded, started))
+    if deferred is not None:
+        condition, shape = deferred
+        if stopped_by:
+            record(_not_run(condition, stopped_by, shape))
+        else:
+            started = time.perf_counter()
+            seeded = build_tables(conn, run, strategy, condition, settings.jobs, seed)
+            record(_run(conn, server, run, strategy, condition, shape, settings, seeded, started))
+    return outcomes
+
+
+def _run(conn: psycopg.Connection, server: Server, run: RunContext, strategy: Strategy, condition: Condition,
+         shape: PlanShape, settings: RunSettings, seeded, started: float) -> ConditionOutcome:
+    result = run_strategy(conn, server, run.schema, run.run_id, under(strategy, condition), settings, seeded=seeded)
+    result = dataclasses.replace(result, condition=condition.name, condition_plan=shape)
+    return ConditionOutcome(condition, shape, "held" if result.exactly_once else "VIOLATED", result=result,
+                            seconds=time.perf_counter() - started)
+
+
+def _not_run(condition: Condition, stopped_by: str, shape: PlanShape | None = None) -> ConditionOutcome:
+    return ConditionOutcome(condition, shape, "not run", note=f"a violation was proven under {stopped_by} "
+                                                              "already; --drain runs every condition")
+
+
+def condition_settings(condition: Condition, settings: RunSettings) -> RunSettings:
+    """A condition's run: your settings on its own table, few workers and no faults (a short run:
+    the plan, not the load, is what it tries); the as-seeded run is yours unchanged."""
+    if condition.table == "seeded":
+        return settings
+    return dataclasses.replace(settings, jobs=condition.jobs(settings.jobs, settings.batch),
+                               workers=min(settings.workers, CONDITION_WORKERS), faults=None)
+
+
+def plan_under(run: RunContext, strategy: Strategy, condition: Condition, batch: int,
+               analyze: bool = False) -> PlanShape:
+    """EXPLAIN the claim's picking statement under the condition, on a connection of its own, in a
+    transaction rolled back (with `analyze` it runs: its locks and changes go with the rollback).
+    Under a generic-plan setting the statement is prepared with its parameters as `$n` and the
+    plan of `EXECUTE` shown, as a prepared claim gets it."""
+    section = picking_section(strategy)
+    *before, last = strategy.steps(section)
+    values = {**SAMPLE_VALUES, "batch": batch}
+    generic = dict(condition.settings).get("plan_cache_mode") == "force_generic_plan"
+    try:
+        with run.connect("plans") as conn, conn.transaction(force_rollback=True):
+            conn.execute(sql.SQL("SET LOCAL statement_timeout = {}").format(EXPLAIN_TIMEOUT_MS))
+            for name, value in condition.settings:
+                conn.execute(sql.SQL("SET LOCAL {} = {}").format(sql.Identifier(name), sql.Literal(value)))
+            client = ClientCursor(conn)
+            for statement in before:
+                conn.execute(statement, _sample(statement, values))
+            params = _sample(last, values)
+            if not generic:
+                return explain(conn, client.mogrify(last, params), analyze=analyze)
+            positional, names = to_positional(last)
+            conn.execute(sql.SQL("PREPARE {} AS ").format(sql.Identifier(PREPARED)).as_string(conn) + positional)
+            arguments = ", ".join(client.mogrify("%s", (params[name],)) for name in names)
+            execute = f"EXECUTE {PREPARED}" + (f"({arguments})" if names else "")
+            return explain(conn, "", analyze=analyze, execute=execute)
+    except psycopg.Error as exc:
+        message = (exc.diag.message_primary or str(exc)).strip()
+        raise SqlFileError(f"{strategy.source}: section '{section}' cannot be planned under {condition.name}: "
+                           f"{message}. Fix the statement and try again.") from None
+
+
+def _sample(statement: str, values: dict) -> dict:
+    """The sample values a statement uses (one the sample lacks fails on the server, with its name)."""
+    return {k: values[k] for k in placeholders(statement) if k in values}
+
+
+def run_with_plans(server: Server, strategy: Strategy, grid: list[RunSettings], conditions: tuple[Condition, ...],
+                   err) -> tuple[list[RunResult], list[ConditionOutcome]]:
+    """`check`'s runs under every condition, for each setting of the grid, in one schema of the run's
+    own: every run made (in the order made) and every condition's outcome, run or not."""
+    results, outcomes = [], []
+    with run_schema(server) as (conn, _schema, run_id):
+        run = RunContext(server.dsn, run_id)
+        for settings in grid:
+            label = f"{strategy.name} {settings.mode} {settings.workers}w"
+            err.print(f"  {label}: {len(conditions)} planner conditions (docs/plans.md)",
+                      highlight=False)
+            found = explore(conn, server, run, strategy, settings, conditions,
+                            on_outcome=lambda o: err.print(f"    {o.condition.name}: {_line(o)}", highlight=False,
+                                                           soft_wrap=True))
+            outcomes.extend(found)
+            results.extend(o.result for o in found if o.result is not None)
+    return results, outcomes
+
+
+def _line(outcome: ConditionOutcome) -> str:
+    r = outcome.result
+    if r is None:
+        return outcome.verdict + (f" (same plan as {outcome.same_as})" if outcome.same_as else "") + \
+            (f": {outcome.note}" if outcome.note else "")
+    return (f"{r.jobs_done:,} done in {r.elapsed_s:.2f}s, {'exactly-once' if r.exactly_once else 'VIOLATED'} "
+            f"({outcome.seconds:.1f}s with its tables and plan)")

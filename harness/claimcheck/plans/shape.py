@@ -1,0 +1,139 @@
+"""A claim's plan shape, and the dangerous one: a limiting, locking subquery that runs more than once.
+
+`UPDATE … WHERE id IN (SELECT id … LIMIT n FOR UPDATE SKIP LOCKED)` takes `n` rows when the
+subquery runs once. When the planner puts it on the inner side of a nested loop (stale statistics
+that say the table holds one row, hash and sort methods switched off), it is rescanned once per
+outer row, and each rescan skips the rows this statement already changed and locks new ones: one
+statement takes far more than `n` jobs (Oban before 2.15, queue_classic PR #320, ecto_job #38,
+the outbox DELETE of Stack Overflow 73966670; see docs/plans.md).
+
+A node runs once per execution of the nearest node above it that rescans its child: the inner
+side of a Nested Loop (once per outer row) and a SubPlan (once per row it is evaluated for). A
+Materialize or Hash node stores its child's rows on the first scan and replays them on a rescan
+without new parameters, and a CTE or InitPlan runs once: below those, the subquery runs once.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import psycopg
+
+LIMITING = ("Limit", "LockRows")
+STORES = ("Materialize", "Hash")
+"""Nodes that keep their child's rows: a rescan replays them instead of running the child again."""
+ONCE = ("InitPlan", "CTE")
+"""Parent relationships of subplans that run once per statement."""
+MATERIALIZE_ADVICE = ("wrap the limiting subquery in a MATERIALIZED CTE (WITH picked AS MATERIALIZED "
+                      "(SELECT … LIMIT n FOR UPDATE SKIP LOCKED) … WHERE id IN (SELECT id FROM picked)), "
+                      "or pick the ids first and claim them with = ANY")
+
+
+@dataclass(frozen=True)
+class PlanShape:
+    """One EXPLAIN of the claim's picking statement, reduced to what decides whether it is safe."""
+
+    signature: str
+    """The tree of node types (join types, relations, parent relationships), without costs or
+    estimates: two plans with one signature run the claim the same way."""
+    text: str
+    """EXPLAIN (COSTS OFF) as psql prints it."""
+    rescanned: tuple[str, ...] = ()
+    """Each limiting node that can run more than once in one statement, in words ('' when none)."""
+    loops: tuple[str, ...] = field(default=())
+    """Under EXPLAIN ANALYZE: each limiting node whose actual loops exceeded 1."""
+
+    @property
+    def runs_once(self) -> bool:
+        return not self.rescanned and not self.loops
+
+    def as_dict(self) -> dict:
+        return {"shape": self.signature, "plan": self.text.splitlines(), "rescanned_limit": list(self.rescanned),
+                "limit_loops": list(self.loops)}
+
+
+def from_explain(text: str, tree: dict, analyzed: dict | None = None) -> PlanShape:
+    """The shape from EXPLAIN (COSTS OFF)'s text and FORMAT JSON's top `Plan`; `analyzed`, the top
+    `Plan` of an EXPLAIN (ANALYZE, FORMAT JSON) of the same statement, adds the loops it measured."""
+    loops = () if analyzed is None else tuple(
+        f"{_describe(node)} ran {node['Actual Loops']} times in one statement"
+        for node, _ in _walk(analyzed) if node["Node Type"] in LIMITING and node.get("Actual Loops", 1) > 1)
+    return PlanShape(signature(tree), text, tuple(rescanned_limits(tree)), loops)
+
+
+def json_plan(raw) -> dict:
+    """The top `Plan` of an EXPLAIN (FORMAT JSON) result cell (psycopg gives it parsed, or as text)."""
+    return (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
+
+
+def explain(conn: psycopg.Connection, statement: str, analyze: bool = False, execute: str | None = None) -> PlanShape:
+    """EXPLAIN `statement` (or `EXECUTE`, for a prepared one) on conn, inside the caller's
+    transaction; with `analyze`, also EXPLAIN ANALYZE it (which runs it: roll the transaction back)."""
+    target = execute or statement
+    text = "\n".join(r[0] for r in conn.execute("EXPLAIN (COSTS OFF) " + target))
+    tree = json_plan(conn.execute("EXPLAIN (COSTS OFF, FORMAT JSON) " + target).fetchone()[0])
+    analyzed = None
+    if analyze:
+        analyzed = json_plan(conn.execute("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, FORMAT JSON) "
+                                          + target).fetchone()[0])
+    return from_explain(text, tree, analyzed)
+
+
+def _walk(node: dict, path: tuple[dict, ...] = ()) -> Iterator[tuple[dict, tuple[dict, ...]]]:
+    """Every node with the chain of its ancestors, nearest last."""
+    yield node, path
+    for child in node.get("Plans", []):
+        yield from _walk(child, (*path, node))
+
+
+def _describe(node: dict) -> str:
+    relation = f" on {node['Relation Name']}" if node.get("Relation Name") else ""
+    return f"{node['Node Type']}{relation}"
+
+
+def signature(node: dict) -> str:
+    """Node types, join types, relations and the relationship to the parent, nested."""
+    parts = [node["Node Type"]]
+    for key in ("Join Type", "Relation Name", "Subplan Name", "Index Name"):
+        if node.get(key):
+            parts.append(str(node[key]))
+    head = " ".join(parts)
+    if node.get("Parent Relationship") in ("InitPlan", "SubPlan"):
+        head = f"{node['Parent Relationship']}:{head}"
+    children = node.get("Plans", [])
+    return head + (f"[{', '.join(signature(c) for c in children)}]" if children else "")
+
+
+def rescanned_limits(tree: dict) -> list[str]:
+    """Each Limit or LockRows that can run more than once per statement, with the node that reruns it."""
+    found = []
+    for node, path in _walk(tree):
+        if node["Node Type"] not in LIMITING:
+            continue
+        rerun_by = _rerun_by(node, path)
+        if rerun_by:
+            found.append(f"{node['Node Type']} below {rerun_by}: the limiting subquery runs again for every "
+                         "row, and each run locks rows the earlier ones did not take")
+    # One finding per subquery: a LockRows just below a Limit already found says the same.
+    return _one_per_subquery(found)
+
+
+def _rerun_by(node: dict, path: tuple[dict, ...]) -> str | None:
+    """The ancestor that runs `node` again, or None when nothing between them keeps its rows."""
+    child = node
+    for parent in reversed(path):
+        relationship = child.get("Parent Relationship")
+        if child["Node Type"] in STORES or relationship in ONCE:
+            return None
+        if relationship == "SubPlan":
+            return f"a SubPlan of {parent['Node Type']} (evaluated per row)"
+        if parent["Node Type"] == "Nested Loop" and relationship == "Inner":
+            return f"the inner side of a Nested Loop{(' ' + parent['Join Type']) if parent.get('Join Type') else ''}"
+        child = parent
+    return None
+
+
+def _one_per_subquery(found: list[str]) -> list[str]:
+    limits = [f for f in found if f.startswith("Limit ")]
+    return limits or found

@@ -1,0 +1,13 @@
+-- The plans' queries (claimcheck.plans), by name. They run in the run's schema.
+
+-- name: schema_tables
+-- Every table of the run's schema: a file's own tables, or our jobs table.
+SELECT n.nspname, c.relname
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p')
+ORDER BY c.relname;
+
+-- name: autovacuum_off
+-- Off for the table: autovacuum would otherwise analyze it once the seed commits and end the
+-- stale statistics the condition is about (autoanalyze is part of autovacuum).
+ALTER TABLE {table} SET (autovacuum_enabled = off);
