@@ -1,5 +1,6 @@
 """`claimcheck explain FILE.sql|NAME`: the plan guard. Exit 0 when every claim's plan locks rows
-as it picks them (Limit -> LockRows) and reaches ready rows through an index; 1 when one does not."""
+as it picks them (Limit -> LockRows), reaches ready rows through an index, and runs its limiting
+subquery once per statement under every planner condition (claimcheck.plans); 1 when one does not."""
 from __future__ import annotations
 
 import argparse
@@ -11,7 +12,12 @@ from rich.text import Text
 
 from claimcheck.commands._options import add_json_option, add_server_options, positive
 from claimcheck.probes._report import maybe_write, probe_document
-from claimcheck.probes.explain import FINISHED_JOBS, READY_JOBS, PlanVerdict, plan_verdict, prepare_plan_table
+from claimcheck.engine.driver import seed
+from claimcheck.plans.conditions import CHOICES, CONDITION_JOBS, HISTORY, build_tables
+from claimcheck.plans.explore import plan_under
+from claimcheck.probes.explain import (FINISHED_JOBS, READY_JOBS, PlanVerdict, plan_verdict, prepare_plan_table,
+                                       with_conditions)
+from claimcheck.server.runcontext import RunContext
 from claimcheck.server.provision import provide_server
 from claimcheck.report.render import print_server
 from claimcheck.server.session import run_schema
@@ -19,6 +25,10 @@ from claimcheck.errors import UsageError
 from claimcheck.contract.strategy import load_strategy, validate_on_server
 
 MAX_FINISHED_JOBS = 10_000_000
+GUARD_BATCH = 10
+GUARD_CONDITIONS = tuple(c for c in CHOICES["all"] if c.table not in ("seeded", "history"))
+"""Every planner condition but the two whose tables are the guard's own: the history table with
+--finished and --ready is the as-seeded table of explain, planned first."""
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
@@ -43,15 +53,28 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
                          "tables (run EXPLAIN on them yourself, or `claimcheck check` it)")
     with provide_server(args.dsn, args.pg) as server:
         print_server(err, server)
-        with run_schema(server) as (conn, schema, _run_id):
+        with run_schema(server) as (conn, schema, run_id):
+            run = RunContext(server.dsn, run_id)
             prepare_plan_table(conn, schema, args.finished, args.ready)
-            verdicts = []
+            verdicts, shapes = [], {}
             for strategy in strategies:
                 validate_on_server(conn, strategy)
                 verdicts.append(plan_verdict(conn, strategy))
+                shapes[strategy.name] = [(HISTORY.name, plan_under(run, strategy, HISTORY, GUARD_BATCH, analyze=True))]
+            for condition in GUARD_CONDITIONS:  # each condition's tables once, every strategy planned on them
+                build_tables(conn, run, strategies[0], condition, condition.jobs(CONDITION_JOBS, GUARD_BATCH), seed)
+                for strategy in strategies:
+                    shapes[strategy.name].append(
+                        (condition.name, plan_under(run, strategy, condition, GUARD_BATCH, analyze=True)))
+            verdicts = [with_conditions(v, shapes[v.strategy]) for v in verdicts]
         table_shape = f"{args.finished:,} finished + {args.ready:,} ready jobs, analyzed"
         for verdict in verdicts:
             console.print(plan_panel(verdict))
+            for name, shape in verdict.rescanned():
+                console.print(Panel(Text(shape.text + "\n" + "\n".join((*shape.rescanned, *shape.loops)),
+                                         style="yellow"),
+                                    title=f"{verdict.strategy}: the plan under {name}", title_align="left",
+                                    expand=False))
         console.print(verdict_table(verdicts, f"claimcheck explain: {table_shape}: PostgreSQL {server.version} "
                                               f"({server.source})"))
         doc = probe_document(server, args, "explain", {"table": {"finished": args.finished, "ready": args.ready},

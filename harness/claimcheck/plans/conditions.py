@@ -21,12 +21,13 @@ from claimcheck.server.runcontext import RunContext
 from claimcheck.server.schema import SeededJobs, build_jobs_table, build_own_tables, key_base, reset_schema
 from claimcheck.contract.queries import QUERIES
 
-CONDITION_JOBS = 500
-"""Jobs in a condition's table: enough for a rescanned subquery to take many times its limit, few
-enough that a safe claim drains in a fraction of a second."""
+CONDITION_JOBS = 300
+"""Jobs in a condition's table (fewer when the check's own run has fewer, never under five batches):
+enough for a rescanned subquery to take many times its limit, few enough that a safe claim drains
+in a fraction of a second."""
 SMALL_QUEUE_JOBS = 50
 """The small queue's jobs (at least five batches): the size at which Oban 2.14's claim took 41 rows for LIMIT 2."""
-HISTORY_JOBS = 20_000
+HISTORY_JOBS = 10_000
 """Finished jobs kept in the table with history, behind CONDITION_JOBS ready ones."""
 CONDITION_WORKERS = 4
 NESTED_LOOP = (("enable_hashjoin", "off"), ("enable_hashagg", "off"), ("enable_sort", "off"),
@@ -54,7 +55,7 @@ class Condition:
             return settings_jobs
         if self.table == "stale":  # small whatever --jobs says: a queue that drained and refilled
             return max(SMALL_QUEUE_JOBS, 5 * batch)
-        return max(CONDITION_JOBS, 5 * batch)
+        return max(min(CONDITION_JOBS, settings_jobs), 5 * batch)
 
     def as_dict(self) -> dict:
         return {"name": self.name, "summary": self.summary, "table": self.table,

@@ -9,18 +9,23 @@ and fails; a Seq Scan of jobs under the Limit fails.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import psycopg
 from psycopg import ClientCursor, sql
 
 from claimcheck.errors import SqlFileError
+from claimcheck.plans.shape import MATERIALIZE_ADVICE
 from claimcheck.probes import PROBE_QUERIES
 from claimcheck.server.schema import build_jobs_table
 from claimcheck.contract.strategy import Strategy, sample_params
 from claimcheck.contract.queries import QUERIES
+
+if TYPE_CHECKING:
+    from claimcheck.plans.shape import PlanShape
 
 FINISHED_JOBS = 50_000
 READY_JOBS = 20
@@ -43,10 +48,35 @@ class PlanVerdict:
     """Why the shape holds or fails, one finding per line."""
     plan: str = ""
     """EXPLAIN (COSTS OFF) text, as psql prints it."""
+    conditions: tuple = ()
+    """(condition name, claimcheck.plans.shape.PlanShape): the plan under each planner condition,
+    EXPLAIN ANALYZEd in a rolled-back transaction (see with_conditions)."""
 
     def as_dict(self) -> dict:
         return {"strategy": self.strategy, "section": self.section, "shape_ok": self.shape_ok,
-                "reasons": self.reasons, "plan": self.plan.splitlines()}
+                "reasons": self.reasons, "plan": self.plan.splitlines(),
+                "conditions": [{"condition": name, **shape.as_dict()} for name, shape in self.conditions]}
+
+    def rescanned(self) -> list[tuple[str, "PlanShape"]]:
+        """The conditions under which the limiting subquery can run more than once per statement."""
+        return [(name, shape) for name, shape in self.conditions if not shape.runs_once]
+
+
+def with_conditions(verdict: PlanVerdict, shapes: list[tuple[str, "PlanShape"]]) -> PlanVerdict:
+    """The verdict, failed when under any condition the limiting, locking subquery can run more than
+    once in one statement (a Limit or LockRows below the inner side of a nested loop, or loops > 1
+    under EXPLAIN ANALYZE): one statement then takes more rows than its limit."""
+    verdict = dataclasses.replace(verdict, conditions=tuple(shapes))
+    bad = verdict.rescanned()
+    if not bad:
+        return dataclasses.replace(verdict, reasons=[*verdict.reasons, "the limiting subquery runs once per statement "
+                                                     f"under every planner condition tried ({len(shapes)})"])
+    names = ", ".join(name for name, _ in bad)
+    name, shape = bad[0]
+    why = (shape.rescanned or shape.loops)[0]
+    return dataclasses.replace(verdict, shape_ok=False, reasons=[
+        *verdict.reasons, f"under {names}: {why}; one claim can take more rows than its LIMIT. "
+                          f"Fix: {MATERIALIZE_ADVICE}"])
 
 
 def prepare_plan_table(conn: psycopg.Connection, schema: str, finished: int = FINISHED_JOBS,

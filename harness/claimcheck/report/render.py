@@ -32,7 +32,7 @@ FATES_SHOWN = 3
 def document(server: Server, runs: Iterable[RunResult], command: str, settings: dict, plans=None) -> dict:
     """The JSON contract (docs/contracts.md section 3, `report.schema.json`): `postgres`, `settings`,
     `runs` (one object per strategy x setting, and per planner condition run), and with `plans`
-    (claimcheck.plans.explore.ConditionOutcome) every condition tried."""
+    (claimcheck.plans.explore.ConditionOutcome) `conditions`: every condition tried."""
     doc = {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "claimcheck", "version": __version__, "command": command},
@@ -45,7 +45,7 @@ def document(server: Server, runs: Iterable[RunResult], command: str, settings: 
         "runs": [run.as_dict() for run in runs],
     }
     if plans is not None:
-        doc["plans"] = [outcome.as_dict() for outcome in plans]
+        doc["conditions"] = [outcome.as_dict() for outcome in plans]
     return doc
 
 
