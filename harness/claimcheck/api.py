@@ -35,9 +35,12 @@ class ExactlyOnceViolated(AssertionError):
 
 
 def run(strategy: str | os.PathLike | None = None, *, lib: str | None = None, dsn: str | None = None,
-        server: "Server | None" = None, **settings: Any) -> "RunResult":
+        server: "Server | None" = None, plans: str = "none", **settings: Any) -> "RunResult":
     """Run a `.sql` file or a built-in strategy once, or with `lib=` a queue library's own
-    workers, and return the full result."""
+    workers, and return the full result. `plans` (`none`, `default`, `all`: `check --plans`, see
+    docs/plans.md) also runs it under planner conditions: the result is then the first run that
+    violated exactly-once (its `condition` names the condition, `condition_plan` its plan), else
+    the run as seeded."""
     if lib is not None:
         if strategy is not None:
             raise TypeError("give a strategy or lib=, not both")
@@ -45,7 +48,11 @@ def run(strategy: str | os.PathLike | None = None, *, lib: str | None = None, ds
     if strategy is None:
         raise TypeError("run() needs a strategy (a .sql file or a built-in name) or lib=")
     from claimcheck.engine.driver import run_strategy
+    from claimcheck.errors import UsageError
+    from claimcheck.plans.conditions import CHOICES
+    from claimcheck.plans.explore import explore
     from claimcheck.server.provision import provide_server
+    from claimcheck.server.runcontext import RunContext
     from claimcheck.server.schema import new_run_id
     from claimcheck.server.session import run_schema
     from claimcheck.settings import RunSettings, WorkTime
@@ -53,13 +60,19 @@ def run(strategy: str | os.PathLike | None = None, *, lib: str | None = None, ds
 
     if "work_ms" in settings:
         settings["work"] = WorkTime.parse(str(settings.pop("work_ms")))
+    if plans not in CHOICES:
+        raise UsageError(f"plans={plans!r}: one of {', '.join(CHOICES)}")
     loaded = load_strategy(str(strategy))
     run_settings = RunSettings(**settings)
     with contextlib.ExitStack() as stack:
         if server is None:
             server = stack.enter_context(provide_server(dsn=dsn))
         conn, schema, run_id = stack.enter_context(run_schema(server, run_id=new_run_id()))
-        return run_strategy(conn, server, schema, run_id, loaded, run_settings)
+        if not CHOICES[plans]:
+            return run_strategy(conn, server, schema, run_id, loaded, run_settings)
+        runs = [o.result for o in explore(conn, server, RunContext(server.dsn, run_id), loaded, run_settings,
+                                          CHOICES[plans]) if o.result is not None]
+        return next((r for r in runs if not r.exactly_once), runs[-1])
 
 
 def run_lib(lib: str, *, dsn: str | None = None, server: "Server | None" = None, workers: int = 4,
@@ -80,10 +93,12 @@ def run_lib(lib: str, *, dsn: str | None = None, server: "Server | None" = None,
 
 def assert_exactly_once(strategy: str | os.PathLike | None = None, *, lib: str | None = None, workers: int = 16,
                         jobs: int = 20_000, batch: int = 10, mode: str = "lease", dsn: str | None = None,
-                        server: "Server | None" = None, **settings: Any) -> "RunResult":
+                        server: "Server | None" = None, plans: str = "default", **settings: Any) -> "RunResult":
     """Raise :class:`ExactlyOnceViolated` with the evidence unless every job was handled exactly once
-    (the same verdict the CLI's exit code gives). Like `claimcheck check`, it stops at the first
-    proven violation, so a broken claim fails in seconds; pass ``stop_early=False`` to drain.
+    (the same verdict the CLI's exit code gives). Like `claimcheck check`, it runs the claim under
+    the default planner conditions too (``plans="none"``: the run as seeded only; the message names
+    the condition that failed and its plan) and stops at the first proven violation, so a broken
+    claim fails in seconds; pass ``stop_early=False`` to drain.
     With `lib=`, a queue library's own workers are judged by its promise (batch and mode are the
     library's own and ignored)."""
     if lib is not None:
@@ -91,7 +106,7 @@ def assert_exactly_once(strategy: str | os.PathLike | None = None, *, lib: str |
     else:
         settings.setdefault("stop_early", True)
         result = run(strategy, dsn=dsn, server=server, workers=workers, jobs=jobs, batch=batch, mode=mode,
-                     **settings)
+                     plans=plans, **settings)
     if not result.exactly_once:
         raise ExactlyOnceViolated(failure_message(result), result)
     return result
@@ -107,5 +122,14 @@ def failure_message(result: "RunResult") -> str:
             f"({s.workers} workers, {s.jobs:,} jobs, batch {s.batch}, {s.mode} mode)")
     if result.stop_reason:
         head += f"; {'stopped early' if result.stopped_early else 'ended'}: {result.stop_reason}"
+    plan = []
+    if result.condition is not None and result.condition_plan is not None:
+        from claimcheck.plans.conditions import BY_NAME
+        from claimcheck.plans.shape import MATERIALIZE_ADVICE
+
+        shape = result.condition_plan
+        head += f"; under the planner condition {result.condition} ({BY_NAME[result.condition].summary})"
+        plan = [f"The claim's plan under {result.condition}:", *shape.text.splitlines(), *shape.rescanned,
+                *([f"Fix: {MATERIALIZE_ADVICE}"] if not shape.runs_once else [])]
     return "\n".join([head + ". Evidence (times from the start of the run):",
-                      *evidence_lines(v.violations), *shape_lines(v.shape_evidence)])
+                      *evidence_lines(v.violations), *shape_lines(v.shape_evidence), *plan])

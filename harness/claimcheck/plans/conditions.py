@@ -85,6 +85,7 @@ EXTRA = (
               settings=(("plan_cache_mode", "force_generic_plan"),)),
 )
 CHOICES = {"none": (), "default": DEFAULT, "all": DEFAULT + EXTRA}
+BY_NAME = {c.name: c for c in DEFAULT + EXTRA}
 """`--plans`: none is the run without conditions (the run as seeded, no EXPLAIN)."""
 
 

@@ -43,7 +43,8 @@ details{margin:6px 0}summary{cursor:pointer;font-size:13px}
 def run_label(run: dict, *, workers: bool = True) -> str:
     """`skip-locked · lease · b10 · 8w`: what tells runs of one report apart."""
     parts = [run["strategy"], run["mode"], f"b{run['batch']}"]
-    return " · ".join(parts + ([f"{run['workers']}w"] if workers else []))
+    condition = [f"under {run['condition']}"] if run.get("condition") else []
+    return " · ".join(parts + ([f"{run['workers']}w"] if workers else []) + condition)
 
 
 def throughput_series(runs: list[dict]) -> dict[str, list[tuple[float, float]]]:
@@ -219,6 +220,26 @@ def _timelines(runs: list[dict]) -> str:
     return "".join(parts)
 
 
+def _conditions(conditions: list[dict]) -> str:
+    """Each planner condition tried (`check --plans`): its plan's shape, verdict and evidence, the plan itself folded."""
+    rows = []
+    for c in conditions:
+        verdict = {"held": '<span class="ok">held</span>', "VIOLATED": '<span class="bad">✗ VIOLATED</span>'}.get(
+            c["verdict"], escape(c["verdict"] + (f" (plan of {c['same_as']})" if c.get("same_as") else "")))
+        how = "; ".join(c["rescanned_limit"] + c["limit_loops"]) or ("the limiting subquery runs once"
+                                                                       if c["plan"] else "-")
+        plan = (f'<details><summary>plan</summary><pre>{escape(chr(10).join(c["plan"]))}</pre></details>'
+                if c["plan"] else "")
+        notes = "<br>".join(escape(x) for x in c["evidence"] + ([c["note"]] if c.get("note") else []))
+        advice = f'<br><b>Fix:</b> {escape(c["advice"])}' if c.get("advice") and c["verdict"] == "VIOLATED" else ""
+        rows.append(f'<tr{" class=violated" if c["verdict"] == "VIOLATED" else ""}><td class=l>{escape(c["condition"])}'
+                    f'</td><td class=l>{escape(c["summary"])}</td><td class=l>{escape(how)}{plan}</td>'
+                    f'<td class=l>{verdict}</td><td class=l>{notes}{advice}</td></tr>')
+    head = "".join(f"<th class=l>{h}</th>" for h in ("condition", "what the planner sees", "plan", "verdict",
+                                                      "evidence"))
+    return f'<div class="scroll"><table class="conditions"><tr>{head}</tr>{"".join(rows)}</table></div>'
+
+
 def render(doc: dict) -> str:
     """The whole report as one HTML string."""
     runs = doc.get("runs", [])
@@ -231,6 +252,7 @@ def render(doc: dict) -> str:
         f"<code>{escape(str(tool.get('command', '')))}</code></p>",
         conclusion(runs),
         "<h2>Runs</h2>", _summary_table(runs),
+        *(["<h2>Planner conditions</h2>", _conditions(doc["conditions"])] if doc.get("conditions") else []),
         "<h2>Throughput against workers</h2>", _throughput_figure(runs, labels, flagged),
         "<h2>Double claims</h2>",
         _figure("double-claims", svg.bar_chart(labels, {"jobs claimed twice or more": [
