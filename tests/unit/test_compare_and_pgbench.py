@@ -89,6 +89,21 @@ def test_runs_match_on_strategy_mode_workers_and_batch():
     assert [d.status for d in diffs] == ["new", "ok", "gone", "gone"]
 
 
+def test_a_planner_condition_that_newly_fails_regresses_and_its_jobs_per_s_never_judges():
+    """A base without conditions (schema version 1, or --plans none) is the as-seeded run of one with them."""
+    held, stale = run_object("skip-locked", 8, 1000.0, True), run_object("skip-locked", 4, 5.0, True)
+    new = report(run_object("skip-locked", 8, 1000.0, True, condition="as-seeded"),
+                 run_object("skip-locked", 8, 1.0, True, condition="generic-plan"),
+                 run_object("skip-locked", 8, 10.0, False, condition="stale-stats"))
+    new["schema_version"] = 2
+    assert_valid_report(new)
+    comparison = compare(report(held, stale), new)
+    assert [d.status for d in comparison.diffs][:3] == ["ok", "new", "NEWLY FAILS"]
+    assert [d.key[4] for d in comparison.regressions] == ["stale-stats"]
+    slower = report(run_object("skip-locked", 8, 1000.0, True, condition="generic-plan"))
+    assert not compare(slower, report(run_object("skip-locked", 8, 1.0, True, condition="generic-plan"))).regressed
+
+
 @pytest.mark.parametrize("new,message", [(doc(), "the new report has no runs"),
                                          (doc(("other", 8, 10.0, True)), "no run of the new report matches")])
 def test_comparisons_that_share_no_run_are_unusable(new, message):
