@@ -63,5 +63,25 @@ def test_the_signature_ignores_costs_and_sees_the_join():
 def test_loops_measured_under_explain_analyze():
     analyzed = semi_join(node("Subquery Scan", {**limit(), "Actual Loops": 41}))
     shape = from_explain("text", semi_join(node("Materialize", limit())), analyzed)
-    assert shape.rescanned == () and shape.loops == ("Limit ran 41 times in one statement",)
+    assert shape.rescanned == () and shape.loops == ("Limit over LockRows ran 41 times in one statement",)
     assert not shape.runs_once
+
+
+def test_a_per_row_lock_or_an_unlocked_limit_rerun_takes_no_more_rows():
+    """graphile-worker 0.17 locks each job's queue row in a SubPlan: a LockRows per row, no limit.
+    A Limit without a lock, rescanned, finds the same rows again."""
+    queue_lock = node("LockRows", node("Seq Scan", **{"Relation Name": "job_queues", "Parent Relationship": "Outer"}),
+                      **{"Parent Relationship": "SubPlan"})
+    tree = node("ModifyTable", node("Seq Scan", queue_lock, **{"Relation Name": "jobs", "Parent Relationship": "Outer"}))
+    unlocked = node("Limit", node("Index Scan", **{"Relation Name": "jobs", "Parent Relationship": "Outer"}))
+    analyzed = semi_join(node("Subquery Scan", {**unlocked, "Actual Loops": 41}))
+    assert rescanned_limits(tree) == [] and rescanned_limits(analyzed) == []
+    assert from_explain("text", analyzed, analyzed).runs_once
+
+
+def test_a_limit_of_the_total_above_the_loop_caps_what_one_statement_takes():
+    """pgqueuer 1.3: a locking LATERAL subquery per entrypoint, under a Limit of the whole pick."""
+    loop = semi_join(node("Subquery Scan", limit()))["Plans"][0]
+    capped = node("Limit", {**loop, "Parent Relationship": "Outer"}, **{"Parent Relationship": "InitPlan",
+                                                                      "Subplan Name": "CTE next_queued"})
+    assert rescanned_limits(node("ModifyTable", capped, node("CTE Scan"))) == []

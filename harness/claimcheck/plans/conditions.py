@@ -129,12 +129,14 @@ def build_tables(conn: psycopg.Connection, run: RunContext, strategy: Strategy, 
     return seeded
 
 
-def _tables(conn: psycopg.Connection) -> list[sql.Composable]:
-    return [sql.Identifier(*name) for name in conn.execute(PLAN_QUERIES["schema_tables"]).fetchall()]
+def _tables(conn: psycopg.Connection) -> list[tuple[sql.Composable, bool]]:
+    """Each table of the run's schema, and whether it stores rows (a partitioned parent does not)."""
+    return [(sql.Identifier(schema, name), stored)
+            for schema, name, stored in conn.execute(PLAN_QUERIES["schema_tables"]).fetchall()]
 
 
 def _analyze(conn: psycopg.Connection) -> None:
-    for table in _tables(conn):
+    for table, _ in _tables(conn):
         conn.execute(sql.SQL("ANALYZE {}").format(table))
 
 
@@ -144,6 +146,9 @@ def _analyze_unseen(run: RunContext) -> None:
     none of the rows still being inserted. The planner then believes the tables empty (an estimate
     of one row) however many jobs they hold: a queue analyzed when it had drained, refilled since."""
     with run.connect("plans", in_schema=True) as other:
-        for table in _tables(other):
-            other.execute(sql.SQL(PLAN_QUERIES["autovacuum_off"]).format(table=table))
+        tables = _tables(other)
+        for table, stored in tables:
+            if stored:
+                other.execute(sql.SQL(PLAN_QUERIES["autovacuum_off"]).format(table=table))
+        for table, _ in tables:
             other.execute(sql.SQL("ANALYZE {}").format(table))

@@ -20,7 +20,6 @@ from typing import Iterator
 
 import psycopg
 
-LIMITING = ("Limit", "LockRows")
 STORES = ("Materialize", "Hash")
 """Nodes that keep their child's rows: a rescan replays them instead of running the child again."""
 ONCE = ("InitPlan", "CTE")
@@ -57,8 +56,9 @@ def from_explain(text: str, tree: dict, analyzed: dict | None = None) -> PlanSha
     """The shape from EXPLAIN (COSTS OFF)'s text and FORMAT JSON's top `Plan`; `analyzed`, the top
     `Plan` of an EXPLAIN (ANALYZE, FORMAT JSON) of the same statement, adds the loops it measured."""
     loops = () if analyzed is None else tuple(
-        f"{_describe(node)} ran {node['Actual Loops']} times in one statement"
-        for node, _ in _walk(analyzed) if node["Node Type"] in LIMITING and node.get("Actual Loops", 1) > 1)
+        f"{_describe(node)} over LockRows ran {node['Actual Loops']} times in one statement"
+        for node, path in _walk(analyzed)
+        if node["Node Type"] == "Limit" and node.get("Actual Loops", 1) > 1 and _locks_with(node, path))
     return PlanShape(signature(tree), text, tuple(rescanned_limits(tree)), loops)
 
 
@@ -106,34 +106,60 @@ def signature(node: dict) -> str:
 
 
 def rescanned_limits(tree: dict) -> list[str]:
-    """Each Limit or LockRows that can run more than once per statement, with the node that reruns it."""
+    """Each limiting, locking subquery that can run more than once per statement: a Limit with a
+    LockRows in the same rerun part of the plan (below it, or just above it), with the node that
+    reruns it, and no Limit above that node capping what the statement takes (pgqueuer runs a
+    locking LATERAL subquery per entrypoint on purpose, under a Limit of the total). A lone LockRows
+    run per row (a per-row lock of another table, in a SubPlan) takes no more rows than asked for,
+    and a lone Limit run again without locks finds the same rows."""
     found = []
     for node, path in _walk(tree):
-        if node["Node Type"] not in LIMITING:
+        if node["Node Type"] != "Limit" or not _locks_with(node, path):
             continue
-        rerun_by = _rerun_by(node, path)
-        if rerun_by:
-            found.append(f"{node['Node Type']} below {rerun_by}: the limiting subquery runs again for every "
-                         "row, and each run locks rows the earlier ones did not take")
-    # One finding per subquery: a LockRows just below a Limit already found says the same.
-    return _one_per_subquery(found)
+        rerun = _rerun_by(node, path)
+        if rerun is not None and not _capped(path[:rerun[1] + 1]):
+            found.append(f"Limit below {rerun[0]}: the limiting subquery runs again for every row, and each run "
+                         "locks rows the earlier ones did not take")
+    return found
 
 
-def _rerun_by(node: dict, path: tuple[dict, ...]) -> str | None:
-    """The ancestor that runs `node` again, or None when nothing between them keeps its rows."""
+def _locks_with(limit: dict, path: tuple[dict, ...]) -> bool:
+    """A LockRows below the Limit (not past a node that runs once or stores rows), or its parent."""
+    below = any(n["Node Type"] == "LockRows" for n in _same_run(limit))
+    return below or bool(path and path[-1]["Node Type"] == "LockRows")
+
+
+def _same_run(node: dict) -> Iterator[dict]:
+    """The node and its descendants that run each time it does."""
+    yield node
+    for child in node.get("Plans", []):
+        if child.get("Parent Relationship") not in ONCE and child["Node Type"] not in STORES:
+            yield from _same_run(child)
+
+
+def _rerun_by(node: dict, path: tuple[dict, ...]) -> tuple[str, int] | None:
+    """The ancestor that runs `node` again (in words, and its place in `path`), or None when
+    nothing between them keeps its rows."""
     child = node
-    for parent in reversed(path):
-        relationship = child.get("Parent Relationship")
+    for at in range(len(path) - 1, -1, -1):
+        parent, relationship = path[at], child.get("Parent Relationship")
         if child["Node Type"] in STORES or relationship in ONCE:
             return None
         if relationship == "SubPlan":
-            return f"a SubPlan of {parent['Node Type']} (evaluated per row)"
+            return f"a SubPlan of {parent['Node Type']} (evaluated per row)", at
         if parent["Node Type"] == "Nested Loop" and relationship == "Inner":
-            return f"the inner side of a Nested Loop{(' ' + parent['Join Type']) if parent.get('Join Type') else ''}"
+            join = f" {parent['Join Type']}" if parent.get("Join Type") else ""
+            return f"the inner side of a Nested Loop{join}", at
         child = parent
     return None
 
 
-def _one_per_subquery(found: list[str]) -> list[str]:
-    limits = [f for f in found if f.startswith("Limit ")]
-    return limits or found
+def _capped(path: tuple[dict, ...]) -> bool:
+    """A Limit at or above the last node of `path`, in the same part of the plan (up to the root of
+    the CTE or InitPlan it is in): the statement takes no more rows than that Limit."""
+    for node in reversed(path):
+        if node["Node Type"] == "Limit":
+            return True
+        if node.get("Parent Relationship") in ONCE:
+            return False
+    return False

@@ -1,8 +1,9 @@
 -- The plans' queries (claimcheck.plans), by name. They run in the run's schema.
 
 -- name: schema_tables
--- Every table of the run's schema: a file's own tables, or our jobs table.
-SELECT n.nspname, c.relname
+-- Every table of the run's schema (a file's own tables, or our jobs table), and whether it holds
+-- rows itself: a partitioned table ('p') takes no storage options, its partitions do.
+SELECT n.nspname, c.relname, c.relkind = 'r' AS stored
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p')
 ORDER BY c.relname;
