@@ -14,10 +14,8 @@ import os
 from pathlib import Path
 
 from claimcheck.contract.strategy import load_strategy, validate_on_server
-from claimcheck.engine.driver import seed
-from claimcheck.plans.conditions import CHOICES
+from claimcheck.plans.conditions import CHOICES, build_tables
 from claimcheck.plans.explore import condition_settings, plan_under
-from claimcheck.plans.conditions import build_tables
 from claimcheck.scenarios import builtin_names
 from claimcheck.server.provision import provide_server
 from claimcheck.server.runcontext import RunContext
@@ -45,7 +43,7 @@ def main() -> None:
                         print(f"{strategy.name:42} {condition.name:17} not applicable")
                         continue
                     jobs = condition_settings(condition, settings).jobs
-                    build_tables(conn, run, strategy, condition, jobs, seed)
+                    build_tables(conn, run, strategy, condition, jobs)
                     validate_on_server(conn, strategy)
                     try:
                         shape = plan_under(run, strategy, condition, settings.batch, analyze=True)

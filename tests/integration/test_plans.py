@@ -6,7 +6,6 @@ import pytest
 
 import claimcheck
 from claimcheck.contract.strategy import load_strategy
-from claimcheck.engine.driver import seed
 from claimcheck.plans.conditions import NESTED, STALE, build_tables
 from claimcheck.plans.explore import plan_under
 from claimcheck.server.runcontext import RunContext
@@ -24,7 +23,7 @@ def test_stale_stats_make_the_planner_believe_a_full_queue_empty(server, claim):
     strategy = load_strategy(claim)
     with run_schema(server) as (conn, schema, run_id):
         run = RunContext(server.dsn, run_id)
-        seeded = build_tables(conn, run, strategy, STALE, 50, seed)
+        seeded = build_tables(conn, run, strategy, STALE, 50)
         assert seeded.count == 50
         (table,) = [t for t in ("jobs", "outbox") if conn.execute("SELECT to_regclass(%s)", (t,)).fetchone()[0]]
         reltuples, options = conn.execute("SELECT reltuples, reloptions FROM pg_class WHERE oid = %s::regclass",
@@ -40,7 +39,7 @@ def test_the_nested_loop_switches_hold_in_the_claims_transaction_only(server):
     strategy = load_strategy(UNSAFE)
     with run_schema(server) as (conn, schema, run_id):
         run = RunContext(server.dsn, run_id)
-        build_tables(conn, run, strategy, NESTED, 200, seed)
+        build_tables(conn, run, strategy, NESTED, 200)
         assert plan_under(run, strategy, NESTED, 10).rescanned
         with run.connect("after") as after:  # SET LOCAL: nothing is left on any session
             assert after.execute("SHOW enable_hashjoin").fetchone()[0] == "on"

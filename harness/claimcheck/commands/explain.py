@@ -12,7 +12,6 @@ from rich.text import Text
 
 from claimcheck.commands._options import add_json_option, add_server_options, positive
 from claimcheck.probes._report import maybe_write, probe_document
-from claimcheck.engine.driver import seed
 from claimcheck.plans.conditions import CHOICES, CONDITION_JOBS, HISTORY, build_tables
 from claimcheck.plans.explore import plan_under
 from claimcheck.probes.explain import (FINISHED_JOBS, READY_JOBS, PlanVerdict, plan_verdict, prepare_plan_table,
@@ -62,7 +61,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
                 verdicts.append(plan_verdict(conn, strategy))
                 shapes[strategy.name] = [(HISTORY.name, plan_under(run, strategy, HISTORY, GUARD_BATCH, analyze=True))]
             for condition in GUARD_CONDITIONS:  # each condition's tables once, every strategy planned on them
-                build_tables(conn, run, strategies[0], condition, condition.jobs(CONDITION_JOBS, GUARD_BATCH), seed)
+                build_tables(conn, run, strategies[0], condition, condition.jobs(CONDITION_JOBS, GUARD_BATCH))
                 for strategy in strategies:
                     shapes[strategy.name].append(
                         (condition.name, plan_under(run, strategy, condition, GUARD_BATCH, analyze=True)))

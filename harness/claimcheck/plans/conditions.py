@@ -15,6 +15,7 @@ import psycopg
 from psycopg import sql
 
 from claimcheck.contract.strategy import Strategy
+from claimcheck.engine.driver import seed
 from claimcheck.plans import AS_SEEDED as AS_SEEDED_NAME, PLAN_QUERIES
 from claimcheck.probes import PROBE_QUERIES
 from claimcheck.server.runcontext import RunContext
@@ -106,9 +107,9 @@ def under(strategy: Strategy, condition: Condition) -> Strategy:
 
 
 def build_tables(conn: psycopg.Connection, run: RunContext, strategy: Strategy, condition: Condition,
-                 jobs: int, seed) -> SeededJobs:
-    """The condition's tables in the run's schema, replacing the last run's. `seed` is the driver's
-    (the as-seeded table is built exactly as a run without plans builds it)."""
+                 jobs: int) -> SeededJobs:
+    """The condition's tables in the run's schema, replacing the last run's (the as-seeded ones are
+    built by the driver's own seeding, exactly as a run without conditions builds them)."""
     schema, base = run.schema, key_base(run.run_id)
     if strategy.own_schema:
         reset_schema(conn, schema)

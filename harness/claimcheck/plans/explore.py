@@ -18,7 +18,7 @@ from psycopg import ClientCursor, sql
 
 from claimcheck.contract.dialect import placeholders, to_positional
 from claimcheck.contract.strategy import Strategy
-from claimcheck.engine.driver import run_strategy, seed
+from claimcheck.engine.driver import run_strategy
 from claimcheck.errors import SqlFileError
 from claimcheck.plans.conditions import CONDITION_WORKERS, Condition, build_tables, picking_section, under
 from claimcheck.plans.shape import MATERIALIZE_ADVICE, PlanShape, explain
@@ -113,7 +113,7 @@ def explore(conn: psycopg.Connection, server: Server, run: RunContext, strategy:
                                     note="needs claimcheck's jobs table; this file brings its own tables"))
         else:
             run_settings = condition_settings(condition, settings)
-            seeded = build_tables(conn, run, strategy, condition, run_settings.jobs, seed)
+            seeded = build_tables(conn, run, strategy, condition, run_settings.jobs)
             shape = plan_under(run, strategy, condition, run_settings.batch)
             if condition.table == "seeded":  # its tables are built again for its run, last
                 tried[shape.signature], deferred = condition.name, (condition, shape)
@@ -129,7 +129,7 @@ def explore(conn: psycopg.Connection, server: Server, run: RunContext, strategy:
             record(_not_run(condition, stopped_by, shape))
         else:
             started = time.perf_counter()
-            seeded = build_tables(conn, run, strategy, condition, settings.jobs, seed)
+            seeded = build_tables(conn, run, strategy, condition, settings.jobs)
             record(_run(conn, server, run, strategy, condition, shape, settings, seeded, started))
     return outcomes
 
