@@ -8,7 +8,8 @@ fail within seconds (a `check` stops once a violation is proven); the safe ones 
 
 Options: `--cap SECONDS` ends a run that takes longer (Ctrl-C, so it cleans up; shown as `>cap`),
 `--only a,b` runs only those built-ins, `--drain` passes `--drain` to every check (for the
-figures before early stop existed, run this file from an older checkout instead).
+figures before early stop existed, run this file from an older checkout instead), `--plans`
+passes `--plans` (default: check's default conditions; `none`: the run as seeded only).
 Wall times on a shared 2-core machine are noisy: the load average is printed with each row.
 """
 from __future__ import annotations
@@ -29,7 +30,7 @@ from claimcheck.contract.strategy import load_strategy
 NEEDS_FAULTS = {"skip-locked-unfenced"}
 
 
-def one(name: str, cap: float, drain: bool) -> dict:
+def one(name: str, cap: float, drain: bool, plans: str = "default") -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "check.json"
         cmd = [sys.executable, "-m", "claimcheck", "check", name, "--json", str(report)]
@@ -37,6 +38,7 @@ def one(name: str, cap: float, drain: bool) -> dict:
             cmd.append("--faults")
         if drain:
             cmd.append("--drain")
+        cmd += ["--plans", plans]
         started = time.perf_counter()
         process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                    start_new_session=True)
@@ -48,10 +50,13 @@ def one(name: str, cap: float, drain: bool) -> dict:
             out, err = process.communicate()
             capped = True
         seconds = time.perf_counter() - started
-        runs = json.loads(report.read_text())["runs"] if report.exists() else []
+        doc = json.loads(report.read_text()) if report.exists() else {}
+        runs = doc.get("runs", [])
+        failed = [c["condition"] for c in doc.get("conditions", []) if c["verdict"] == "VIOLATED"]
     return {"name": name, "seconds": seconds, "capped": capped, "exit": process.returncode,
             "double": sum(r["double_claimed_jobs"] for r in runs) if runs else None,
-            "stopped_by": ",".join(r["stopped_by"] for r in runs) or "-", "load": os.getloadavg()[0]}
+            "stopped_by": ",".join(r["stopped_by"] for r in runs) or "-", "load": os.getloadavg()[0],
+            "violated_under": ",".join(failed) or "-"}
 
 
 def main() -> None:
@@ -59,16 +64,19 @@ def main() -> None:
     parser.add_argument("--cap", type=float, default=300.0)
     parser.add_argument("--only", default="")
     parser.add_argument("--drain", action="store_true")
+    parser.add_argument("--plans", default="default", choices=("none", "default", "all"),
+                        help="check --plans (default: check's own default)")
     args = parser.parse_args()
     names = [n for n in builtin_names() if not args.only or n in args.only.split(",")]
-    print(f"{'strategy':22} {'expected':8} {'seconds':>9} {'exit':>4} {'double':>7}  stopped by       load")
+    print(f"{'strategy':22} {'expected':8} {'seconds':>9} {'exit':>4} {'double':>7}  {'violated under':15} load"
+          "  stopped by (each run)")
     for name in names:
-        row = one(name, args.cap, args.drain)
+        row = one(name, args.cap, args.drain, args.plans)
         shown = f">{args.cap:.0f}" if row["capped"] else f"{row['seconds']:.2f}"
         flag = " (--faults)" if name in NEEDS_FAULTS else ""
         print(f"{name:22} {load_strategy(name).expected:8} {shown:>9} {row['exit']:>4} "
-              f"{'-' if row['double'] is None else format(row['double'], ','):>7}  {row['stopped_by']:15}  "
-              f"{row['load']:.2f}{flag}", flush=True)
+              f"{'-' if row['double'] is None else format(row['double'], ','):>7}  {row['violated_under']:15} "
+              f"{row['load']:.2f}  {row['stopped_by']}{flag}", flush=True)
 
 
 if __name__ == "__main__":
