@@ -6,8 +6,10 @@ Registered through the `pytest11` entry point, so installing claimcheck is enoug
         claimcheck.assert_exactly_once("sql/claim.sql", workers=16, jobs=20_000)
 
 The `claimcheck` fixture runs your `.sql` file (the SQL file contract of docs/contracts.md) with real
-worker processes against a real server and fails the test with the evidence (job id, workers,
-attempts, claim times) when a job was handed to more than one worker. The server is
+worker processes against a real server, as `claimcheck check` does (under the default planner
+conditions too, docs/plans.md; `plans="none"` for the run as seeded only), and fails the test with
+the evidence (job id, workers, attempts, claim times; the planner condition and its plan) when a
+job was handed to more than one worker or a claim took more than its limit. The server is
 `--claimcheck-dsn`, else `$CLAIMCHECK_DSN`, else the `claimcheck_dsn` ini key, else an embedded
 PostgreSQL started once per session (once per xdist worker). Every call works in a schema of
 its own, so xdist workers sharing one server never see each other's tables.
