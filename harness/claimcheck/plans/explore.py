@@ -60,15 +60,19 @@ class ConditionOutcome:
         """For a violation, what shows it: over-claims (N rows for LIMIT n) and double claims, in words."""
         if self.result is None or self.result.exactly_once:
             return []
-        v, lines = self.result.verdict, []
+        from claimcheck.report.render import violation_summary
+
+        v, lines, batch = self.result.verdict, [], self.result.settings.batch
         over = [e for e in v.shape_evidence if e["kind"] == "over-claim"]
         if over:
-            most = max(e["rows"] for e in over)
-            lines.append(f"over-claim: {v.over_claims:,} claim(s) took more rows than the limit, up to {most:,} "
-                         f"rows for LIMIT {self.result.settings.batch}")
+            # The batch is the claim's LIMIT when the claim writes LIMIT %(batch)s; a fixed LIMIT is its own.
+            limit = (f"LIMIT {batch}" if "batch" in placeholders(self.result.strategy.statements[
+                picking_section(self.result.strategy)]) else f"a batch of {batch}")
+            lines.append(f"over-claim: {v.over_claims:,} claim(s) took more rows than the limit, up to "
+                         f"{max(e['rows'] for e in over):,} rows for {limit}")
         if v.double_claimed_jobs:
             lines.append(f"{v.double_claimed_jobs:,} job(s) claimed twice")
-        return lines or ["violated (see the run's evidence)"]
+        return lines or violation_summary(self.result)
 
     def as_dict(self) -> dict:
         return {"condition": self.condition.name, "summary": self.condition.summary,
