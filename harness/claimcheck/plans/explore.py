@@ -81,7 +81,7 @@ class ConditionOutcome:
                 "seconds": round(self.seconds, 3), "evidence": self.evidence(),
                 "advice": MATERIALIZE_ADVICE if self.shape is not None and not self.shape.runs_once else None,
                 **(self.shape.as_dict() if self.shape is not None else
-                   {"shape": None, "plan": [], "rescanned_limit": [], "limit_loops": []})}
+                   {"shape": None, "plan": [], "rescanned_limit": [], "limit_loops": [], "opaque": False})}
 
 
 def explore(conn: psycopg.Connection, server: Server, run: RunContext, strategy: Strategy, settings: RunSettings,
@@ -89,7 +89,8 @@ def explore(conn: psycopg.Connection, server: Server, run: RunContext, strategy:
             ) -> list[ConditionOutcome]:
     """Every condition tried on `strategy` at `settings`; conn is the coordinator's, in the run's schema.
 
-    The as-seeded condition is planned first (a condition giving its plan is skipped) but run last:
+    The as-seeded condition is planned first (a condition giving its plan is skipped, unless the plan
+    is opaque: a claim in a function shows no Limit, and its statements' plans are not seen) but run last:
     the short runs come first, and a check that stops at a proven violation (`stop_early`, check's
     default) is decided by them in seconds; the conditions after that one, the as-seeded run among
     them, are then `not run`. `--drain` runs them all.
@@ -121,7 +122,7 @@ def explore(conn: psycopg.Connection, server: Server, run: RunContext, strategy:
             shape = plan_under(run, strategy, condition, run_settings.batch)
             if condition.table == "seeded":  # its tables are built again for its run, last
                 tried[shape.signature], deferred = condition.name, (condition, shape)
-            elif shape.signature in tried:
+            elif shape.signature in tried and not shape.opaque:  # an opaque plan is run under every condition
                 record(ConditionOutcome(condition, shape, "skipped", same_as=tried[shape.signature],
                                         seconds=time.perf_counter() - started))
             else:

@@ -42,6 +42,9 @@ class PlanShape:
     """Each limiting node that can run more than once in one statement, in words ('' when none)."""
     loops: tuple[str, ...] = field(default=())
     """Under EXPLAIN ANALYZE: each limiting node whose actual loops exceeded 1."""
+    opaque: bool = False
+    """No Limit anywhere in the plan: the claim picks its rows out of sight (in a function, whose
+    statements are planned when it runs), so the shape says nothing about how it picks them."""
 
     @property
     def runs_once(self) -> bool:
@@ -49,7 +52,7 @@ class PlanShape:
 
     def as_dict(self) -> dict:
         return {"shape": self.signature, "plan": self.text.splitlines(), "rescanned_limit": list(self.rescanned),
-                "limit_loops": list(self.loops)}
+                "limit_loops": list(self.loops), "opaque": self.opaque}
 
 
 def from_explain(text: str, tree: dict, analyzed: dict | None = None) -> PlanShape:
@@ -59,7 +62,8 @@ def from_explain(text: str, tree: dict, analyzed: dict | None = None) -> PlanSha
         f"{_describe(node)} over LockRows ran {node['Actual Loops']} times in one statement"
         for node, path in _walk(analyzed)
         if node["Node Type"] == "Limit" and node.get("Actual Loops", 1) > 1 and _locks_with(node, path))
-    return PlanShape(signature(tree), text, tuple(rescanned_limits(tree)), loops)
+    opaque = not any(node["Node Type"] == "Limit" for node, _ in _walk(tree))
+    return PlanShape(signature(tree), text, tuple(rescanned_limits(tree)), loops, opaque)
 
 
 def json_plan(raw) -> dict:
