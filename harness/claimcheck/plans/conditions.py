@@ -15,6 +15,7 @@ import psycopg
 from psycopg import sql
 
 from claimcheck.contract.strategy import Strategy
+from claimcheck.errors import ClaimcheckError
 from claimcheck.engine.driver import seed
 from claimcheck.plans import AS_SEEDED as AS_SEEDED_NAME, PLAN_QUERIES
 from claimcheck.probes import PROBE_QUERIES
@@ -31,8 +32,13 @@ SMALL_QUEUE_JOBS = 50
 HISTORY_JOBS = 10_000
 """Finished jobs kept in the table with history, behind CONDITION_JOBS ready ones."""
 CONDITION_WORKERS = 4
+HOOK_LOCK_TIMEOUT = "10s"
 NESTED_LOOP = (("enable_hashjoin", "off"), ("enable_hashagg", "off"), ("enable_sort", "off"),
                ("enable_material", "off"))
+
+
+class TablesUnavailable(ClaimcheckError):
+    """A condition's tables cannot be built for this file: the condition is not applicable, said why."""
 
 
 @dataclass(frozen=True)
@@ -147,9 +153,16 @@ def _analyze_unseen(run: RunContext) -> None:
     none of the rows still being inserted. The planner then believes the tables empty (an estimate
     of one row) however many jobs they hold: a queue analyzed when it had drained, refilled since."""
     with run.connect("plans", in_schema=True) as other:
+        # The seed's transaction waits on us: a lock it holds that we need (DDL in `seed`) must end
+        # in an error, not in a wait for ever.
+        other.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(HOOK_LOCK_TIMEOUT)))
         tables = _tables(other)
-        for table, stored in tables:
-            if stored:
-                other.execute(sql.SQL(PLAN_QUERIES["autovacuum_off"]).format(table=table))
-        for table, _ in tables:
-            other.execute(sql.SQL("ANALYZE {}").format(table))
+        try:
+            for table, stored in tables:
+                if stored:
+                    other.execute(sql.SQL(PLAN_QUERIES["autovacuum_off"]).format(table=table))
+            for table, _ in tables:
+                other.execute(sql.SQL("ANALYZE {}").format(table))
+        except psycopg.errors.LockNotAvailable:
+            raise TablesUnavailable("the seed's transaction holds a lock ANALYZE needs (a DDL statement in "
+                                    "'seed'? in 'schema' it would not)") from None

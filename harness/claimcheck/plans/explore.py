@@ -20,7 +20,8 @@ from claimcheck.contract.dialect import placeholders, to_positional
 from claimcheck.contract.strategy import Strategy
 from claimcheck.engine.driver import run_strategy
 from claimcheck.errors import SqlFileError
-from claimcheck.plans.conditions import CONDITION_WORKERS, Condition, build_tables, picking_section, under
+from claimcheck.plans.conditions import (CONDITION_WORKERS, Condition, TablesUnavailable, build_tables,
+                                         picking_section, under)
 from claimcheck.plans.shape import MATERIALIZE_ADVICE, PlanShape, explain
 from claimcheck.server.provision import Server
 from claimcheck.server.runcontext import RunContext
@@ -118,7 +119,11 @@ def explore(conn: psycopg.Connection, server: Server, run: RunContext, strategy:
                                     note="needs claimcheck's jobs table; this file brings its own tables"))
         else:
             run_settings = condition_settings(condition, settings)
-            seeded = build_tables(conn, run, strategy, condition, run_settings.jobs)
+            try:
+                seeded = build_tables(conn, run, strategy, condition, run_settings.jobs)
+            except TablesUnavailable as exc:
+                record(ConditionOutcome(condition, None, "not applicable", note=str(exc)))
+                continue
             shape = plan_under(run, strategy, condition, run_settings.batch)
             if condition.table == "seeded":  # its tables are built again for its run, last
                 tried[shape.signature], deferred = condition.name, (condition, shape)
