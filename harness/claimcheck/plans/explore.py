@@ -33,6 +33,8 @@ EXPLAIN_TIMEOUT_MS = 10_000
 SAMPLE_VALUES = {"worker": "claimcheck-plans", "lease_seconds": 300.0, "ids": [1, 2, 3], "id": 1, "attempts": 1,
                  "error": "claimcheck", "backoff_unit_s": 10.0, "backoff_cap_s": 3600.0}
 PREPARED = "claimcheck_plan"
+CONDITION_SECONDS = 5.0
+"""A condition's run stops after this long (`stopped_by: duration`; its jobs not reached are not lost)."""
 
 
 @dataclass(frozen=True)
@@ -158,12 +160,16 @@ def _not_run(condition: Condition, stopped_by: str, shape: PlanShape | None = No
 
 
 def condition_settings(condition: Condition, settings: RunSettings) -> RunSettings:
-    """A condition's run: your settings on its own table, few workers and no faults (a short run:
-    the plan, not the load, is what it tries); the as-seeded run is yours unchanged."""
+    """A condition's run: your settings on its own table, few workers, no faults and at most
+    CONDITION_SECONDS (a short run: the plan, not the load, is what it tries; a rescanned limit
+    over-claims in its first claim, and a plan that makes each claim slow must not hold the check
+    for a minute: good_job's claim under nested-loop took a second per claim); the as-seeded run is
+    yours unchanged."""
     if condition.table == "seeded":
         return settings
+    duration = min(settings.duration_s or CONDITION_SECONDS, CONDITION_SECONDS)
     return dataclasses.replace(settings, jobs=condition.jobs(settings.jobs, settings.batch),
-                               workers=min(settings.workers, CONDITION_WORKERS), faults=None)
+                               workers=min(settings.workers, CONDITION_WORKERS), faults=None, duration_s=duration)
 
 
 def plan_under(run: RunContext, strategy: Strategy, condition: Condition, batch: int,
