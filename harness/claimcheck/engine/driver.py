@@ -349,6 +349,8 @@ class _Run:
                 pass
             elif settings.duration_s is not None and now - started >= settings.duration_s:
                 self.shared.stop.value = 1
+            elif settings.time_cap_s is not None and now - started >= settings.time_cap_s:
+                self.shared.stop.value, self.stopped_by = 1, "duration"
             elif now - last_change > stall_limit:
                 self.shared.stop.value, self.stopped_by = 1, "stalled"
             elif now - last_progress_at > stall_limit:

@@ -167,9 +167,8 @@ def condition_settings(condition: Condition, settings: RunSettings) -> RunSettin
     yours unchanged."""
     if condition.table == "seeded":
         return settings
-    duration = min(settings.duration_s or CONDITION_SECONDS, CONDITION_SECONDS)
     return dataclasses.replace(settings, jobs=condition.jobs(settings.jobs, settings.batch),
-                               workers=min(settings.workers, CONDITION_WORKERS), faults=None, duration_s=duration)
+                               workers=min(settings.workers, CONDITION_WORKERS), faults=None, time_cap_s=CONDITION_SECONDS)
 
 
 def plan_under(run: RunContext, strategy: Strategy, condition: Condition, batch: int,

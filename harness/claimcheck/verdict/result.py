@@ -103,7 +103,7 @@ class RunResult:
     @property
     def lifecycle_ok(self) -> bool:
         """After a drain with jobs coming back: every job done or failed, attempts within max."""
-        if not (self.settings.lifecycle and self.settings.drains):
+        if not (self.settings.lifecycle and self.settings.drains) or self.stopped_by == "duration":
             return True
         return self.unfinished_jobs == 0 and self.table.over_max_attempts == 0
 
