@@ -92,8 +92,8 @@ EXTRA = (
               settings=(("plan_cache_mode", "force_generic_plan"),)),
 )
 CHOICES = {"none": (), "default": DEFAULT, "all": DEFAULT + EXTRA}
-BY_NAME = {c.name: c for c in DEFAULT + EXTRA}
 """`--plans`: none is the run without conditions (the run as seeded, no EXPLAIN)."""
+BY_NAME = {c.name: c for c in DEFAULT + EXTRA}
 
 
 def picking_section(strategy: Strategy) -> str:
