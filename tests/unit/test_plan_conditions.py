@@ -1,0 +1,32 @@
+"""What each planner condition asks of a run, without a server (claimcheck.plans.conditions)."""
+from claimcheck.contract.strategy import Strategy
+from claimcheck.plans.conditions import AS_SEEDED, CHOICES, HISTORY, NESTED, STALE, under
+from claimcheck.plans.explore import CONDITION_SECONDS, condition_settings
+from claimcheck.settings import FaultPlan, RunSettings
+
+USER = RunSettings(workers=16, jobs=20_000, batch=10, faults=FaultPlan(), reap_every_s=0.5, lease_seconds=2.0)
+
+
+def test_a_condition_is_a_short_run_that_still_drains_and_the_as_seeded_run_is_yours():
+    small = condition_settings(STALE, USER)
+    assert (small.jobs, small.workers, small.faults, small.time_cap_s) == (50, 4, None, CONDITION_SECONDS)
+    assert small.drains  # the workers stop at the drain; the cap ends only a run that has not
+    assert condition_settings(STALE, RunSettings(jobs=1_000_000, batch=100)).jobs == 500  # five batches, not --jobs
+    assert condition_settings(NESTED, RunSettings(jobs=40, batch=1)).jobs == 40
+    assert condition_settings(AS_SEEDED, USER) is USER
+
+
+def test_set_local_starts_the_claims_transaction_in_the_section_that_picks():
+    plain = Strategy(name="x", statements={"claim": "UPDATE jobs SET x = 1 RETURNING id"})
+    assert under(plain, NESTED).statements["claim"].startswith("SET LOCAL enable_hashjoin = off;\n")
+    assert under(plain, STALE) is plain  # a table condition changes no statement
+    picked = Strategy(name="p", statements={"pick": "SELECT id FROM jobs LIMIT 1", "claim": "UPDATE jobs …"})
+    conditioned = under(picked, NESTED)
+    assert conditioned.statements["pick"].count("SET LOCAL") == 4 and conditioned.statements["claim"] == "UPDATE jobs …"
+
+
+def test_the_choices():
+    assert CHOICES["none"] == () and CHOICES["default"][0] is AS_SEEDED
+    assert set(CHOICES["default"]) < set(CHOICES["all"])
+    own = Strategy(name="o", statements={"schema": "…", "seed": "…", "remaining": "…", "claim": "…"})
+    assert not HISTORY.applies_to(own) and STALE.applies_to(own)
