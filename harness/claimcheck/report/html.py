@@ -96,8 +96,9 @@ def conclusion(runs: list[dict]) -> str:
         for r in runs:
             if r["mode"] == mode:
                 groups.setdefault(f"{r['strategy']} · b{r['batch']}", []).append(r)
-        safe = {name: max(rs, key=lambda r: r["throughput_jobs_per_s"]) for name, rs in groups.items()
-                if all(r["exactly_once"] for r in rs)}
+        # A planner condition's run counts for the verdict, not for speed (a short run on a small table).
+        safe = {name: max(rs, key=lambda r: (r.get("condition") in (None, "as-seeded"), r["throughput_jobs_per_s"]))
+                for name, rs in groups.items() if all(r["exactly_once"] for r in rs)}
         if not safe:
             items.append(f"<li><b>{escape(mode)} mode:</b> no strategy held exactly-once in every run.</li>")
             continue
