@@ -16,6 +16,7 @@ import time
 
 import psycopg
 
+from claimcheck.contract.limit import claim_limit
 from claimcheck.errors import ClaimcheckError, Interrupted, ServerError, UsageError
 from claimcheck.server import interrupts
 from claimcheck.server.interrupts import shielded
@@ -124,7 +125,7 @@ def judge_run(conn: psycopg.Connection, run: "_Run", strategy: Strategy, setting
     # A run ended early (a proven violation, no progress) did not drain: its unclaimed jobs are not lost.
     drained = settings.drains and run.stopped_by in ("drained", "stalled")
     verdict = judge(logs, seeded.first_id, seeded.last_id, drained=drained, origin=started, reaps=run.reaps,
-                    releases=releases, keys=seeded.keys)
+                    releases=releases, keys=seeded.keys, limit=claim_limit(strategy.statements, settings.batch).rows)
     if run.killed and verdict.unclaimed_jobs and not strategy.own_schema:
         verdict = _unrecorded(conn, verdict, logs, seeded, unreaped)
     if run.faults:
