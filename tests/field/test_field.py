@@ -36,6 +36,10 @@ class Case:
     expected: str = "safe"
     """What the run must conclude: `safe` (exactly-once held) or `unsafe`."""
     why: str = ""
+    until_plans: bool = False
+    """Unsafe only under a planner condition a plain `check` does not explore until issue 22's
+    items 1-3 (the plans branch): until then its run holds and the test xfails, saying so;
+    tests/benchmarks/field_plans.py shows the over-claim. Remove once `check` explores plans."""
 
     @property
     def id(self) -> str:
@@ -71,10 +75,22 @@ CASES = [
     Case("queue_classic_3_1_nowait.sql", ONE),
     Case("queue_classic_4_0_skip_locked.sql", ONE),
     Case("delayed_job_ar_0_4_3_select_then_lock.sql", ONE, expected="unsafe"),
-    Case("delayed_job_ar_0_4_4_update_returning.sql", ONE),
+    Case("delayed_job_ar_0_4_4_update_returning.sql", ONE, expected="unsafe", until_plans=True),
     Case("pg_boss_10_4_uuid.sql"),
     Case("river_0_43_job_get_available.sql"),
+    # Issue 22: the limiting subquery rescanned on the inner side of a nested loop, and the fixes.
+    # Plain checks at their defaults; the LIMITs written in the claims are their own limits.
+    Case("oban_2_14_in_subquery.sql", expected="unsafe", until_plans=True),
     Case("oban_2_18_cte.sql"),
+    Case("queue_classic_4_0_alpha1_in_subquery.sql", expected="unsafe", until_plans=True),
+    Case("ecto_job_2_0_join_subquery.sql", expected="unsafe", until_plans=True),
+    Case("ecto_job_2_1_pick_then_any.sql"),
+    Case("delayed_job_ar_4_1_1_in_subquery.sql", expected="unsafe", until_plans=True),
+    Case("delayed_job_ar_pr177_cte.sql"),
+    Case("so_73966670_outbox_delete_in_subquery.sql", expected="unsafe", until_plans=True),
+    Case("so_73966670_outbox_cte.sql"),
+    # LIMIT 100 and no %(batch)s: judged against 100, not --batch's 10 (issue 22, item 4).
+    Case("hasura_event_fetch_repeatable_read.sql"),
 ]
 
 
@@ -105,6 +121,9 @@ def test_field_design_verdict(server, case: Case, record_property):
         assert result.exactly_once, (case.file, v.violations[:2], v.unclaimed_jobs, result.unfinished_jobs)
         assert v.unique_jobs_claimed == settings["jobs"] and v.claims == settings["jobs"] + v.redeliveries
     else:
+        if case.until_plans and result.exactly_once:
+            pytest.xfail("over-claims only under a planner condition check does not explore yet (issue 22, "
+                         "items 1-3); tests/benchmarks/field_plans.py shows it")
         assert not result.exactly_once
         assert v.double_claimed_jobs or v.stale_completion_violations or v.over_claims
     if case.why == "heartbeats":
