@@ -11,7 +11,8 @@ $CLAIMCHECK_DSN (or an embedded one), each condition starts from the file's `sch
   and `enable_material` off in the claim's transaction.
 
 Then the claim runs once under EXPLAIN (ANALYZE) in a transaction that is rolled back (a pick
-first, its rows given to the claim as a worker gives them), with `%(batch)s` = 2. Printed per
+first, its rows given to the claim as a worker gives them; a claim of several statements runs
+them in order and explains its last, whose rows are the claim's), with `%(batch)s` = 2. Printed per
 file and condition: the rows the claim took against its limit (claimcheck.contract.limit: 2 for
 `%(batch)s`, else the number written in it), OVER when it took more, `rescanned` when a
 LockRows node ran more than once in the statement (the limiting, locking subquery on the inner
