@@ -8,7 +8,10 @@ $CLAIMCHECK_DSN (or an embedded one), each condition starts from the file's `sch
 - `stale`: 1 job seeded, ANALYZE, autovacuum (and so autoanalyze) off on the file's tables, then
   40 more seeded: a small queue that drained and refilled between two autoanalyzes;
 - `no-hash`: 200 jobs seeded and analyzed, and `enable_hashjoin`, `enable_hashagg`, `enable_sort`
-  and `enable_material` off in the claim's transaction.
+  and `enable_material` off in the claim's transaction;
+- `generic`: 41 jobs seeded and analyzed, the claim prepared and run by EXECUTE under
+  `plan_cache_mode = force_generic_plan` (the plan a driver's prepared statement may get after
+  five executions: made without the parameters' values, `%(batch)s` included).
 
 Then the claim runs once under EXPLAIN (ANALYZE) in a transaction that is rolled back (a pick
 first, its rows given to the claim as a worker gives them; a claim of several statements runs
@@ -27,6 +30,7 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
+from claimcheck.contract.dialect import to_positional
 from claimcheck.contract.limit import claim_limit
 from claimcheck.contract.strategy import execute_section, load_strategy, pick_params
 from claimcheck.server.provision import provide_server
@@ -38,7 +42,7 @@ BATCH = 2
 FILLED = 41
 LARGER = 200
 NO_HASH = ("enable_hashjoin", "enable_hashagg", "enable_sort", "enable_material")
-CONDITIONS = ("analyzed", "stale", "no-hash")
+CONDITIONS = ("analyzed", "stale", "no-hash", "generic")
 
 
 def tables(conn: psycopg.Connection, schema: str) -> list[str]:
@@ -49,7 +53,7 @@ def tables(conn: psycopg.Connection, schema: str) -> list[str]:
 def prepare(conn: psycopg.Connection, schema: str, run_id: str, strategy, condition: str) -> None:
     """The file's tables in the state of `condition` (see the module's docstring)."""
     base = key_base(run_id)
-    first = 1 if condition == "stale" else (FILLED if condition == "analyzed" else LARGER)
+    first = {"stale": 1, "no-hash": LARGER}.get(condition, FILLED)
     build_own_tables(conn, schema, strategy, first, base)  # schema, then seed (one transaction)
     with conn.transaction():
         for name in tables(conn, schema):
@@ -77,8 +81,18 @@ def explain_claim(conn: psycopg.Connection, strategy, condition: str) -> dict:
         *before, (last, names) = strategy.bound_steps["claim"]
         for statement, used in before:
             conn.execute(statement, {k: values[k] for k in used})
-        explain = "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF, FORMAT JSON) " + last
-        return conn.execute(explain, {k: values[k] for k in names}).fetchone()[0][0]["Plan"]
+        explain = "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF, FORMAT JSON) "
+        if condition != "generic":
+            return conn.execute(explain + last, {k: values[k] for k in names}).fetchone()[0][0]["Plan"]
+        # EXPLAIN EXECUTE takes no bound parameters: the values go as literals (client-side).
+        conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        text, order = to_positional(last)
+        conn.execute(f"PREPARE field_plans_claim AS {text}")
+        arguments = f"({', '.join(['%s'] * len(order))})" if order else ""
+        plan = psycopg.ClientCursor(conn).execute(f"{explain}EXECUTE field_plans_claim{arguments}",
+                                                  [values[k] for k in order]).fetchone()[0][0]["Plan"]
+        conn.execute("DEALLOCATE field_plans_claim")
+        return plan
 
 
 def label(node: dict) -> str:
