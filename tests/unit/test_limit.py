@@ -53,4 +53,4 @@ def test_a_claim_that_took_what_it_asked_for_is_no_over_claim():
     assert [(n, jobs[:2]) for _, n, jobs in notes.over_claims] == [(100, [1, 2])]
     # An unknown limit: nothing is an over-claim.
     reader = ClaimRows(DEFAULT_SHAPE, None, None)
-    assert reader.batch == math.inf and not reader.read(rows, 0.0)[1].over_claims
+    assert reader.limit == math.inf and not reader.read(rows, 0.0)[1].over_claims

@@ -40,7 +40,7 @@ class ClaimRows:
 
     def __init__(self, shape: ClaimShape, keys: KeySpace | None, limit: int | None) -> None:
         self.shape, self.keys = shape, keys
-        self.batch = limit if limit is not None else math.inf
+        self.limit = limit if limit is not None else math.inf
         self.plain = (shape.key_is_int and (keys is None or keys.keys is None) and shape.attempt_index is not None
                       and shape.max_attempts_index is None and shape.lease_index is None)
         """The common claim: integer keys that are their own job numbers, an attempt column, nothing
@@ -52,7 +52,7 @@ class ClaimRows:
 
     def read(self, rows: list[tuple], started: float) -> tuple[list[tuple[int, int]], Notes]:
         """(job number, attempt) per row, and the notes. Values may be psycopg's or libpq's text."""
-        if self.plain and len(rows) <= self.batch:
+        if self.plain and len(rows) <= self.limit:
             try:
                 jobs, attempts = list(map(int, map(self._key, rows))), map(int, map(self._attempt, rows))
                 out = list(zip(jobs, attempts))
@@ -77,7 +77,7 @@ class ClaimRows:
             if lease is not None:
                 notes.leases.append(epoch(row[lease]))
             out.append((job, attempt))
-        if len(rows) > self.batch:
+        if len(rows) > self.limit:
             notes.over_claims.append((started, len(rows), [job for job, _ in out[:MAX_OVER_CLAIM_KEYS]]))
         return out, notes
 
