@@ -58,6 +58,12 @@ def test_check_an_unsafe_file_exits_1_with_evidence(cli):
     ("-- name: claim\nUPDATE jobs SET status='running' WHERE id IN (SELECT id FROM jobs LIMIT %(n)s) RETURNING id\n",
      "unknown parameter(s) %(n)s"),
     ("-- name: claim\nUPDATE jobz SET status = 'running' RETURNING id\n", 'relation "jobz" does not exist'),
+    # A seed whose last statement returns nothing: what the contract needs, not psycopg's words.
+    ("-- name: schema\nCREATE TABLE q (id bigserial PRIMARY KEY);\n-- name: seed\n"
+     "INSERT INTO q SELECT FROM generate_series(1, %(jobs)s);\n-- name: remaining\nSELECT count(*) FROM q;\n"
+     "-- name: claim\nDELETE FROM q WHERE id = (SELECT min(id) FROM q) RETURNING id;\n",
+     "its last statement ran but returned nothing. The contract needs the seed's last statement to return the key "
+     "of each job it created, one row per job (INSERT ... RETURNING id)"),
 ])
 def test_bad_sql_file_exits_2_and_leaves_nothing(cli, text, message):
     result = cli("check", write(cli, text), *SMALL)

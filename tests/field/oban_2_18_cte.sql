@@ -5,6 +5,11 @@
 -- Translation: V01's enum and table with V08's priority column and fetch index; the Ecto query
 -- rendered as SQL (queue 'default', demand %(batch)s, attempted_by the worker); it returns the
 -- whole row, so attempt and max_attempts are checked on every claim.
+-- The fix of oban_2_14_in_subquery.sql, from v2.15.0 (commit 08d9f2e236c2b2919c02384acc29bab09c88dcbb,
+-- the same CTE; 2.18 adds the outer `attempt < max_attempts` and the node's uuid): the CTE is not
+-- written MATERIALIZED, but PostgreSQL never folds a CTE that locks rows into the outer query, so
+-- it runs once: a CTE Scan under every plan tests/benchmarks/field_plans.py tried (fresh
+-- statistics, a queue analyzed at 1 job and filled to 41, hashing and sorting off), 2 rows for 2.
 
 -- name: schema
 CREATE TYPE oban_job_state AS ENUM ('available', 'scheduled', 'executing', 'retryable', 'completed', 'discarded');

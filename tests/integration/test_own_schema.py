@@ -76,9 +76,11 @@ def test_uuid_pick_columns_reach_the_claim_and_double_claims_show_uuid_keys(run,
 
 
 def test_over_claims_and_attempts_beyond_max_are_violations(run, tmp_path):
+    # The claim takes %(batch)s and asks for 3 more: judged against --batch (a LIMIT written as a
+    # number would be its own limit, see claimcheck.contract.limit).
     path = write(tmp_path, UUID_TABLE + """
         -- name: claim
-        WITH next AS (SELECT id FROM q WHERE status = 'queued' ORDER BY id LIMIT 5 FOR UPDATE SKIP LOCKED)
+        WITH next AS (SELECT id FROM q WHERE status = 'queued' ORDER BY id LIMIT %(batch)s + 3 FOR UPDATE SKIP LOCKED)
         UPDATE q SET status = 'running', attempts = q.attempts + 4 FROM next WHERE q.id = next.id
         RETURNING q.id, q.attempts, q.max_attempts;
         -- name: complete

@@ -14,7 +14,7 @@ BATCH = 3
 
 
 def general(reader: ClaimRows) -> ClaimRows:
-    out = ClaimRows(reader.shape, reader.keys, reader.batch)
+    out = ClaimRows(reader.shape, reader.keys, reader.limit)
     out.plain = False
     return out
 

@@ -124,8 +124,10 @@ def test_the_api_failure_names_over_claims_with_their_evidence():
     from claimcheck.report.render import violation_summary
 
     run = result("mine", [log(0, (1, 1, 0.1, 0.2), (2, 1, 0.1, 0.2), (3, 1, 0.1, 0.2))], None)
-    evidence = ({"kind": "over-claim", "worker": 0, "claimed_at_s": 0.1, "rows": 12, "jobs": [1, 2]},)
-    run = dataclasses.replace(run, verdict=dataclasses.replace(run.verdict, over_claims=1, shape_evidence=evidence))
-    assert violation_summary(run) == ["1 over-claim(s): more rows than the batch asked for"]
+    evidence = ({"kind": "over-claim", "worker": 0, "claimed_at_s": 0.1, "rows": 12, "limit": 10, "jobs": [1, 2]},)
+    run = dataclasses.replace(run, verdict=dataclasses.replace(run.verdict, over_claims=1, shape_evidence=evidence),
+                              strategy=Strategy(name="mine", statements={"claim": "SELECT id FROM q LIMIT %(batch)s"}))
+    assert violation_summary(run) == ["1 over-claim(s): more rows than the claim asked for (its limit: 10 (--batch))"]
     message = failure_message(run)
     assert "over-claim" in message.splitlines()[0] and len(message.splitlines()) > 1
+    assert "got 12 rows from one claim that asked for 10" in message

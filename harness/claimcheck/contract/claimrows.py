@@ -2,7 +2,7 @@
 
 A claim's first column is the job's key; its attempt number, `lease_until` and `max_attempts` are
 found by name (see :class:`claimcheck.contract.strategy.ClaimShape`). Reading the rows also notices what
-the ledger judges beyond double claims: more rows than the batch asked for (an over-claim), an
+the ledger judges beyond double claims: more rows than the claim asked for (an over-claim), an
 attempt above the job's max_attempts, a key that was never seeded. The worker keeps these notes
 only once the claim's transaction commits: a rolled-back claim is no claim and proves nothing.
 """
@@ -35,10 +35,12 @@ class Notes:
 
 
 class ClaimRows:
-    """Reads claims of one shape, numbering keys in one key space, against one batch size."""
+    """Reads claims of one shape, numbering keys in one key space, against one limit (the claim's,
+    see claimcheck.contract.limit; None: it cannot be known, and no claim is an over-claim)."""
 
-    def __init__(self, shape: ClaimShape, keys: KeySpace | None, batch: int) -> None:
-        self.shape, self.keys, self.batch = shape, keys, batch
+    def __init__(self, shape: ClaimShape, keys: KeySpace | None, limit: int | None) -> None:
+        self.shape, self.keys = shape, keys
+        self.limit = limit if limit is not None else math.inf
         self.plain = (shape.key_is_int and (keys is None or keys.keys is None) and shape.attempt_index is not None
                       and shape.max_attempts_index is None and shape.lease_index is None)
         """The common claim: integer keys that are their own job numbers, an attempt column, nothing
@@ -50,7 +52,7 @@ class ClaimRows:
 
     def read(self, rows: list[tuple], started: float) -> tuple[list[tuple[int, int]], Notes]:
         """(job number, attempt) per row, and the notes. Values may be psycopg's or libpq's text."""
-        if self.plain and len(rows) <= self.batch:
+        if self.plain and len(rows) <= self.limit:
             try:
                 jobs, attempts = list(map(int, map(self._key, rows))), map(int, map(self._attempt, rows))
                 out = list(zip(jobs, attempts))
@@ -75,7 +77,7 @@ class ClaimRows:
             if lease is not None:
                 notes.leases.append(epoch(row[lease]))
             out.append((job, attempt))
-        if len(rows) > self.batch:
+        if len(rows) > self.limit:
             notes.over_claims.append((started, len(rows), [job for job, _ in out[:MAX_OVER_CLAIM_KEYS]]))
         return out, notes
 

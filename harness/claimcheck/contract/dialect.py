@@ -76,7 +76,7 @@ def _end_of_ctes(sql: str) -> int | None:
     """Where the final query of a `WITH a AS (...), b AS (...) <query>` begins, or None when the
     statement does not begin with WITH. A top-level `)` followed by `,` or `AS` is inside the CTE
     list (a body, or a CTE's column list); the first one followed by anything else ends it."""
-    if not re.match(r"\s*with\b", _code_only(sql), re.IGNORECASE):
+    if not re.match(r"\s*with\b", code_only(sql), re.IGNORECASE):
         return None
     depth, i, n = 0, 0, len(sql)
     while i < n:
@@ -89,20 +89,21 @@ def _end_of_ctes(sql: str) -> int | None:
         elif sql[i] == ")":
             depth -= 1
             if depth == 0:
-                rest = _code_only(sql[i + 1:]).lstrip()
+                rest = code_only(sql[i + 1:]).lstrip()
                 if not (rest.startswith(",") or re.match(r"as\b", rest, re.IGNORECASE)):
                     return i + 1
         i += 1
     return None
 
 
-def _code_only(sql: str) -> str:
-    """`sql` with each comment blanked to a space (quotes left as they are)."""
+def code_only(sql: str, blank_quotes: bool = False) -> str:
+    """`sql` with each comment blanked to a space; quoted literals, identifiers and dollar quotes
+    left as they are, or blanked too (`blank_quotes`: only the statement's own words remain)."""
     out, i, n = [], 0, len(sql)
     while i < n:
         skip = _skip_quoted(sql, i)
         if skip > i:
-            out.append(" " if sql.startswith(("--", "/*"), i) else sql[i:skip])
+            out.append(" " if blank_quotes or sql.startswith(("--", "/*"), i) else sql[i:skip])
             i = skip
         else:
             out.append(sql[i])
@@ -185,4 +186,4 @@ def _keep(out: list[tuple[str, int]], sql: str, start: int, end: int) -> None:
 
 def _has_code(piece: str) -> bool:
     """Is there anything but whitespace and comments?"""
-    return bool(_code_only(piece).strip())
+    return bool(code_only(piece).strip())

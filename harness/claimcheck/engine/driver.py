@@ -16,6 +16,7 @@ import time
 
 import psycopg
 
+from claimcheck.contract.limit import claim_limit
 from claimcheck.errors import ClaimcheckError, Interrupted, ServerError, UsageError
 from claimcheck.server import interrupts
 from claimcheck.server.interrupts import shielded
@@ -50,11 +51,9 @@ def run_strategy(conn: psycopg.Connection, server: Server, schema: str, run_id: 
     """Seed, check, run and judge one strategy x setting. `conn` is the coordinator's, in `schema`.
     `seeded`: the tables are built already (a planner condition's, see claimcheck.plans)."""
     check_fail_rate(strategy, settings)
-    if strategy.own_schema and settings.reap_every_s is not None and not strategy.has("reap"):
-        raise UsageError(f"{strategy.source} brings its own tables: --reap-every and --faults need its own "
-                         "'reap' section (the built-in reaper knows only claimcheck's jobs table)")
     seeded = seeded or seed(conn, schema, run_id, strategy, settings.jobs)
     shape = validate(server.dsn, run_id, schema, strategy)
+    settings = reaper_for(strategy, shape, settings)
     _check_headroom(conn, settings.workers + (1 if settings.faults else 0))
     plan = WorkerPlan(run=RunContext(server.dsn, run_id), strategy=strategy, settings=settings, shape=shape,
                       keys=seeded.keys)
@@ -65,6 +64,23 @@ def run_strategy(conn: psycopg.Connection, server: Server, schema: str, run_id: 
         with coordinator_connection(server.dsn, run_id, schema) as fresh:  # the restart closed the coordinator's connection too
             return judge_run(fresh, run, strategy, settings, seeded, releases=plan.releases)
     return judge_run(conn, run, strategy, settings, seeded, releases=plan.releases)
+
+
+def reaper_for(strategy: Strategy, shape: ClaimShape, settings: RunSettings) -> RunSettings:
+    """The settings a file's own tables can run: the built-in reaper knows only our jobs table.
+
+    A file without a `reap` section whose claim returns `lease_until` needs no reaper: its claim
+    re-takes a job whose lease ended (a visibility timeout, as pgmq's), and the ledger judges that
+    re-take by the lease and the server's clock. Such a run goes without one (`reap_every_s` None,
+    as the report shows); any other file without a `reap` section is refused.
+    """
+    if not strategy.own_schema or settings.reap_every_s is None or strategy.has("reap"):
+        return settings
+    if shape.lease_index is not None:
+        return dataclasses.replace(settings, reap_every_s=None)
+    raise UsageError(f"{strategy.source} brings its own tables: --reap-every and --faults need its own 'reap' "
+                     "section (the built-in reaper knows only claimcheck's jobs table), or a claim that returns "
+                     "lease_until (a lease its own claim re-takes once it ends, which needs no reaper)")
 
 
 def check_fail_rate(strategy: Strategy, settings: RunSettings) -> None:
@@ -125,7 +141,7 @@ def judge_run(conn: psycopg.Connection, run: "_Run", strategy: Strategy, setting
     # A run ended early (a proven violation, no progress) did not drain: its unclaimed jobs are not lost.
     drained = settings.drains and run.stopped_by in ("drained", "stalled")
     verdict = judge(logs, seeded.first_id, seeded.last_id, drained=drained, origin=started, reaps=run.reaps,
-                    releases=releases, keys=seeded.keys)
+                    releases=releases, keys=seeded.keys, limit=claim_limit(strategy.statements, settings.batch).rows)
     if run.killed and verdict.unclaimed_jobs and not strategy.own_schema:
         verdict = _unrecorded(conn, verdict, logs, seeded, unreaped)
     if run.faults:

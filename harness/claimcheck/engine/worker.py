@@ -29,6 +29,7 @@ from claimcheck.contract.dialect import placeholders
 from claimcheck.engine.fastpath import PreparedStatement, Transaction
 from claimcheck.server.interrupts import INTERRUPTS, die_with_parent
 from claimcheck.contract.claimrows import ClaimRows, Notes
+from claimcheck.contract.limit import ClaimLimit, claim_limit
 from claimcheck.contract.keys import KeySpace
 from claimcheck.verdict.ledger import ABANDONED, CLAIM_IS_COMPLETION, DONE, FAILED, STALE, WorkerLog
 from claimcheck.engine.logstream import FLUSH_INTERVAL_S, PROOF_FLUSH_INTERVAL_S, LogStream, summary
@@ -68,6 +69,12 @@ class WorkerPlan:
         """Can a claim be released before it finishes (failures, the reaper, faults, or a lease the
         claim returns)? Then a re-claim may be a redelivery, judged only once every release is known."""
         return self.settings.lifecycle or self.shape.lease_index is not None
+
+    @property
+    def limit(self) -> ClaimLimit:
+        """The most rows one claim asks for: `--batch`, or the LIMIT written in its text (see
+        claimcheck.contract.limit); an over-claim is judged against it."""
+        return claim_limit(self.strategy.statements, self.settings.batch)
 
     @property
     def stops_on_proof(self) -> bool:
@@ -219,7 +226,7 @@ class Loop:
         self.consecutive_failures = 0
         self._released_at = 0.0
         """When the last `fail` (a requeue) was first sent: see _finish_resiliently."""
-        self.reader = ClaimRows(plan.shape, plan.keys, s.batch)
+        self.reader = ClaimRows(plan.shape, plan.keys, plan.limit.rows)
         self.pending_leases: list[tuple[float, float]] = []
         self._prepare_fast_paths()
 

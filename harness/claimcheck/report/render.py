@@ -222,6 +222,15 @@ def print_server(console: Console, server: Server) -> None:
     console.print(f"[bold]PostgreSQL {server.version}[/] ({server.source})")
 
 
+def limit_line(run: RunResult) -> str | None:
+    """Say so when the claim's limit cannot be known: over-claims were then not judged."""
+    if run.claim_limit.rows is not None:
+        return None
+    return (f"{run.strategy.name} ({run.settings.mode}): the claim's limit cannot be known from its text (no "
+            "%(batch)s, no LIMIT written as a number), so no claim was judged an over-claim; write the limit as "
+            "%(batch)s or as a number to have it judged")
+
+
 def claim_errors_line(run: RunResult) -> str | None:
     """Server errors inside claims, by SQLSTATE, and reconnects: outcomes, shown under the table."""
     if not run.claim_errors and not run.reconnects:
@@ -235,8 +244,9 @@ def shape_lines(evidence: Iterable[dict], limit: int = EVIDENCE_SHOWN) -> list[s
     lines = []
     for e in list(evidence)[:limit]:
         if e["kind"] == "over-claim":
-            lines.append(f"over-claim: worker w{e['worker']:02d} got {e['rows']} rows from one claim "
-                         f"(batch smaller) at +{e['claimed_at_s']:.4f}s: jobs {', '.join(map(str, e['jobs']))}")
+            asked = f"asked for {e['limit']}" if e.get("limit") is not None else "asked for fewer"
+            lines.append(f"over-claim: worker w{e['worker']:02d} got {e['rows']} rows from one claim that {asked} "
+                         f"at +{e['claimed_at_s']:.4f}s: jobs {', '.join(map(str, e['jobs']))}")
         else:
             lines.append(f"over-attempt: job {e['job']} claimed by w{e['worker']:02d} as attempt {e['attempt']} "
                          f"with max_attempts {e['max_attempts']}")
@@ -261,7 +271,8 @@ def violation_summary(run: RunResult) -> list[str]:
     if v.unexpected_jobs:
         problems.append(f"{v.unexpected_jobs:,} unexpected ids")
     if v.over_claims:
-        problems.append(f"{v.over_claims:,} over-claim(s): more rows than the batch asked for")
+        problems.append(f"{v.over_claims:,} over-claim(s): more rows than the claim asked for "
+                        f"(its limit: {run.claim_limit.describe()})")
     if v.over_attempts:
         problems.append(f"{v.over_attempts:,} claim(s) beyond max_attempts")
     if not run.lifecycle_ok:
@@ -272,9 +283,9 @@ def violation_summary(run: RunResult) -> list[str]:
 
 def print_evidence(console: Console, run: RunResult, limit: int = EVIDENCE_SHOWN) -> None:
     v = run.verdict
-    errors = claim_errors_line(run)
-    if errors:
-        console.print(errors, highlight=False, markup=False)
+    for note in (limit_line(run), claim_errors_line(run)):
+        if note:
+            console.print(note, highlight=False, markup=False)
     if run.exactly_once:
         return
     problems = violation_summary(run)

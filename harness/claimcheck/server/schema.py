@@ -162,10 +162,15 @@ def build_own_tables(conn: psycopg.Connection, schema: str, strategy, jobs: int,
                 cur.execute(statement, {k: values[k] for k in names})
             # Streamed row by row: a million keys never sit in one result next to their copies.
             rows = cur.stream(last, {k: values[k] for k in last_names})
-            first = next(rows, None)
+            try:
+                first = next(rows, None)
+            except psycopg.ProgrammingError:  # psycopg's "the operation in stream() didn't produce a result"
+                first = None
             if not cur.description:
-                raise SqlFileError(f"{strategy.source}: section 'seed' returns no rows; its last statement must "
-                                   "return the key of each job it created (INSERT ... RETURNING id)")
+                raise SqlFileError(f"{strategy.source}: section 'seed' returns no rows: its last statement ran but "
+                                   "returned nothing. The contract needs the seed's last statement to return the key "
+                                   "of each job it created, one row per job (INSERT ... RETURNING id); see "
+                                   "docs/contracts.md, section 1. Nothing was run.")
             key_is_int = cur.description[0].type_code in INT_TYPES
             space = KeySpace.collect(itertools.chain([first] if first is not None else [], rows), key_is_int)
             if while_seeding is not None:

@@ -15,7 +15,8 @@ rules in docs/contracts.md (section 2):
 - a completion (or failure) that changed the row after its claim had been reaped, or after its
   lease ended and the job was re-claimed, is a **stale completion** violation; one that changed
   no row was fenced off and is only counted;
-- a claim that returned more rows than the batch it asked for is an **over-claim**, and a claim
+- a claim that returned more rows than it asked for (its limit: `%(batch)s`, or the LIMIT written
+  in its text) is an **over-claim**, and a claim
   whose attempt number is above the job's `max_attempts` (a column the claim returns) is an
   **over-attempt**: both violations, with evidence;
 - a seeded job never claimed by the end of a drain is `unclaimed`; a claimed id that was never
@@ -237,7 +238,7 @@ class _Seen:
 
 
 def judge(logs: list[WorkerLog], first_id: int, last_id: int, *, drained: bool, origin: float = 0.0,
-          reaps: list[Reap] | None = None, releases: bool = True, keys=None) -> Verdict:
+          reaps: list[Reap] | None = None, releases: bool = True, keys=None, limit: int | None = None) -> Verdict:
     """Judge the combined logs of a run over seeded ids `first_id..last_id`.
 
     `drained` says the run went until no job was left, so unclaimed jobs are lost jobs.
@@ -247,7 +248,8 @@ def judge(logs: list[WorkerLog], first_id: int, last_id: int, *, drained: bool, 
     committed).
     `origin` is subtracted from times shown in evidence. Memory stays linear in the number of
     jobs (one counter per id) plus the claims of jobs claimed more than once. `keys` (a
-    :class:`claimcheck.contract.keys.KeySpace`) turns job numbers back into keys for the evidence.
+    :class:`claimcheck.contract.keys.KeySpace`) turns job numbers back into keys for the evidence;
+    `limit`, the claim's (see claimcheck.contract.limit), is shown with each over-claim.
     """
     unknown: dict[int, str] = {}
     for log in logs:
@@ -306,7 +308,7 @@ def judge(logs: list[WorkerLog], first_id: int, last_id: int, *, drained: bool, 
     unique = span - never + len(unexpected)
     over_claims = [(log.worker, *o) for log in logs for o in log.over_claims]
     over_attempts = [(log.worker, *o) for log in logs for o in log.over_attempts]
-    evidence = [{"kind": "over-claim", "worker": w, "claimed_at_s": round(at - origin, 6), "rows": n,
+    evidence = [{"kind": "over-claim", "worker": w, "claimed_at_s": round(at - origin, 6), "rows": n, "limit": limit,
                  "jobs": [shown(j) for j in jobs]} for w, at, n, jobs in sorted(over_claims, key=lambda o: o[1])]
     evidence += [{"kind": "over-attempt", "worker": w, "job": shown(j), "attempt": a, "max_attempts": m}
                  for w, j, a, m in over_attempts]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from claimcheck.contract.limit import BATCH, ClaimLimit, claim_limit
 from claimcheck.engine.faults import FaultEvent
 from claimcheck.verdict.ledger import Verdict
 from claimcheck.engine.sampler import SAMPLE_INTERVAL_S, WaitSamples
@@ -130,6 +131,14 @@ class RunResult:
                  "exactly_once": r.exactly_once, "claim_p95_ms": r.claim_latency_ms.get("p95")}
                 for r in (self.repetitions or (self,))]
 
+    @property
+    def claim_limit(self) -> ClaimLimit:
+        """What one claim asked for, the bound of an over-claim (see claimcheck.contract.limit).
+        A library run has no claim text: its claims take one job each (`batch` 1)."""
+        if self.library is not None:
+            return ClaimLimit(self.settings.batch, BATCH)
+        return claim_limit(self.strategy.statements, self.settings.batch)
+
     def as_dict(self) -> dict:
         """One run object of the JSON contract in docs/contracts.md (section 3)."""
         v, s = self.verdict, self.settings
@@ -162,7 +171,7 @@ class RunResult:
             "cpu_s": {"workers": self.cpu_s.get("workers"), "coordinator": self.cpu_s.get("coordinator")},
             "claims_over_time": self.claims_over_time,
             "claim_errors": self.claim_errors, "reconnects": self.reconnects,
-            "over_claims": v.over_claims, "over_attempts": v.over_attempts,
+            "over_claims": v.over_claims, "over_attempts": v.over_attempts, "claim_limit": self.claim_limit.as_dict(),
             "shape_violations": list(v.shape_evidence),
         }
         data["condition"] = self.condition
