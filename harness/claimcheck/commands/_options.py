@@ -14,7 +14,7 @@ from claimcheck.verdict.result import RunResult
 from claimcheck.server.provision import DSN_ENV, Server
 from claimcheck.report.render import REPORTS_DIR, document, faults_table, print_evidence, results_table, write_json
 from claimcheck.report.html import write_html
-from claimcheck.settings import FaultPlan, RunSettings, WorkTime
+from claimcheck.settings import FaultPlan, RunSettings, WorkTime, positive  # noqa: F401 (positive: the verbs')
 
 
 def int_list(text: str) -> list[int]:
@@ -136,14 +136,3 @@ def report_runs(server: Server, results: list[RunResult], args: argparse.Namespa
         where = "" if args.json else f" (in {Path.cwd()}; --json PATH writes elsewhere)"
         console.print(f"JSON report: {path}{where}", highlight=False)
         console.print(f"HTML report: {write_html(doc, path)}", highlight=False)
-
-
-def positive(name: str, value: float, *, minimum: float = 1, maximum: float | None = None) -> None:
-    """Reject an out-of-range option before anything starts."""
-    if value < minimum or (maximum is not None and value > maximum):
-        bound = f"between {_num(minimum)} and {_num(maximum)}" if maximum is not None else f"at least {_num(minimum)}"
-        raise UsageError(f"{name} must be {bound}, got {_num(value)}")
-
-
-def _num(value: float) -> str:
-    return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"

@@ -21,6 +21,7 @@ from claimcheck.server.session import run_all, run_schema
 from claimcheck.contract.strategy import Strategy, load_strategy
 from claimcheck.scenarios import CATALOG
 
+MAX_REPEAT = 100
 EVIDENCE_JOBS = 1  # per violating run: the table is the point, one story each is enough
 
 
@@ -47,7 +48,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, console: Console, err: Console) -> int:
-    positive("--repeat", args.repeat)
+    positive("--repeat", args.repeat, maximum=MAX_REPEAT)
     names = args.strategies if args.strategies is not None else ([] if args.libs else list(CATALOG))
     strategies = [load_strategy(name) for name in names]
     adapters = [load_adapter(name) for name in args.libs]

@@ -7,9 +7,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from claimcheck.commands._options import (add_run_options, add_server_options, plain_settings, report_runs,
-                                       settings_grid)
-from claimcheck.errors import UsageError
+from claimcheck.commands._options import (add_run_options, add_server_options, plain_settings, positive,
+                                          report_runs, settings_grid)
 from claimcheck.interleave.search import DEFAULT_EXAMPLES, search
 from claimcheck.interleave.trace import render
 from claimcheck.server.provision import provide_server
@@ -20,6 +19,7 @@ from claimcheck.contract.strategy import load_strategy
 
 EVIDENCE_JOBS = 5
 DEFAULT_DATABASE = Path(".hypothesis") / "claimcheck"
+MAX_EXAMPLES = 100_000
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
@@ -76,8 +76,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
 
 
 def run_search(args: argparse.Namespace, strategy, console: Console, err: Console) -> int:
-    if args.max_examples < 1:
-        raise UsageError(f"--max-examples must be at least 1, got {args.max_examples}")
+    positive("--max-examples", args.max_examples, maximum=MAX_EXAMPLES)
     with provide_server(args.dsn, args.pg) as server:
         print_server(err, server)
         err.print(f"searching schedules of {strategy.name} (budget {args.max_examples})")
