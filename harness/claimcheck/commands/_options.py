@@ -47,6 +47,18 @@ def check_writable(path: Path | None) -> None:
         raise UsageError(f"--json {path}: the directory {parent} does not exist; create it first")
     if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
         raise UsageError(f"--json {path}: not writable here")
+    # Permission bits do not say everything (root may write anywhere by them, yet not create a file
+    # in /proc or on a read-only mount): try it. A file that was not there is removed again.
+    try:
+        if path.exists():
+            with open(path, "a"):
+                pass
+        else:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+            path.unlink()
+    except OSError as exc:
+        raise UsageError(f"--json {path}: cannot be written ({exc.strerror or exc}); name a file in a "
+                         "writable directory") from None
 
 
 def add_json_option(p: argparse.ArgumentParser) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import tempfile
 import time
 from pathlib import Path
 from typing import Iterable
@@ -17,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from claimcheck import __version__
+from claimcheck.errors import ClaimcheckError
 from claimcheck.verdict.result import RunResult
 from claimcheck.verdict.ledger import Violation
 from claimcheck.report.schema import SCHEMA_VERSION
@@ -48,7 +50,16 @@ def write_json(doc: dict, path: Path | None, verb: str) -> Path:
     if path is None:
         REPORTS_DIR.mkdir(exist_ok=True)
         path = REPORTS_DIR / f"{verb}-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(json.dumps(scrub_all(doc), indent=2) + "\n")  # every file sink scrubs, once
+    text = json.dumps(scrub_all(doc), indent=2) + "\n"  # every file sink scrubs, once
+    try:
+        path.write_text(text)
+    except OSError as exc:
+        # The run is over and its verdict is in `doc`: never lost to a destination that failed late
+        # (commands/_options.check_writable tries it before the run; a disk can still fill up).
+        kept = Path(tempfile.gettempdir()) / f"claimcheck-{verb}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.json"
+        kept.write_text(text)
+        raise ClaimcheckError(f"could not write the JSON report to {path} ({exc.strerror or exc}); the report is "
+                              f"kept at {kept}") from None
     return path
 
 
