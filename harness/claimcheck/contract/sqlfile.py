@@ -36,6 +36,8 @@ class Section:
     """The section's text, trailing semicolon removed, `%(param)s` placeholders kept."""
     line: int
     """1-based line of the `-- name:` header, for error messages."""
+    sql_line: int = 0
+    """1-based line where the section's SQL starts (the server's errors are placed from it)."""
 
     @property
     def params(self) -> set[str]:
@@ -75,7 +77,8 @@ def parse_sql_text(text: str, path: Path, header_keys: frozenset[str] = frozense
         sql = _strip_statement("\n".join(body))
         if not sql:
             raise SqlFileError(f"{path}:{line}: section '{name}' has no SQL under it")
-        sections[name] = Section(name=name, sql=sql, line=line)
+        blank = next(i for i, text in enumerate(body) if text.strip())  # lines strip() removes
+        sections[name] = Section(name=name, sql=sql, line=line, sql_line=line + 1 + blank)
 
     for number, raw in enumerate(text.splitlines(), start=1):
         match = _SECTION_RE.match(raw)

@@ -53,7 +53,7 @@ def run_strategy(conn: psycopg.Connection, server: Server, schema: str, run_id: 
         raise UsageError(f"{strategy.source} brings its own tables: --reap-every and --faults need its own "
                          "'reap' section (the built-in reaper knows only claimcheck's jobs table)")
     seeded = seed(conn, schema, run_id, strategy, settings.jobs)
-    shape = validate(server.dsn, run_id, schema, strategy)
+    shape = validate(server.dsn, run_id, schema, strategy, seeded.count)
     _check_headroom(conn, settings.workers + (1 if settings.faults else 0))
     plan = WorkerPlan(run=RunContext(server.dsn, run_id), strategy=strategy, settings=settings, shape=shape,
                       keys=seeded.keys)
@@ -71,12 +71,12 @@ def check_fail_rate(strategy: Strategy, settings: RunSettings) -> None:
         raise UsageError(f"--fail-rate needs a 'fail' section in {strategy.source}")
 
 
-def validate(dsn: str, run_id: str, schema: str, strategy: Strategy) -> ClaimShape:
+def validate(dsn: str, run_id: str, schema: str, strategy: Strategy, seeded: int | None = None) -> ClaimShape:
     """Check the file on the server, on a connection of its own closed before any worker starts: a
     rollback does not release what a statement takes for the session (an advisory lock, a LISTEN, a
     SET), and a connection that lives through the run must hold none of it."""
     with coordinator_connection(dsn, run_id, schema, role="validate") as throwaway:
-        return validate_on_server(throwaway, strategy)
+        return validate_on_server(throwaway, strategy, seeded)
 
 
 def seed(conn: psycopg.Connection, schema: str, run_id: str, strategy: Strategy, jobs: int) -> SeededJobs:

@@ -20,7 +20,7 @@ from claimcheck.contract.keys import KeySpace
 from claimcheck.server.ownership import abandoned, parse_comment, schema_comment
 from claimcheck.contract.queries import QUERIES
 from claimcheck.server.runcontext import SCHEMA_PREFIX, schema_name, use_schema
-from claimcheck.contract.strategy import INT_TYPES
+from claimcheck.contract.strategy import INT_TYPES, server_message
 
 __all__ = ["SCHEMA_PREFIX", "schema_name"]
 
@@ -115,6 +115,17 @@ def build_jobs_table(conn: psycopg.Connection, schema: str, jobs: int, first_key
     return SeededJobs(first_id=first or 0, last_id=last or 0, count=count, seconds=time.perf_counter() - started)
 
 
+def _check_seeded(strategy, jobs: int, rows: int, distinct: int) -> None:
+    """The contract's seed: %(jobs)s jobs, its last statement returning their keys, one row per job.
+    Fewer rows would judge a smaller run than asked for; a key returned twice is not two jobs."""
+    if rows != jobs:
+        raise SqlFileError(f"{strategy.where('seed')}: section 'seed' returned {rows:,} rows for --jobs {jobs:,}; it must "
+                           "create %(jobs)s jobs and return their keys, one row per job")
+    if distinct != rows:
+        raise SqlFileError(f"{strategy.where('seed')}: section 'seed' returned {rows - distinct:,} duplicate keys among its "
+                           f"{rows:,} rows; it must return each created job's own key, one row per job")
+
+
 def build_own_tables(conn: psycopg.Connection, schema: str, strategy, jobs: int, first_key: int) -> SeededJobs:
     """Run a file's `schema` section, then its `seed`, whose last statement returns the seeded keys.
 
@@ -123,18 +134,19 @@ def build_own_tables(conn: psycopg.Connection, schema: str, strategy, jobs: int,
     """
     started = time.perf_counter()
     values = {"jobs": jobs, "key_base": first_key}
-    section = "schema"
+    section, step = "schema", 0
     try:
         with conn.transaction():
             client = psycopg.ClientCursor(conn)
-            for statement, names in strategy.bound_steps["schema"]:
+            for step, (statement, names) in enumerate(strategy.bound_steps["schema"]):
                 client.execute(statement, {k: values[k] for k in names})
             section = "seed"
             cur = conn.cursor()
             cur.adapters.register_loader("uuid", TextLoader)  # keys as text, no UUID object per row
             *before, (last, last_names) = strategy.bound_steps["seed"]
-            for statement, names in before:
+            for step, (statement, names) in enumerate(before):
                 cur.execute(statement, {k: values[k] for k in names})
+            step = len(before)
             # Streamed row by row: a million keys never sit in one result next to their copies.
             rows = cur.stream(last, {k: values[k] for k in last_names})
             first = next(rows, None)
@@ -142,10 +154,11 @@ def build_own_tables(conn: psycopg.Connection, schema: str, strategy, jobs: int,
                 raise SqlFileError(f"{strategy.source}: section 'seed' returns no rows; its last statement must "
                                    "return the key of each job it created (INSERT ... RETURNING id)")
             key_is_int = cur.description[0].type_code in INT_TYPES
-            space = KeySpace.collect(itertools.chain([first] if first is not None else [], rows), key_is_int)
+            returned = itertools.count()
+            space = KeySpace.collect(((next(returned), row)[1] for row in
+                                      itertools.chain([first] if first is not None else [], rows)), key_is_int)
     except psycopg.Error as exc:
-        diag = (exc.diag.message_primary or str(exc)).strip()
-        raise SqlFileError(f"{strategy.source}: section '{section}' fails on the server: {diag}. "
-                           "Nothing was run; fix the statement and try again.") from None
+        raise SqlFileError(server_message(strategy, section, step, exc)) from None
+    _check_seeded(strategy, jobs, next(returned), space.last - space.first + 1)
     return SeededJobs(first_id=space.first, last_id=space.last, count=space.last - space.first + 1,
                       seconds=time.perf_counter() - started, keys=space if space.keys is not None else None)
