@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import random
 import signal
+import threading
 import time
 import traceback
 from collections.abc import Sequence
@@ -152,6 +153,10 @@ def worker_main(plan: WorkerPlan, index: int, barrier: Any, shared: Shared, pipe
         finally:
             log.cpu_s = time.process_time() - cpu_started
     except _Stopping:  # a replacement still waiting for the server when the run ended: nothing to record
+        pass
+    except threading.BrokenBarrierError:
+        # Another worker failed before the start and broke the barrier (its error says why), or the
+        # coordinator gave up waiting: nothing of ours to report, or ours would hide the cause.
         pass
     except Exception as exc:  # reported by the coordinator as an environment error
         log.error = f"worker {index}: {type(exc).__name__}: {str(exc).strip() or traceback.format_exc(limit=3)}"
