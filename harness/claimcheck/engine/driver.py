@@ -121,8 +121,9 @@ def judge_run(conn: psycopg.Connection, run: "_Run", strategy: Strategy, setting
     logs = run.logs
     outcome = _table_outcome(conn, strategy, seeded, logs)
     started, finished = run_span(logs)
-    # A run ended early (a proven violation, no progress) did not drain: its unclaimed jobs are not lost.
-    drained = settings.drains and run.stopped_by in ("drained", "stalled")
+    # A run ended early (a proven violation, no progress, its time or claim limit) did not drain:
+    # its unclaimed jobs are not lost. One whose queue drained before its limit did.
+    drained = run.stopped_by == "drained" or (settings.drains and run.stopped_by == "stalled")
     verdict = judge(logs, seeded.first_id, seeded.last_id, drained=drained, origin=started, reaps=run.reaps,
                     releases=releases, keys=seeded.keys)
     if run.killed and verdict.unclaimed_jobs and not strategy.own_schema:
@@ -287,6 +288,8 @@ class _Run:
             injector = FaultInjector(settings.faults, settings.jobs, self.plan.run, started,
                                      self.restart) if settings.faults else None
             self._monitor(started, injector)
+            if not self.shared.stop.value and any(log.drained for log in self.logs):
+                self.stopped_by = "drained"  # before its --duration or --claims-per-worker
             self.coordinator_cpu_s = time.process_time() - cpu_started
             self.waits = sampler.stop()
             sampler = None

@@ -302,7 +302,9 @@ class Loop:
                     continue
                 self.log.empty_claims += 1
                 # The drain check runs at the strategy's isolation level too, so it can fail like a claim.
-                if self.settings.drains and not self._remaining():
+                # A run with a time or claim limit ends at the drain too: nothing is left to measure.
+                if not self._remaining():
+                    self.log.drained = True
                     return
             except psycopg.Error as exc:
                 if self._lost(exc):

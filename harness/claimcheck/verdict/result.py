@@ -135,7 +135,7 @@ class RunResult:
             "expected": self.strategy.expected, "workers": s.workers, "jobs": s.jobs, "batch": s.batch,
             "mode": s.mode, "work_ms": str(s.work), "claims": v.claims, "unique_jobs_claimed": v.unique_jobs_claimed,
             "double_claimed_jobs": v.double_claimed_jobs, "extra_claims": v.extra_claims,
-            "unclaimed_jobs": v.unclaimed_jobs, "unexpected_jobs": v.unexpected_jobs,
+            "unclaimed_jobs": v.unclaimed_jobs, "unreached_jobs": v.unreached_jobs, "unexpected_jobs": v.unexpected_jobs,
             "stale_completions": v.stale_completions, "never_finished_jobs": v.never_finished,
             "jobs_done": self.jobs_done,
             "jobs_failed": self.table.failed, "max_attempts": self.table.max_attempts,
