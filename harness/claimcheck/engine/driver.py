@@ -33,7 +33,7 @@ from claimcheck.settings import RunSettings
 from claimcheck.verdict.stats import latency_summary
 from claimcheck.contract.strategy import ClaimShape, Strategy, execute_section, validate_on_server
 from claimcheck.report.timeline import claims_over_time
-from claimcheck.engine.watch import RunWatch
+from claimcheck.engine.watch import RunWatch, StuckBackend, stuck_backends
 from claimcheck.engine.worker import BARRIER_TIMEOUT_S, Shared, WorkerPlan, worker_main
 
 MONITOR_INTERVAL_S = 0.1
@@ -204,6 +204,9 @@ class _Run:
         self.watch = watch
         """Progress and proven violations, from the records as they arrive."""
         self.no_progress_s: float | None = None
+        self.sampler: LockWaitSampler | None = None
+        self.stuck: list[StuckBackend] = []
+        """Workers' backends found stuck in one statement when the run was ended for want of progress."""
         self.coordinator_cpu_s: float | None = None
         """The coordinator's CPU (all its threads: sampler, reaper, progress) from release to the end."""
         # fork: workers start in milliseconds. No thread of ours runs when the first ones are forked
@@ -235,6 +238,10 @@ class _Run:
         """Why the run ended before its drain, in words, for the report."""
         if self.stopped_by == "violation":
             return f"{self.watch.proof} at +{self.watch.proof_at - started:.2f}s"
+        if self.stopped_by == "no-progress" and self.stuck:
+            others = f"; {len(self.stuck) - 1} more worker(s) stuck with it" if len(self.stuck) > 1 else ""
+            return (f"no job was finished for {self.no_progress_s:.0f}s: {self.stuck[0]}{others}; "
+                    "its backend was terminated to end the run")
         if self.stopped_by == "no-progress":
             return (f"workers kept claiming but no job was finished for {self.no_progress_s:.0f}s: the claim "
                     "hands out jobs it does not take, or `complete` never changes a row")
@@ -272,7 +279,7 @@ class _Run:
         try:
             for index in range(settings.workers):
                 self._spawn(index, barrier)
-            sampler = LockWaitSampler(self.plan.run)
+            sampler = self.sampler = LockWaitSampler(self.plan.run)
             sampler.start()
             try:
                 barrier.wait(BARRIER_TIMEOUT_S)
@@ -351,10 +358,8 @@ class _Run:
                 pass
             elif settings.duration_s is not None and now - started >= settings.duration_s:
                 self.shared.stop.value = 1
-            elif now - last_change > stall_limit:
-                self.shared.stop.value, self.stopped_by = 1, "stalled"
-            elif now - last_progress_at > stall_limit:
-                self.shared.stop.value, self.stopped_by, self.no_progress_s = 1, "no-progress", now - last_progress_at
+            elif now - last_change > stall_limit or now - last_progress_at > stall_limit:
+                self._halt_without_progress(now - last_change, now - last_progress_at, stall_limit)
             if self.shared.stop.value:
                 stopped_at = stopped_at or now
                 if now - stopped_at > JOIN_TIMEOUT_S + settings.lease_seconds:
@@ -363,6 +368,25 @@ class _Run:
                     for index, process in self.processes.items():
                         if index not in self.finished and process.is_alive():
                             process.terminate()
+
+    def _halt_without_progress(self, since_claim: float, since_progress: float, limit: float) -> None:
+        """No claim (`stalled`) or no finished job (`no-progress`) for `limit` seconds: stop. A worker
+        stuck in one statement all that time (pg_sleep, a lock never released, a `complete` that never
+        returns) makes it `no-progress`, a failure, naming the worker; its backend is ended, or the
+        run would wait for the statement (an hour, or forever) and the workers blocked behind it."""
+        self.shared.stop.value = 1
+        self.stuck = stuck_backends(self.sampler.latest if self.sampler is not None else [], limit)
+        if self.stuck or since_claim <= limit:
+            self.stopped_by, self.no_progress_s = "no-progress", since_progress
+        else:
+            self.stopped_by = "stalled"
+        if self.stuck:
+            try:
+                with self.plan.run.connect("monitor", in_schema=False) as conn:
+                    for backend in self.stuck:
+                        conn.execute(QUERIES["terminate_backend"], {"pid": backend.pid})
+            except psycopg.Error:
+                pass  # the stuck workers' processes are terminated after JOIN_TIMEOUT_S (see _monitor)
 
     def _drain_messages(self, timeout: float = 0.0, deadline: float | None = None) -> None:
         """Receive what workers sent; a worker's log is finished by its `end` message or its death."""

@@ -646,7 +646,11 @@ class Loop:
         raise RuntimeError(f"completion of job {job} failed {MAX_COMPLETION_RETRIES} times in a row")
 
     def _reconnect(self) -> None:
-        """The connection is gone (terminated backend, restarting server): open a new one."""
+        """The connection is gone (terminated backend, restarting server): open a new one, unless
+        the run is stopping (the coordinator ends the backend of a worker stuck in a statement, see
+        claimcheck.engine.watch.stuck_backends: reconnecting would run that statement again)."""
+        if self.shared.stop.value:
+            raise _Stopping
         self.log.reconnects += 1
         try:
             self.conn.close()

@@ -53,8 +53,10 @@ SELECT count(*) FILTER (WHERE status = 'done')    AS done,
 FROM jobs;
 
 -- name: sample_activity
--- One sample for the lock-wait sampler: the wait of every busy backend of this run.
-SELECT wait_event_type, wait_event
+-- One sample for the lock-wait sampler: the wait of every busy backend of this run, and what the
+-- coordinator names when no job progresses (the backend, its state, for how long, its statement).
+SELECT wait_event_type, wait_event, application_name, pid, state,
+       extract(epoch FROM clock_timestamp() - state_change)::float8 AS for_s, left(query, 80) AS query
 FROM pg_stat_activity
 WHERE application_name LIKE %(app_prefix)s AND application_name ~ '/w[0-9]+$'
   AND state <> 'idle'
