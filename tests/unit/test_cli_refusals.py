@@ -44,3 +44,15 @@ def test_non_finite_and_unbounded_options_are_refused_before_anything_starts(cap
     name, value = option.split()
     err = refused(capsys, *verb, name, value)
     assert f"claimcheck: error: {name}" in err, err
+
+
+@pytest.mark.parametrize("option", ["--workers 2,4", "--batch 1,10", "--mode lease,lock"])
+def test_check_judges_one_setting_and_its_help_offers_no_comma_list(capsys, option):
+    # `check --help` offered comma lists, which only bench and faults sweep.
+    with pytest.raises(SystemExit) as exited:
+        main(["check", "skip-locked", *option.split(), *NO_SERVER])
+    assert exited.value.code == 2
+    assert "check judges one setting (bench sweeps comma lists)" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["check", "--help"])
+    assert "comma" not in capsys.readouterr().out.split("lifecycle")[0]

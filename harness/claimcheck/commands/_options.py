@@ -28,6 +28,18 @@ def str_list(text: str) -> list[str]:
     return [x.strip() for x in text.split(",") if x.strip()]
 
 
+def one(parse):
+    """An option of a verb that judges one setting (`check`): one value, kept as a list of one like
+    a sweep's, so the grid is built the same way; a comma list is refused, not silently swept."""
+    def single(text: str) -> list:
+        values = parse(text)
+        if len(values) != 1:
+            raise argparse.ArgumentTypeError(f"expected one value, got {text!r}; check judges one setting "
+                                             "(bench sweeps comma lists)")
+        return values
+    return single
+
+
 def add_server_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("server")
     g.add_argument("--dsn", help=f"connect to this server and start nothing (default: ${DSN_ENV})")
@@ -66,17 +78,21 @@ def add_json_option(p: argparse.ArgumentParser) -> None:
 
 
 def add_run_options(p: argparse.ArgumentParser, *, workers: str, jobs: int, modes: str, work_ms: str,
-                    faults: bool, reports: bool) -> None:
+                    faults: bool, reports: bool, sweeps: bool = True) -> None:
     """The load and lifecycle options of check, bench and faults. `faults`: the verb injects faults
-    (so defaults that change under them are worded so); `reports`: it always writes its reports."""
+    (so defaults that change under them are worded so); `reports`: it always writes its reports;
+    `sweeps`: --workers, --batch and --mode take comma lists (bench, faults), else one value (check)."""
     g = p.add_argument_group("load")
-    g.add_argument("--workers", type=int_list, default=int_list(workers),
-                   help=f"worker processes, or a comma list to sweep (default {workers})")
+    ints, strs = (int_list, str_list) if sweeps else (one(int_list), one(str_list))
+    g.add_argument("--workers", type=ints, default=int_list(workers),
+                   help=f"worker processes{', or a comma list to sweep' if sweeps else ''} (default {workers})")
     g.add_argument("--jobs", type=int, default=jobs, help=f"jobs seeded per run (default {jobs:,})")
-    g.add_argument("--batch", type=int_list, default=[10], help="jobs per claim, or a comma list (default 10)")
-    g.add_argument("--mode", type=str_list, default=str_list(modes),
+    g.add_argument("--batch", type=ints, default=[10],
+                   help=f"jobs per claim{', or a comma list' if sweeps else ''} (default 10)")
+    g.add_argument("--mode", type=strs, default=str_list(modes),
                    help="lease: claim+commit, work outside, complete in a second transaction; "
-                        f"lock: claim, work and complete in one transaction; a comma list runs both (default {modes})")
+                        "lock: claim, work and complete in one transaction"
+                        f"{'; a comma list runs both' if sweeps else ''} (default {modes})")
     g.add_argument("--work-ms", default=work_ms, help=f"work per job: 5, a range 1-10, or exp:5 (default {work_ms})")
     g.add_argument("--poll-ms", type=float, default=10.0, help="sleep after an empty claim (default 10)")
     g.add_argument("--lease-seconds", type=float, help="lease written by the claim (default 300"

@@ -25,7 +25,8 @@ MAX_EXAMPLES = 100_000
 def register(verbs: argparse._SubParsersAction) -> None:
     p = verbs.add_parser("check", help="the exactly-once verdict for one claim strategy")
     p.add_argument("strategy", help="a .sql file in the strategy contract, or a built-in name")
-    add_run_options(p, workers="16", jobs=20_000, modes="lease", work_ms="0", faults=True, reports=False)
+    add_run_options(p, workers="16", jobs=20_000, modes="lease", work_ms="0", faults=True, reports=False,
+                    sweeps=False)
     p.add_argument("--faults", action="store_true",
                    help="inject faults while the load runs: SIGKILL workers, terminate backends, stall workers "
                         "past their lease, restart a server we started")

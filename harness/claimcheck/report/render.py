@@ -200,7 +200,7 @@ def evidence_lines(violations: Iterable[Violation], limit: int = EVIDENCE_SHOWN)
     lines: list[str] = []
     for violation in list(violations)[:limit]:
         times = max(violation.times_claimed, len(violation.claims))
-        lines.append(f"job {violation.job}: claimed {times:,} times ({violation.kind})"
+        lines.append(f"job {violation.job}: claimed {'once' if times == 1 else f'{times:,} times'} ({violation.kind})"
                      + (f", the first {len(violation.claims)} shown" if times > len(violation.claims) else ""))
         for claim in violation.claims:
             ended = "never ended" if claim.ended_at_s is None else f"ended +{claim.ended_at_s:.4f}s"
@@ -278,11 +278,18 @@ def print_evidence(console: Console, run: RunResult, limit: int = EVIDENCE_SHOWN
     if run.exactly_once:
         return
     problems = violation_summary(run)
+    lines = evidence_lines(v.violations, limit) + shape_lines(v.shape_evidence, limit)
+    # A run that failed without a violating claim (it stalled or made no progress) has no evidence
+    # lines: no heading promises them.
     console.print(f"[bold red]{run.strategy.name} ({run.settings.mode}): {'; '.join(problems) or 'violated'}[/]. "
-                  f"{v.extra_claims:,} extra claims, {v.redeliveries:,} redeliveries. "
-                  "Evidence (times from the start of the run):")
-    for line in evidence_lines(v.violations, limit) + shape_lines(v.shape_evidence, limit):
+                  f"{_count(v.extra_claims, 'extra claim')}, {_count(v.redeliveries, 'redelivery', 'redeliveries')}."
+                  + (" Evidence (times from the start of the run):" if lines else ""))
+    for line in lines:
         console.print(line, highlight=False, markup=False)
+
+
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n:,} {one if n == 1 else many or one + 's'}"
 
 
 def faults_table(run: RunResult) -> Table:

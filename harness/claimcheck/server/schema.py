@@ -84,15 +84,16 @@ def create_schema(conn: psycopg.Connection, schema: str) -> None:
 
 def sweep_leftovers(conn: psycopg.Connection, ours: str) -> list[str]:
     """Drop schemas of claimcheck runs whose owner is proven dead (see claimcheck.server.ownership);
-    return what was swept. A schema without an owner record, of another host or of a live run stays."""
-    swept = []
-    for name, owner in abandoned(conn, "leftover_schemas", ours):
+    return what was swept, and why a dead owner's schema was left (its run's connections remain). A schema without an owner record, of another host or of a live run stays."""
+    swept: list[str] = []
+    held: list[str] = []
+    for name, owner in abandoned(conn, "leftover_schemas", ours, held):
         try:
             drop_schema(conn, name)
         except psycopg.Error:  # another role's, or locked: not ours to force
             continue
         swept.append(f"swept schema {name} left by process {owner['pid']} on this host, which no longer runs")
-    return swept
+    return swept + held
 
 
 def drop_schema(conn: psycopg.Connection, schema: str) -> None:

@@ -146,7 +146,8 @@ WHERE datname LIKE %(pattern)s AND datname <> %(ours)s;
 
 -- name: run_backends
 -- Connections of one run (its application_name pattern), other than this one.
-SELECT pid FROM pg_stat_activity WHERE application_name LIKE %(app_pattern)s AND pid <> pg_backend_pid();
+SELECT pid, application_name, state FROM pg_stat_activity
+WHERE application_name LIKE %(app_pattern)s AND pid <> pg_backend_pid();
 
 -- name: terminate_run_backends
 -- Cleanup: end every connection of this run still open (an interrupted statement, a step still
