@@ -19,13 +19,19 @@ from claimcheck.settings import FaultPlan, RunSettings, WorkTime, positive  # no
 
 def int_list(text: str) -> list[int]:
     try:
-        return [int(x) for x in text.split(",") if x.strip()]
+        values = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
+        values = []
+    if not values:  # an empty list would run nothing, and report that as a success
         raise argparse.ArgumentTypeError(f"expected a number or a comma-separated list of numbers, got {text!r}")
+    return values
 
 
 def str_list(text: str) -> list[str]:
-    return [x.strip() for x in text.split(",") if x.strip()]
+    values = [x.strip() for x in text.split(",") if x.strip()]
+    if not values:
+        raise argparse.ArgumentTypeError(f"expected a name or a comma-separated list of names, got {text!r}")
+    return values
 
 
 def one(parse):

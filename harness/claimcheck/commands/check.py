@@ -60,9 +60,10 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
         load_strategy(args.strategy)  # a bad file is reported here, before any process starts
         return run_check(args, console, err)
     strategy = load_strategy(args.strategy)
+    # Built (so checked) even for a search, which runs no load: a bad option is refused either way.
+    grid = settings_grid(args, FaultPlan() if args.faults else None, stop_early=not args.drain)
     if args.search:
         return run_search(args, strategy, console, err)
-    grid = settings_grid(args, FaultPlan() if args.faults else None, stop_early=not args.drain)
     with provide_server(args.dsn, args.pg) as server:
         print_server(err, server)
         results = run_all(server, [strategy], grid, err)
