@@ -259,8 +259,8 @@ def validate_on_server(conn: psycopg.Connection, strategy: Strategy, seeded: int
                 cur = _run_section(conn, strategy, section, given, step)
                 if section == "pick":
                     if not cur.description:
-                        raise SqlFileError(f"{strategy.where('pick')}: section 'pick' returns no rows; it must end with "
-                                           "a SELECT of the jobs to claim (their key first)")
+                        raise SqlFileError(f"{strategy.where('pick')}: section 'pick' returns no rows; it must "
+                                           "end with a SELECT of the jobs to claim (their key first)")
                     pick_columns = tuple(c.name for c in cur.description)
                     picked = pick_params(pick_columns, cur.fetchall())
                 elif section == "claim":
@@ -290,7 +290,8 @@ def _run_section(conn: psycopg.Connection, strategy: Strategy, section: str, val
 def _check_claim_params(strategy: Strategy, pick_columns: tuple[str, ...]) -> None:
     unknown = sorted(placeholders(strategy.statements["claim"]) - SECTION_PARAMS["claim"] - set(pick_columns))
     if unknown:
-        raise SqlFileError(f"{strategy.where('claim')}: section 'claim' uses {', '.join('%(' + u + ')s' for u in unknown)}, "
+        used = ", ".join("%(" + u + ")s" for u in unknown)
+        raise SqlFileError(f"{strategy.where('claim')}: section 'claim' uses {used}, "
                            f"which is neither a claim parameter nor a column of the pick "
                            f"({', '.join(pick_columns) or 'it returns none'})")
 
@@ -309,13 +310,13 @@ def _check_remaining(strategy: Strategy, cur: psycopg.Cursor, seeded: int | None
 def _check_claim_result(strategy: Strategy, cur: psycopg.Cursor, pick_columns: tuple[str, ...]
                         ) -> tuple[ClaimShape, tuple | None]:
     if not cur.description:
-        raise SqlFileError(f"{strategy.where('claim')}: section 'claim' returns no rows; its last statement must return "
-                           "the claimed jobs (RETURNING id, attempts: the job's key first)")
+        raise SqlFileError(f"{strategy.where('claim')}: section 'claim' returns no rows; its last statement must "
+                           "return the claimed jobs (RETURNING id, attempts: the job's key first)")
     shape = shape_of(cur.description, pick_columns)
     rows = cur.fetchall()
     if rows and isinstance(rows[0][0], (dict, list, tuple, bytes, float)):
-        raise SqlFileError(f"{strategy.where('claim')}: section 'claim' returns {type(rows[0][0]).__name__} in its first "
-                           f"column ({shape.columns[0]}); it must be the job's key (bigint, int, uuid or text)")
+        raise SqlFileError(f"{strategy.where('claim')}: section 'claim' returns {type(rows[0][0]).__name__} in "
+                           f"its first column ({shape.columns[0]}); it must be the job's key (bigint, int, uuid or text)")
     if shape.attempt_index is not None and rows and rows[0][shape.attempt_index] is not None \
             and not isinstance(rows[0][shape.attempt_index], int):
         column = shape.columns[shape.attempt_index]

@@ -82,7 +82,8 @@ def abandoned(conn: Any, query: str, ours: str, held: list[str] | None = None) -
         left = conn.execute(QUERIES["run_backends"], {"app_pattern": app_pattern(name[len(SCHEMA_PREFIX):])}).fetchall()
         if left:  # a connection of that run is still open: not proven dead
             if held is not None:
-                shown = ", ".join(f"pid {pid} ({app.rsplit('/', 1)[-1]}, {state or '?'})" for pid, app, state in left[:3])
+                shown = ", ".join(f"pid {pid} ({app.rsplit('/', 1)[-1]}, {state or '?'})"
+                                  for pid, app, state in left[:3])
                 held.append(f"left {name} alone: its owner, process {owner.get('pid')} on this host, is gone, but "
                             f"{len(left)} connection(s) of its run are still open ({shown}); it is swept once they "
                             "end (pg_terminate_backend them if nothing of that run should still run)")

@@ -120,11 +120,11 @@ def _check_seeded(strategy, jobs: int, rows: int, distinct: int) -> None:
     """The contract's seed: %(jobs)s jobs, its last statement returning their keys, one row per job.
     Fewer rows would judge a smaller run than asked for; a key returned twice is not two jobs."""
     if rows != jobs:
-        raise SqlFileError(f"{strategy.where('seed')}: section 'seed' returned {rows:,} rows for --jobs {jobs:,}; it must "
-                           "create %(jobs)s jobs and return their keys, one row per job")
+        raise SqlFileError(f"{strategy.where('seed')}: section 'seed' returned {rows:,} rows for --jobs {jobs:,}; "
+                           "it must create %(jobs)s jobs and return their keys, one row per job")
     if distinct != rows:
-        raise SqlFileError(f"{strategy.where('seed')}: section 'seed' returned {rows - distinct:,} duplicate keys among its "
-                           f"{rows:,} rows; it must return each created job's own key, one row per job")
+        raise SqlFileError(f"{strategy.where('seed')}: section 'seed' returned {rows - distinct:,} duplicate keys "
+                           f"among its {rows:,} rows; it must return each created job's own key, one row per job")
 
 
 def build_own_tables(conn: psycopg.Connection, schema: str, strategy, jobs: int, first_key: int) -> SeededJobs:
