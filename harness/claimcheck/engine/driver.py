@@ -193,7 +193,7 @@ def _check_headroom(conn: psycopg.Connection, workers: int) -> None:
     if free < workers + 2:
         raise ServerError(f"the server has room for {free} more connections but the run needs {workers + 2} "
                           "(workers, the sampler, the reaper and the fault injector); lower --workers or raise "
-                          "max_connections")
+                          "max_connections (or the role's or database's CONNECTION LIMIT, which count too)")
 
 
 class _Run:
