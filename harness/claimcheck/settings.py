@@ -1,6 +1,7 @@
 """The settings of one run, checked once when built."""
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import asdict, dataclass
 from typing import ClassVar
@@ -9,6 +10,39 @@ from claimcheck.errors import UsageError
 
 MODES = ("lease", "lock")
 MAX_WORKERS = 64
+# The bounds of every load option (docs/contracts.md, section 6). Each is far beyond what a run on
+# one machine needs; past it a typo would seed for hours, fill a disk, or sleep for days.
+MAX_JOBS = 1_000_000
+MAX_BATCH = 10_000
+MAX_CLAIMS_PER_WORKER = 100_000_000
+MAX_MS = 60_000.0
+"""--work-ms (each of its numbers) and --poll-ms."""
+MAX_FAULTS = 32
+"""Faults of each kind in one run (a kill starts a replacement worker; the driver has 32 slots for them)."""
+MAX_SECONDS = 86_400.0
+"""--duration, --lease-seconds, --backoff-unit, --backoff-cap and --reap-every: a day."""
+
+
+def positive(name: str, value: float, *, minimum: float = 1, maximum: float | None = None,
+             above_minimum: bool = False) -> None:
+    """Reject an out-of-range option before anything starts: NaN and infinities are never in range.
+    `above_minimum`: the minimum itself is out of range (a duration must be more than 0)."""
+    finite = isinstance(value, int) or math.isfinite(value)
+    low = value <= minimum if above_minimum else value < minimum
+    if not finite or low or (maximum is not None and value > maximum):
+        least = ("positive" if minimum == 0 else f"more than {_num(minimum)}") if above_minimum \
+            else f"at least {_num(minimum)}"
+        bound = (f"{least} and at most {_num(maximum)}" if above_minimum else
+                 f"between {_num(minimum)} and {_num(maximum)}") if maximum is not None else least
+        raise UsageError(f"{name} must be {bound}, got {_num(value)}")
+
+
+def _num(value: float) -> str:
+    if isinstance(value, int):
+        return f"{value:,}"
+    if not math.isfinite(value):
+        return str(value)
+    return f"{int(value):,}" if value.is_integer() else f"{value:g}"
 
 
 @dataclass(frozen=True)
@@ -32,10 +66,10 @@ class WorkTime:
                     raise ValueError
             else:
                 work = cls("fixed", float(text))
-        except ValueError:
+        except (ValueError, OverflowError):
             raise UsageError(f"--work-ms {text!r}: expected a number (5), a range (1-10) or exp:MEAN (exp:5)") from None
-        if work.a_ms < 0 or work.b_ms < 0:
-            raise UsageError(f"--work-ms {text!r}: work time cannot be negative")
+        if not all(0 <= ms <= MAX_MS for ms in (work.a_ms, work.b_ms)):  # NaN fails this too
+            raise UsageError(f"--work-ms {text!r}: work time must be between 0 and {_num(MAX_MS)} ms per job")
         return work
 
     def draw_s(self, rng: random.Random) -> float:
@@ -68,6 +102,11 @@ class FaultPlan:
     @property
     def total(self) -> int:
         return self.kills + self.terminates + self.stalls + self.restarts
+
+    def check(self) -> None:
+        for name, count in (("--kills", self.kills), ("--terminates", self.terminates),
+                            ("--stalls", self.stalls), ("--restarts", self.restarts)):
+            positive(name, count, minimum=0, maximum=MAX_FAULTS)
 
 
 @dataclass(frozen=True)
@@ -106,28 +145,25 @@ class RunSettings:
     """The fork driver's cap (one process per worker); Locust users have their own."""
 
     def __post_init__(self) -> None:
-        if not 1 <= self.workers <= self.max_workers:
-            raise UsageError(f"--workers must be between 1 and {self.max_workers}, got {self.workers}")
-        if self.jobs < 1:
-            raise UsageError(f"--jobs must be at least 1, got {self.jobs}")
-        if self.batch < 1:
-            raise UsageError(f"--batch must be at least 1, got {self.batch}")
+        positive("--workers", self.workers, maximum=self.max_workers)
+        positive("--jobs", self.jobs, maximum=MAX_JOBS)
+        positive("--batch", self.batch, maximum=MAX_BATCH)
         if self.mode not in MODES:
             raise UsageError(f"--mode must be one of {', '.join(MODES)}, got {self.mode!r}")
-        if self.poll_ms < 0:
-            raise UsageError(f"--poll-ms cannot be negative, got {self.poll_ms}")
-        if self.lease_seconds <= 0:
-            raise UsageError(f"--lease-seconds must be positive, got {self.lease_seconds}")
-        if self.duration_s is not None and self.duration_s <= 0:
-            raise UsageError(f"--duration must be positive, got {self.duration_s}")
-        if self.claims_per_worker is not None and self.claims_per_worker < 1:
-            raise UsageError(f"--claims-per-worker must be at least 1, got {self.claims_per_worker}")
-        if not 0 <= self.fail_rate < 1:
+        positive("--poll-ms", self.poll_ms, minimum=0, maximum=MAX_MS)
+        positive("--lease-seconds", self.lease_seconds, minimum=0, maximum=MAX_SECONDS, above_minimum=True)
+        if self.duration_s is not None:
+            positive("--duration", self.duration_s, minimum=0, maximum=MAX_SECONDS, above_minimum=True)
+        if self.claims_per_worker is not None:
+            positive("--claims-per-worker", self.claims_per_worker, maximum=MAX_CLAIMS_PER_WORKER)
+        if not (math.isfinite(self.fail_rate) and 0 <= self.fail_rate < 1):
             raise UsageError(f"--fail-rate must be at least 0 and below 1, got {self.fail_rate}")
-        if self.backoff_unit_s < 0 or self.backoff_cap_s < 0:
-            raise UsageError("--backoff-unit and --backoff-cap cannot be negative")
-        if self.reap_every_s is not None and self.reap_every_s <= 0:
-            raise UsageError(f"--reap-every must be positive, got {self.reap_every_s}")
+        positive("--backoff-unit", self.backoff_unit_s, minimum=0, maximum=MAX_SECONDS)
+        positive("--backoff-cap", self.backoff_cap_s, minimum=0, maximum=MAX_SECONDS)
+        if self.reap_every_s is not None:
+            positive("--reap-every", self.reap_every_s, minimum=0, maximum=MAX_SECONDS, above_minimum=True)
+        if self.faults is not None:
+            self.faults.check()
 
     @property
     def lifecycle(self) -> bool:

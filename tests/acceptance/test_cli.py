@@ -110,11 +110,11 @@ def test_bad_dsn_exits_2(cli):
 
 @pytest.mark.parametrize("args,message", [
     (["--workers", "0"], "--workers must be between 1 and 64, got 0"),
-    (["--batch", "0"], "--batch must be at least 1"),
+    (["--batch", "0"], "--batch must be between 1 and 10,000"),
     (["--work-ms", "soon"], "--work-ms 'soon'"),
     (["--pg", "oracle"], "--pg 'oracle'"),
-    (["--lease-seconds", "0"], "--lease-seconds must be positive, got 0"),
-    (["--reap-every", "0"], "--reap-every must be positive, got 0"),
+    (["--lease-seconds", "0"], "--lease-seconds must be positive and at most 86,400, got 0"),
+    (["--reap-every", "0"], "--reap-every must be positive and at most 86,400, got 0"),
 ])
 def test_bad_options_exit_2_before_anything_starts(cli, args, message):
     result = cli("check", "skip-locked", *args)

@@ -79,9 +79,12 @@ def test_the_next_run_sweeps_what_a_killed_coordinator_left(cli):
     _wait_for_schema(cli)
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=30)
-    with psycopg.connect(cli.server.dsn, autocommit=True) as conn:
-        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE %s",
-                     (f"claimcheck/{cli.run_id}/%",))  # what the server does once it notices the dead client
+    # Its step was sleeping for 600 s: the server notices the dead client within a second
+    # (client_connection_check_interval), instead of at the sleep's end.
+    deadline = time.monotonic() + 10
+    while _backends(cli) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _backends(cli) == 0
     assert cli.leftovers() == [f"schema claimcheck_{cli.run_id}"]
     killed = cli.run_id
     cli.run_id = killed + "n"
@@ -90,6 +93,27 @@ def test_the_next_run_sweeps_what_a_killed_coordinator_left(cli):
     assert f"swept schema claimcheck_{killed}" in after.stderr
     cli.assert_nothing_left()
     cli.run_id = killed
+    cli.assert_nothing_left()
+
+
+def test_the_next_run_says_why_it_leaves_a_dead_runs_schema_whose_connections_remain(cli):
+    proc = cli.start("interleave", _spec(cli, 600))
+    _wait_for_schema(cli)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    killed = cli.run_id
+    # A connection of the killed run that is still open (a backend the server has not ended yet).
+    with psycopg.connect(cli.server.dsn, autocommit=True, application_name=f"claimcheck/{killed}/s-A") as held:
+        cli.run_id = killed + "n"
+        after = cli("interleave", _spec(cli, 0))
+        assert after.code == 0, after.stderr
+        said = " ".join(after.stderr.split())
+        assert (f"left claimcheck_{killed} alone: its owner, process {proc.pid} on this host, is gone, but 1 "
+                f"connection(s) of its run are still open (pid {held.info.backend_pid} (s-A, idle))") in said, said
+    cli.assert_nothing_left()
+    cli.run_id = killed  # the leftover was kept, as it should be; the sweep itself is the test above
+    with psycopg.connect(cli.server.dsn, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA claimcheck_{killed} CASCADE")
     cli.assert_nothing_left()
 
 

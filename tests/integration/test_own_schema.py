@@ -6,7 +6,10 @@ import textwrap
 from pathlib import Path
 
 
+import pytest
+
 from claimcheck.engine.driver import coordinator_connection, seed
+from claimcheck.errors import SqlFileError
 from claimcheck.interleave.runner import InterleavingRunner
 from claimcheck.interleave.search import search
 from claimcheck.interleave.spec import parse_spec
@@ -170,3 +173,36 @@ def test_a_remaining_section_of_several_statements_drains_the_run(run, tmp_path)
     assert result.exactly_once and result.stopped_by == "drained"
     assert result.verdict.unique_jobs_claimed == 200 and not result.claim_errors, result.claim_errors
 
+
+
+OWN_TABLE = """
+-- name: schema
+CREATE TABLE q (id bigint PRIMARY KEY, done boolean NOT NULL DEFAULT false);
+-- name: seed
+INSERT INTO q SELECT %(key_base)s + g FROM generate_series(0, {count} - 1) g
+RETURNING {key};
+-- name: remaining
+{remaining};
+-- name: claim
+UPDATE q SET done = true WHERE id IN (SELECT id FROM q WHERE NOT done LIMIT %(batch)s FOR UPDATE SKIP LOCKED)
+RETURNING id;
+"""
+
+
+@pytest.mark.parametrize("count,key,remaining,message", [
+    # Accepted silently: a run of 250 jobs judged as one of 500, duplicates folded into one job.
+    ("%(jobs)s / 2", "id", "SELECT count(*) FROM q WHERE NOT done",
+     r"claim.sql:5: section 'seed' returned 10 rows for --jobs 20; it must create %\(jobs\)s jobs"),
+    ("%(jobs)s", "%(key_base)s::bigint", "SELECT count(*) FROM q WHERE NOT done",
+     r"claim.sql:5: section 'seed' returned 19 duplicate keys among its 20 rows"),
+    # -5 ran 30 s and ended "stalled" with exit 0.
+    ("%(jobs)s", "id", "SELECT -5", r"claim.sql:8: section 'remaining' must return one row with the number of "
+                                    r"unfinished jobs \(0 or more, at most the 20 seeded.*it returned -5"),
+    ("%(jobs)s", "id", "SELECT 21", r"it returned 21"),
+    ("%(jobs)s", "id * nosuch", "SELECT 0", r"claim.sql:6: section 'seed' fails on the server: column \"nosuch\""),
+])
+def test_a_seed_or_remaining_outside_the_contract_is_refused_in_its_words(run, tmp_path, count, key, remaining,
+                                                                           message):
+    path = write(tmp_path, OWN_TABLE.format(count=count, key=key, remaining=remaining))
+    with pytest.raises(SqlFileError, match=message):
+        run(path, workers=1, jobs=20)

@@ -36,4 +36,27 @@ def test_valid_file_passes_and_changes_nothing(validate):
 def test_server_errors_name_the_file_and_section(validate, body, message):
     with pytest.raises(SqlFileError, match=message) as info:
         validate(f"-- name: claim\n{body}\n")
-    assert "claim.sql: section 'claim'" in str(info.value)
+    assert "claim.sql:2: section 'claim'" in str(info.value)
+
+
+@pytest.mark.parametrize("text,placed", [
+    # The failing statement is the second of its section, its error on the third line of it, after
+    # placeholders that the server counts as `$n`.
+    ("-- expected: safe\n\n-- name: claim\n\nSELECT %(batch)s::int;\nUPDATE jobs\nSET status = 'running'\n"
+     "WHERE id = %(batch)s RETURNING id, nosuch;\n", "claim.sql:8: section 'claim'"),
+    ("-- lifecycle: shared\n-- name: claim\nUPDATE jobs SET status = 'running' WHERE id < 0 RETURNING id, attempts;\n"
+     "-- name: complete\nUPDATE jobs SET status = 'done' WHERE id = %(id)s\n  AND nosuch = %(attempts)s;",
+     "claim.sql:6: section 'complete'"),
+])
+def test_a_server_error_is_placed_at_its_line(validate, text, placed):
+    # The contract promises file, section and line; the line was missing.
+    with pytest.raises(SqlFileError, match="does not exist") as info:
+        validate(text)
+    assert f"/{placed} fails on the server" in str(info.value), str(info.value)
+
+
+def test_the_servers_hint_reads_cleanly(validate):
+    # The hint's own period was doubled ("casts..").
+    with pytest.raises(SqlFileError, match=r"Hint: No function matches .* casts\. Nothing was run") as info:
+        validate("-- name: claim\nUPDATE jobs SET status = 'running' RETURNING id, lower(42);\n")
+    assert ".." not in str(info.value)

@@ -1,6 +1,7 @@
 """Time to a verdict, on a real server: a `check` stops once a violation is proven, a queue that
 makes no progress is ended with a failing verdict, and finished jobs are counted from the ledger
 (a queue that deletes what it finished is counted too). Small runs: the point is the verdict."""
+import time
 from pathlib import Path
 
 import pytest
@@ -90,3 +91,22 @@ def test_a_claim_that_takes_nothing_ends_as_no_progress(run, tmp_path, monkeypat
 def test_the_api_and_the_cli_share_the_verdict(run, stop_early):
     result = run("naive-subquery", **SMALL, stop_early=stop_early)
     assert result.as_dict()["exactly_once"] is result.exactly_once is False
+
+
+def test_a_run_stopped_at_its_proof_does_not_report_jobs_it_never_reached_as_unclaimed(run):
+    # `check naive-subquery` showed `unclaimed_jobs: 4710` in the table and JSON.
+    result = run("naive-single", **SMALL, stop_early=True)
+    v, data = result.verdict, result.as_dict()
+    assert result.stopped_by == "violation"
+    assert v.unclaimed_jobs == 0 and data["unclaimed_jobs"] == 0
+    assert v.unreached_jobs == data["unreached_jobs"] == 1_000 - (v.unique_jobs_claimed - v.unexpected_jobs) > 0
+
+
+@pytest.mark.parametrize("limit", [dict(duration_s=100.0), dict(claims_per_worker=10_000)])
+def test_a_run_with_a_limit_ends_at_the_drain_when_its_queue_drains_first(run, limit):
+    # `--duration 100 --jobs 100` drained in 0.02 s, then ran 30 s and ended "stalled".
+    started = time.monotonic()
+    result = run("skip-locked", workers=2, jobs=100, **limit)
+    assert time.monotonic() - started < 10
+    assert result.stopped_by == "drained" and result.exactly_once and result.jobs_done == 100
+    assert result.verdict.drained and result.verdict.unclaimed_jobs == 0

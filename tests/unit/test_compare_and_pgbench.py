@@ -173,3 +173,30 @@ def test_fast_path_numbers_placeholders_by_first_use():
                                 "AND w2 = %(worker)s AND note LIKE 'x%%'")
     assert text == "UPDATE jobs SET w = $1 WHERE id = $2 AND a = $3 AND w2 = $1 AND note LIKE 'x%'"
     assert names == ("worker", "id", "attempts")
+
+
+def test_an_integer_too_large_for_a_float_is_refused_naming_file_and_field(tmp_path):
+    # Valid JSON: it ended in an OverflowError traceback and exit 1, the regression code.
+    import json
+
+    doc = report(run_object())
+    doc["runs"][0]["repetitions"][0]["throughput_jobs_per_s"] = 10 ** 400
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(UsageError, match=r"big.json: .*runs\[0\].repetitions\[0\].throughput_jobs_per_s is a number "
+                                         r"out of range \(401 digits\)"):
+        load_report(path)
+
+
+def test_two_runs_under_one_key_are_refused_not_half_judged(tmp_path):
+    # The first of duplicate keys won: a second, violated run passed as "no regression" (exit 0).
+    import json
+
+    ok, violated = run_object("skip-locked", 8, 1000.0, True), run_object("skip-locked", 8, 1000.0, False)
+    path = tmp_path / "new.json"
+    path.write_text(json.dumps(report(ok, violated)))
+    with pytest.raises(UsageError, match=r"new.json: runs\[0\] and runs\[1\] have the same strategy, mode, workers "
+                                         r"and batch \(skip-locked · lease · 8 · 10\)"):
+        load_report(path)
+    with pytest.raises(UsageError, match="the new report: runs\\[0\\] and runs\\[1\\]"):
+        compare(BASE, report(ok, violated))

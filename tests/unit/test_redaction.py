@@ -45,3 +45,16 @@ def test_no_password_survives(password, form):
     if password in dsn:
         assert password not in scrub(f"error at {dsn}")
         assert password not in redact_dsn(dsn)
+
+
+@pytest.mark.parametrize("dsn", ["host=127.0.0.1 password='Xyz123 secret port=5499",
+                                 "host=127.0.0.1 password = 'Xyz123 secret",
+                                 "host=h sslpassword='Xyz123 secret user=u"])
+def test_a_password_whose_quote_is_never_closed_is_hidden(dsn):
+    # libpq refuses the DSN (unterminated quoted string), and its message used to show the password.
+    message = f"cannot connect to PostgreSQL at {dsn}: unterminated quoted string in connection info string"
+    assert "Xyz123" not in scrub(message) and "secret" not in scrub(message)  # not even remembered
+    remember(dsn)
+    shown = scrub(message)
+    assert "Xyz123" not in shown and "secret" not in shown
+    assert shown.endswith(": unterminated quoted string in connection info string")  # libpq's reason stays

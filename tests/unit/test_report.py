@@ -131,3 +131,22 @@ def test_the_api_failure_names_over_claims_with_their_evidence():
     message = failure_message(run)
     assert "over-claim" in message.splitlines()[0] and len(message.splitlines()) > 1
     assert "got 12 rows from one claim that asked for 10" in message
+
+
+def test_a_failed_run_without_violating_claims_promises_no_evidence_and_counts_read_as_words():
+    # After a stalled claim that returned no rows, "Evidence (times from the start of the run):"
+    # was printed with nothing under it.
+    stalled = dataclasses.replace(result("mine", [log(0)], None), stopped_by="no-progress",
+                                  stop_reason="no job was finished for 30s")
+    console = Console(file=io.StringIO(), width=300, color_system=None)
+    print_evidence(console, stalled)
+    text = console.file.getvalue()
+    assert not stalled.exactly_once and "Evidence" not in text
+    assert "0 extra claims, 0 redeliveries." in text
+
+
+def test_a_job_claimed_once_is_said_so():
+    # "claimed 1 times" (a never-finished job has one claim).
+    doubled = judge([log(0, (1, 1, 0.1, 0.2)), log(1, (1, 2, 0.3, 0.4))], 1, 1, drained=True).violations[0]
+    once = dataclasses.replace(doubled, kind="never-finished", times_claimed=1, claims=doubled.claims[:1])
+    assert evidence_lines([once])[0] == "job 1: claimed once (never-finished)"

@@ -89,3 +89,31 @@ def test_unknown_builtin_lists_the_known_ones():
 def test_missing_file():
     with pytest.raises(SqlFileError, match="no such file"):
         load_strategy("/nonexistent/claim.sql")
+
+
+CLAIM = "UPDATE jobs SET status = 'running' WHERE id = 1 RETURNING id, attempts;"
+
+
+@pytest.mark.parametrize("text,message", [
+    # A misspelled header was ignored: the run went on at READ COMMITTED and judged the wrong thing.
+    (f"-- isolaton: serializable\n-- name: claim\n{CLAIM}", r"q.sql:1: unknown header 'isolaton': did you mean 'isolation'\?"),
+    (f"-- expected: safe\n-- lifecycel: shared\n-- name: claim\n{CLAIM}", r"q.sql:2: .*did you mean 'lifecycle'\?"),
+    (f"-- expected: safe\n-- priority: high\n-- name: claim\n{CLAIM}", r"q.sql:2: unknown header 'priority'; the headers are"),
+    (f"-- a note\n--\n-- islation: serializable\n-- name: claim\n{CLAIM}", r"q.sql:3: .*did you mean 'isolation'"),
+    (f"-- name: claim\n-- isolation: serializable\n{CLAIM}", r"q.sql:2: the header 'isolation' is inside a section"),
+    (f"-- name: claim\n{CLAIM}\n-- nmae: complete\nUPDATE jobs SET status = 'done' WHERE id = %(id)s",
+     r"q.sql:3: unknown header 'nmae': did you mean 'name'\?"),
+    # The README's example copied with its remark: the section was not recognised, and the error
+    # blamed the claim for the completion's parameters.
+    (f"-- name: claim\n{CLAIM}\n-- name: complete  (optional)\nUPDATE jobs SET status = 'done' WHERE id = %(id)s",
+     r"q.sql:3: a section line is `-- name: SECTION` and nothing else; this one has 'complete \(optional\)'"),
+    (f"-- name:\n{CLAIM}", r"q.sql:1: a section line is `-- name: SECTION`"),
+])
+def test_a_header_or_section_line_that_would_be_misread_is_refused_where_it_stands(text, message):
+    with pytest.raises(SqlFileError, match=message):
+        strategy(text)
+
+
+def test_prose_below_the_headers_stays_prose():
+    s = strategy(f"-- expected: safe\n--\n-- Translation: as written; timeout: none\n-- timeout: 5s\n-- name: claim\n{CLAIM}")
+    assert s.expected == "safe" and s.isolation == "read committed"

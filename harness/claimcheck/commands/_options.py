@@ -14,18 +14,36 @@ from claimcheck.verdict.result import RunResult
 from claimcheck.server.provision import DSN_ENV, Server
 from claimcheck.report.render import REPORTS_DIR, document, faults_table, print_evidence, results_table, write_json
 from claimcheck.report.html import write_html
-from claimcheck.settings import FaultPlan, RunSettings, WorkTime
+from claimcheck.settings import FaultPlan, RunSettings, WorkTime, positive  # noqa: F401 (positive: the verbs')
 
 
 def int_list(text: str) -> list[int]:
     try:
-        return [int(x) for x in text.split(",") if x.strip()]
+        values = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
+        values = []
+    if not values:  # an empty list would run nothing, and report that as a success
         raise argparse.ArgumentTypeError(f"expected a number or a comma-separated list of numbers, got {text!r}")
+    return values
 
 
 def str_list(text: str) -> list[str]:
-    return [x.strip() for x in text.split(",") if x.strip()]
+    values = [x.strip() for x in text.split(",") if x.strip()]
+    if not values:
+        raise argparse.ArgumentTypeError(f"expected a name or a comma-separated list of names, got {text!r}")
+    return values
+
+
+def one(parse):
+    """An option of a verb that judges one setting (`check`): one value, kept as a list of one like
+    a sweep's, so the grid is built the same way; a comma list is refused, not silently swept."""
+    def single(text: str) -> list:
+        values = parse(text)
+        if len(values) != 1:
+            raise argparse.ArgumentTypeError(f"expected one value, got {text!r}; check judges one setting "
+                                             "(bench sweeps comma lists)")
+        return values
+    return single
 
 
 def add_server_options(p: argparse.ArgumentParser) -> None:
@@ -47,6 +65,18 @@ def check_writable(path: Path | None) -> None:
         raise UsageError(f"--json {path}: the directory {parent} does not exist; create it first")
     if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
         raise UsageError(f"--json {path}: not writable here")
+    # Permission bits do not say everything (root may write anywhere by them, yet not create a file
+    # in /proc or on a read-only mount): try it. A file that was not there is removed again.
+    try:
+        if path.exists():
+            with open(path, "a"):
+                pass
+        else:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+            path.unlink()
+    except OSError as exc:
+        raise UsageError(f"--json {path}: cannot be written ({exc.strerror or exc}); name a file in a "
+                         "writable directory") from None
 
 
 def add_json_option(p: argparse.ArgumentParser) -> None:
@@ -54,17 +84,21 @@ def add_json_option(p: argparse.ArgumentParser) -> None:
 
 
 def add_run_options(p: argparse.ArgumentParser, *, workers: str, jobs: int, modes: str, work_ms: str,
-                    faults: bool, reports: bool) -> None:
+                    faults: bool, reports: bool, sweeps: bool = True) -> None:
     """The load and lifecycle options of check, bench and faults. `faults`: the verb injects faults
-    (so defaults that change under them are worded so); `reports`: it always writes its reports."""
+    (so defaults that change under them are worded so); `reports`: it always writes its reports;
+    `sweeps`: --workers, --batch and --mode take comma lists (bench, faults), else one value (check)."""
     g = p.add_argument_group("load")
-    g.add_argument("--workers", type=int_list, default=int_list(workers),
-                   help=f"worker processes, or a comma list to sweep (default {workers})")
+    ints, strs = (int_list, str_list) if sweeps else (one(int_list), one(str_list))
+    g.add_argument("--workers", type=ints, default=int_list(workers),
+                   help=f"worker processes{', or a comma list to sweep' if sweeps else ''} (default {workers})")
     g.add_argument("--jobs", type=int, default=jobs, help=f"jobs seeded per run (default {jobs:,})")
-    g.add_argument("--batch", type=int_list, default=[10], help="jobs per claim, or a comma list (default 10)")
-    g.add_argument("--mode", type=str_list, default=str_list(modes),
+    g.add_argument("--batch", type=ints, default=[10],
+                   help=f"jobs per claim{', or a comma list' if sweeps else ''} (default 10)")
+    g.add_argument("--mode", type=strs, default=str_list(modes),
                    help="lease: claim+commit, work outside, complete in a second transaction; "
-                        f"lock: claim, work and complete in one transaction; a comma list runs both (default {modes})")
+                        "lock: claim, work and complete in one transaction"
+                        f"{'; a comma list runs both' if sweeps else ''} (default {modes})")
     g.add_argument("--work-ms", default=work_ms, help=f"work per job: 5, a range 1-10, or exp:5 (default {work_ms})")
     g.add_argument("--poll-ms", type=float, default=10.0, help="sleep after an empty claim (default 10)")
     g.add_argument("--lease-seconds", type=float, help="lease written by the claim (default 300"
@@ -137,14 +171,3 @@ def report_runs(server: Server, results: list[RunResult], args: argparse.Namespa
         where = "" if args.json else f" (in {Path.cwd()}; --json PATH writes elsewhere)"
         console.print(f"JSON report: {path}{where}", highlight=False)
         console.print(f"HTML report: {write_html(doc, path)}", highlight=False)
-
-
-def positive(name: str, value: float, *, minimum: float = 1, maximum: float | None = None) -> None:
-    """Reject an out-of-range option before anything starts."""
-    if value < minimum or (maximum is not None and value > maximum):
-        bound = f"between {_num(minimum)} and {_num(maximum)}" if maximum is not None else f"at least {_num(minimum)}"
-        raise UsageError(f"{name} must be {bound}, got {_num(value)}")
-
-
-def _num(value: float) -> str:
-    return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"

@@ -19,8 +19,10 @@ from claimcheck.verdict.stats import median
 from claimcheck.report.render import print_server
 from claimcheck.server.session import run_all, run_schema
 from claimcheck.contract.strategy import Strategy, load_strategy
+from claimcheck.errors import UsageError
 from claimcheck.scenarios import CATALOG
 
+MAX_REPEAT = 100
 EVIDENCE_JOBS = 1  # per violating run: the table is the point, one story each is enough
 
 
@@ -47,10 +49,11 @@ def register(verbs: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, console: Console, err: Console) -> int:
-    positive("--repeat", args.repeat)
+    positive("--repeat", args.repeat, maximum=MAX_REPEAT)
     names = args.strategies if args.strategies is not None else ([] if args.libs else list(CATALOG))
     strategies = [load_strategy(name) for name in names]
     adapters = [load_adapter(name) for name in args.libs]
+    distinct_names(list(zip(names, strategies)), args.libs)
     grid = settings_grid(args)
     # A library batches and leases its own way: one setting per worker count.
     lib_grid = [lib_settings(w, args.jobs, args.work_ms, duration_s=args.duration) for w in args.workers] if adapters else []
@@ -79,6 +82,21 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     # (or a user's file, which makes no claim) that violates is a finding.
     failed = [r for r in results if not r.exactly_once and r.strategy.expected != "unsafe"]
     return 1 if failed else 0
+
+
+def distinct_names(strategies: list[tuple[str, Strategy]], libs: list[str]) -> None:
+    """A row, its plan verdict and compare's key are a strategy's name: two strategies of one name
+    (a/claim.sql and b/claim.sql, or one given twice) would share them, each shown with the other's
+    plan. Refused before anything starts."""
+    seen: dict[str, tuple[str, str]] = {}
+    named = [(s.name, s.source, given) for given, s in strategies] + [(lib, lib, f"library {lib}") for lib in libs]
+    for name, source, given in named:
+        if name in seen:
+            first, first_source = seen[name]
+            same = "is given twice" if first_source == source else f"and {given} are both named {name!r}"
+            raise UsageError(f"--strategies: {first} {same}; each strategy's rows, plan and compare key are "
+                             "its name (a file's is its stem), so give each once and rename files that share a stem")
+        seen[name] = (given, source)
 
 
 def representative(reps: tuple[RunResult, ...]) -> RunResult:

@@ -7,9 +7,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from claimcheck.commands._options import (add_run_options, add_server_options, plain_settings, report_runs,
-                                       settings_grid)
-from claimcheck.errors import UsageError
+from claimcheck.commands._options import (add_run_options, add_server_options, plain_settings, positive,
+                                          report_runs, settings_grid)
 from claimcheck.interleave.search import DEFAULT_EXAMPLES, search
 from claimcheck.interleave.trace import render
 from claimcheck.plans.conditions import CHOICES as PLAN_CHOICES
@@ -23,12 +22,14 @@ from claimcheck.contract.strategy import load_strategy
 
 EVIDENCE_JOBS = 5
 DEFAULT_DATABASE = Path(".hypothesis") / "claimcheck"
+MAX_EXAMPLES = 100_000
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
     p = verbs.add_parser("check", help="the exactly-once verdict for one claim strategy")
     p.add_argument("strategy", help="a .sql file in the strategy contract, or a built-in name")
-    add_run_options(p, workers="16", jobs=20_000, modes="lease", work_ms="0", faults=True, reports=False)
+    add_run_options(p, workers="16", jobs=20_000, modes="lease", work_ms="0", faults=True, reports=False,
+                    sweeps=False)
     p.add_argument("--faults", action="store_true",
                    help="inject faults while the load runs: SIGKILL workers, terminate backends, stall workers "
                         "past their lease, restart a server we started")
@@ -66,9 +67,10 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
         load_strategy(args.strategy)  # a bad file is reported here, before any process starts
         return run_check(args, console, err)
     strategy = load_strategy(args.strategy)
+    # Built (so checked) even for a search, which runs no load: a bad option is refused either way.
+    grid = settings_grid(args, FaultPlan() if args.faults else None, stop_early=not args.drain)
     if args.search:
         return run_search(args, strategy, console, err)
-    grid = settings_grid(args, FaultPlan() if args.faults else None, stop_early=not args.drain)
     conditions = PLAN_CHOICES[args.plans]
     with provide_server(args.dsn, args.pg) as server:
         print_server(err, server)
@@ -89,8 +91,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
 
 
 def run_search(args: argparse.Namespace, strategy, console: Console, err: Console) -> int:
-    if args.max_examples < 1:
-        raise UsageError(f"--max-examples must be at least 1, got {args.max_examples}")
+    positive("--max-examples", args.max_examples, maximum=MAX_EXAMPLES)
     with provide_server(args.dsn, args.pg) as server:
         print_server(err, server)
         err.print(f"searching schedules of {strategy.name} (budget {args.max_examples})")

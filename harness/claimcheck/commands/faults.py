@@ -23,7 +23,8 @@ EVIDENCE_JOBS = 3
 def register(verbs: argparse._SubParsersAction) -> None:
     p = verbs.add_parser("faults", help="lifecycle under injected faults, lock vs lease, against a fault-free run")
     p.add_argument("--strategies", type=str_list, default=list(DEFAULT_STRATEGIES),
-                   help="built-in names or .sql files (default: skip-locked)")
+                   help="built-in names or .sql files, comma-separated (default: skip-locked alone, in lease and "
+                        "lock mode)")
     g = p.add_argument_group("faults injected into each run (spread over the run by progress)")
     g.add_argument("--kills", type=int, default=FaultPlan.kills, metavar="N",
                    help=f"SIGKILL a worker process mid-job; a replacement starts (default {FaultPlan.kills})")

@@ -19,8 +19,11 @@ from pathlib import Path
 from claimcheck.contract.dialect import has_positional, placeholders
 from claimcheck.errors import SqlFileError, read_input
 
-_SECTION_RE = re.compile(r"^\s*--\s*name\s*:\s*(?P<name>\S+)\s*$", re.IGNORECASE)
+_SECTION_RE = re.compile(r"^\s*--\s*name\s*:\s*(?P<name>\S*)\s*(?P<rest>.*?)\s*$", re.IGNORECASE)
 _HEADER_RE = re.compile(r"^\s*--\s*(?P<key>[a-z_]+)\s*:\s*(?P<value>.*?)\s*$", re.IGNORECASE)
+BEHAVIOUR_KEYS = ("isolation", "lifecycle")
+"""Headers that change how a run goes: one of them where no header is read (inside a section) is an
+error, not a comment."""
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,8 @@ class Section:
     """The section's text, trailing semicolon removed, `%(param)s` placeholders kept."""
     line: int
     """1-based line of the `-- name:` header, for error messages."""
+    sql_line: int = 0
+    """1-based line where the section's SQL starts (the server's errors are placed from it)."""
 
     @property
     def params(self) -> set[str]:
@@ -52,12 +57,18 @@ class SqlFile:
 def parse_sql_text(text: str, path: Path, header_keys: frozenset[str] = frozenset()) -> SqlFile:
     """Split `text` into headers and sections; only `header_keys` are read as headers.
 
-    Other comments before the first section are ignored, so a file may carry prose.
+    A section line is `-- name: SECTION` and nothing else. With `header_keys` (a strategy file), a
+    line of the `-- key: value` block that opens the file must be one of them, and a `-- key:` line
+    anywhere that is one edit from a header (`isolaton`) or from `name` is refused: a misspelled
+    header would otherwise be silently ignored and the run go on with the wrong settings. Other
+    comments before the first section are prose (they are not `-- key: value` lines of the opening
+    block), so a file may carry it.
     """
     headers: dict[str, str] = {}
     sections: dict[str, Section] = {}
     current: tuple[str, int] | None = None
     body: list[str] = []
+    opening = True  # still in the block of `-- key: value` lines the file starts with
 
     def close() -> None:
         if current is None:
@@ -66,25 +77,69 @@ def parse_sql_text(text: str, path: Path, header_keys: frozenset[str] = frozense
         sql = _strip_statement("\n".join(body))
         if not sql:
             raise SqlFileError(f"{path}:{line}: section '{name}' has no SQL under it")
-        sections[name] = Section(name=name, sql=sql, line=line)
+        blank = next(i for i, text in enumerate(body) if text.strip())  # lines strip() removes
+        sections[name] = Section(name=name, sql=sql, line=line, sql_line=line + 1 + blank)
 
     for number, raw in enumerate(text.splitlines(), start=1):
         match = _SECTION_RE.match(raw)
         if match:
             close()
-            name = match.group("name").lower()
+            name = _section_name(match, path, number)
             if name in sections or (current and current[0] == name):
                 raise SqlFileError(f"{path}:{number}: section '{name}' appears twice")
             current, body = (name, number), []
             continue
+        header = _HEADER_RE.match(raw)
+        if header_keys and header:
+            where = "section" if current is not None else ("opening" if opening else "prose")
+            _check_key(header.group("key").lower(), header_keys, where, path, number)
         if current is None:
-            header = _HEADER_RE.match(raw)
+            opening = opening and (header is not None or not raw.strip())
             if header and header.group("key").lower() in header_keys:
                 headers[header.group("key").lower()] = header.group("value")
             continue
         body.append(raw)
     close()
     return SqlFile(path=path, headers=headers, sections=sections)
+
+
+def _section_name(match: re.Match, path: Path, number: int) -> str:
+    name, rest = match.group("name"), match.group("rest")
+    if not name or rest:
+        found = f"{name} {rest}".strip()
+        raise SqlFileError(f"{path}:{number}: a section line is `-- name: SECTION` and nothing else; this one has "
+                           f"{found!r} after `name:`" + (f" (remove {rest!r})" if name and rest else ""))
+    return name.lower()
+
+
+def _check_key(key: str, header_keys: frozenset[str], where: str, path: Path, number: int) -> None:
+    """Refuse a `-- key:` line meant as a header or a section line that would not be read as one.
+    `where`: in the `opening` block of headers, in `prose` before the first section, in a `section`."""
+    if key in header_keys:
+        if where == "section" and key in BEHAVIOUR_KEYS:
+            raise SqlFileError(f"{path}:{number}: the header '{key}' is inside a section, where it is a comment "
+                               "and changes nothing; headers go before the first `-- name:` line")
+        return
+    near = [k for k in sorted(header_keys | {"name"}) if _one_edit(key, k)]
+    if near:
+        raise SqlFileError(f"{path}:{number}: unknown header '{key}': did you mean '{near[0]}'? "
+                           f"The headers are {', '.join(sorted(header_keys))} (docs/contracts.md, section 1)")
+    if where == "opening":
+        raise SqlFileError(f"{path}:{number}: unknown header '{key}'; the headers are "
+                           f"{', '.join(sorted(header_keys))} (docs/contracts.md, section 1). Prose before the first "
+                           "section goes below the headers, after a blank or bare `--` line")
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """`a` and `b` differ by one insertion, deletion, substitution or swap of neighbours."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]]
+                                  and a[diff[1]] == b[diff[0]])
+    short, long = sorted((a, b), key=len)
+    return any(long[:i] + long[i + 1:] == short for i in range(len(long)))
 
 
 def read_sql_file(path: Path, header_keys: frozenset[str] = frozenset()) -> SqlFile:

@@ -6,14 +6,14 @@ worker starts: here against the contract, and by :func:`validate_on_server` agai
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
 import psycopg
 from psycopg import sql as pgsql
 
-from claimcheck.contract.dialect import placeholders, split_statements
+from claimcheck.contract.dialect import placeholders, split_statements, to_positional
 from claimcheck.errors import SqlFileError, UsageError
 from claimcheck.contract.sqlfile import SqlFile, check_params, read_sql_file
 from claimcheck.scenarios import SHARED_LIFECYCLE, builtin_names, scenario_path
@@ -99,6 +99,8 @@ class Strategy:
     summary: str | None = None
     source: str = ""
     """The file it was read from."""
+    lines: dict[str, tuple[str, int]] = field(default_factory=dict)
+    """Section name -> (the file it came from, the line its SQL starts on), for the server's errors."""
 
     @property
     def has_pick(self) -> bool:
@@ -123,6 +125,16 @@ class Strategy:
     @cached_property
     def _steps(self) -> dict[str, tuple[str, ...]]:
         return {name: tuple(text for text, _ in split_statements(body)) for name, body in self.statements.items()}
+
+    def where(self, section: str, step: int = 0, position: int | None = None) -> str:
+        """`file:line` of a section's statement (and of a character in it, as the server numbers the
+        statement it was sent: `$n` for each placeholder, which spans no line)."""
+        path, first = self.lines.get(section, (self.source, 0))
+        if not first:
+            return path
+        text, offset = split_statements(self.statements[section])[step]
+        within = to_positional(text)[0][:position - 1].count("\n") if position else 0
+        return f"{path}:{first + offset + within}"
 
     @cached_property
     def bound_steps(self) -> dict[str, tuple[tuple[str, tuple[str, ...]], ...]]:
@@ -175,6 +187,7 @@ def strategy_from_file(parsed: SqlFile, name: str) -> Strategy:
                            f"{', '.join(ISOLATION_LEVELS)}")
     expected = parsed.headers.get("expected")
     statements = {n: s.sql for n, s in parsed.sections.items()}
+    lines = {n: (str(path), s.sql_line) for n, s in parsed.sections.items()}
     lifecycle = parsed.headers.get("lifecycle")
     if lifecycle is not None:
         if lifecycle.strip().lower() != "shared":
@@ -182,6 +195,7 @@ def strategy_from_file(parsed: SqlFile, name: str) -> Strategy:
                                "complete / fail / extend of scenarios/_lifecycle.sql)")
         shared = read_sql_file(SHARED_LIFECYCLE).sections
         statements = {**{n: s.sql for n, s in shared.items()}, **statements}
+        lines = {**{n: (str(SHARED_LIFECYCLE), s.sql_line) for n, s in shared.items()}, **lines}
     return Strategy(
         name=name,
         statements=statements,
@@ -190,6 +204,7 @@ def strategy_from_file(parsed: SqlFile, name: str) -> Strategy:
         seed=parsed.headers.get("seed"),
         summary=parsed.headers.get("summary"),
         source=str(path),
+        lines=lines,
     )
 
 
@@ -215,9 +230,9 @@ def pick_params(pick_columns: tuple[str, ...], rows: list) -> dict[str, list]:
     return arrays
 
 
-def validate_on_server(conn: psycopg.Connection, strategy: Strategy) -> ClaimShape:
+def validate_on_server(conn: psycopg.Connection, strategy: Strategy, seeded: int | None = None) -> ClaimShape:
     """Run every statement once on the seeded tables inside a transaction that is rolled back, and
-    return what the claim's rows look like.
+    return what the claim's rows look like. `seeded`: how many jobs the seed made (bounds `remaining`).
 
     This catches what only the server can say (syntax, unknown columns, type errors) and checks the
     claim's result shape, before any worker starts. Run it on a connection of its own that is
@@ -230,7 +245,7 @@ def validate_on_server(conn: psycopg.Connection, strategy: Strategy) -> ClaimSha
     shape = DEFAULT_SHAPE
     pick_columns: tuple[str, ...] = ()
     picked: dict[str, list] = {}
-    section = "claim"
+    section, step = "claim", [0]
     try:
         with conn.transaction(force_rollback=True):
             conn.execute(pgsql.SQL("SET LOCAL statement_timeout = {}").format(VALIDATION_TIMEOUT_MS))
@@ -241,11 +256,11 @@ def validate_on_server(conn: psycopg.Connection, strategy: Strategy) -> ClaimSha
                 if section == "claim":
                     _check_claim_params(strategy, pick_columns)
                 given = {**values, **picked} if section == "claim" else values
-                cur = _run_section(conn, strategy, section, given)
+                cur = _run_section(conn, strategy, section, given, step)
                 if section == "pick":
                     if not cur.description:
-                        raise SqlFileError(f"{strategy.source}: section 'pick' returns no rows; it must end with "
-                                           "a SELECT of the jobs to claim (their key first)")
+                        raise SqlFileError(f"{strategy.where('pick')}: section 'pick' returns no rows; it must "
+                                           "end with a SELECT of the jobs to claim (their key first)")
                     pick_columns = tuple(c.name for c in cur.description)
                     picked = pick_params(pick_columns, cur.fetchall())
                 elif section == "claim":
@@ -256,57 +271,68 @@ def validate_on_server(conn: psycopg.Connection, strategy: Strategy) -> ClaimSha
                     elif not shape.key_is_int:
                         values["id"] = None
                 elif section == "remaining":
-                    _check_remaining(strategy, cur)
+                    _check_remaining(strategy, cur, seeded)
     except psycopg.Error as exc:
-        raise SqlFileError(_server_message(strategy, section, exc)) from None
+        raise SqlFileError(server_message(strategy, section, step[0], exc)) from None
     return shape
 
 
-def _run_section(conn: psycopg.Connection, strategy: Strategy, section: str, values: dict) -> psycopg.Cursor:
-    # prepare=True: the extended protocol, as the workers use it, one statement at a time.
-    return execute_section(conn, strategy, section, values, prepare=True)
+def _run_section(conn: psycopg.Connection, strategy: Strategy, section: str, values: dict,
+                 step: list[int]) -> psycopg.Cursor:
+    """execute_section, noting in `step` which statement runs (a failure is placed on its line).
+    prepare=True: the extended protocol, as the workers use it, one statement at a time."""
+    cur = None
+    for step[0], (statement, names) in enumerate(strategy.bound_steps[section]):
+        cur = conn.execute(statement, {k: values[k] for k in names}, prepare=True)
+    return cur
 
 
 def _check_claim_params(strategy: Strategy, pick_columns: tuple[str, ...]) -> None:
     unknown = sorted(placeholders(strategy.statements["claim"]) - SECTION_PARAMS["claim"] - set(pick_columns))
     if unknown:
-        raise SqlFileError(f"{strategy.source}: section 'claim' uses {', '.join('%(' + u + ')s' for u in unknown)}, "
+        used = ", ".join("%(" + u + ")s" for u in unknown)
+        raise SqlFileError(f"{strategy.where('claim')}: section 'claim' uses {used}, "
                            f"which is neither a claim parameter nor a column of the pick "
                            f"({', '.join(pick_columns) or 'it returns none'})")
 
 
-def _check_remaining(strategy: Strategy, cur: psycopg.Cursor) -> None:
+def _check_remaining(strategy: Strategy, cur: psycopg.Cursor, seeded: int | None) -> None:
     row = cur.fetchone() if cur.description else None
-    if row is None or not isinstance(row[0], int):
-        raise SqlFileError(f"{strategy.source}: section 'remaining' must return one row with the number of "
-                           "unfinished jobs (for example SELECT count(*) FROM my_jobs)")
+    count = row[0] if row is not None and isinstance(row[0], int) and not isinstance(row[0], bool) else None
+    if count is None or count < 0 or (seeded is not None and count > seeded):
+        got = "no row" if row is None else f"{row[0]!r}"
+        most = f", at most the {seeded:,} seeded" if seeded is not None else ""
+        raise SqlFileError(f"{strategy.where('remaining')}: section 'remaining' must return one row with the "
+                           f"number of unfinished jobs (0 or more{most}; for example SELECT count(*) FROM my_jobs); "
+                           f"it returned {got}")
 
 
 def _check_claim_result(strategy: Strategy, cur: psycopg.Cursor, pick_columns: tuple[str, ...]
                         ) -> tuple[ClaimShape, tuple | None]:
     if not cur.description:
-        raise SqlFileError(f"{strategy.source}: section 'claim' returns no rows; its last statement must return "
-                           "the claimed jobs (RETURNING id, attempts: the job's key first)")
+        raise SqlFileError(f"{strategy.where('claim')}: section 'claim' returns no rows; its last statement must "
+                           "return the claimed jobs (RETURNING id, attempts: the job's key first)")
     shape = shape_of(cur.description, pick_columns)
     rows = cur.fetchall()
     if rows and isinstance(rows[0][0], (dict, list, tuple, bytes, float)):
-        raise SqlFileError(f"{strategy.source}: section 'claim' returns {type(rows[0][0]).__name__} in its first "
-                           f"column ({shape.columns[0]}); it must be the job's key (bigint, int, uuid or text)")
+        raise SqlFileError(f"{strategy.where('claim')}: section 'claim' returns {type(rows[0][0]).__name__} in "
+                           f"its first column ({shape.columns[0]}); it must be the job's key (bigint, int, uuid or text)")
     if shape.attempt_index is not None and rows and rows[0][shape.attempt_index] is not None \
             and not isinstance(rows[0][shape.attempt_index], int):
         column = shape.columns[shape.attempt_index]
-        raise SqlFileError(f"{strategy.source}: section 'claim' returns "
+        raise SqlFileError(f"{strategy.where('claim')}: section 'claim' returns "
                            f"{type(rows[0][shape.attempt_index]).__name__} in its column {column}; "
                            "it must be the attempt number")
     return shape, (rows[0] if rows else None)
 
 
-def _server_message(strategy: Strategy, section: str, exc: psycopg.Error) -> str:
+def server_message(strategy: Strategy, section: str, step: int, exc: psycopg.Error) -> str:
+    """A server error in a section's statement `step`, placed at its file and line (validation's,
+    and the seed's)."""
     diag = exc.diag
-    detail = (diag.message_primary or str(exc)).strip()
-    where = f" (at character {diag.statement_position})" if diag.statement_position else ""
-    hint = f" Hint: {diag.message_hint}." if diag.message_hint else ""
-    return (f"{strategy.source}: section '{section}' fails on the server: {detail}{where}.{hint} "
-            "Nothing was run; fix the statement and try again.")
-
-
+    detail = (diag.message_primary or str(exc)).strip().rstrip(".")
+    position = int(diag.statement_position) if diag.statement_position else None
+    where = f" (at character {position} of the statement)" if position else ""
+    hint = f" Hint: {diag.message_hint.strip().rstrip('.')}." if diag.message_hint else ""
+    return (f"{strategy.where(section, step, position)}: section '{section}' fails on the server: {detail}{where}."
+            f"{hint} Nothing was run; fix the statement and try again.")

@@ -34,7 +34,7 @@ from claimcheck.settings import RunSettings
 from claimcheck.verdict.stats import latency_summary
 from claimcheck.contract.strategy import ClaimShape, Strategy, execute_section, validate_on_server
 from claimcheck.report.timeline import claims_over_time
-from claimcheck.engine.watch import RunWatch
+from claimcheck.engine.watch import RunWatch, StuckBackend, stuck_backends
 from claimcheck.engine.worker import BARRIER_TIMEOUT_S, Shared, WorkerPlan, worker_main
 
 MONITOR_INTERVAL_S = 0.1
@@ -52,7 +52,7 @@ def run_strategy(conn: psycopg.Connection, server: Server, schema: str, run_id: 
     `seeded`: the tables are built already (a planner condition's, see claimcheck.plans)."""
     check_fail_rate(strategy, settings)
     seeded = seeded or seed(conn, schema, run_id, strategy, settings.jobs)
-    shape = validate(server.dsn, run_id, schema, strategy)
+    shape = validate(server.dsn, run_id, schema, strategy, seeded.count)
     settings = reaper_for(strategy, shape, settings)
     _check_headroom(conn, settings.workers + (1 if settings.faults else 0))
     plan = WorkerPlan(run=RunContext(server.dsn, run_id), strategy=strategy, settings=settings, shape=shape,
@@ -88,12 +88,12 @@ def check_fail_rate(strategy: Strategy, settings: RunSettings) -> None:
         raise UsageError(f"--fail-rate needs a 'fail' section in {strategy.source}")
 
 
-def validate(dsn: str, run_id: str, schema: str, strategy: Strategy) -> ClaimShape:
+def validate(dsn: str, run_id: str, schema: str, strategy: Strategy, seeded: int | None = None) -> ClaimShape:
     """Check the file on the server, on a connection of its own closed before any worker starts: a
     rollback does not release what a statement takes for the session (an advisory lock, a LISTEN, a
     SET), and a connection that lives through the run must hold none of it."""
     with coordinator_connection(dsn, run_id, schema, role="validate") as throwaway:
-        return validate_on_server(throwaway, strategy)
+        return validate_on_server(throwaway, strategy, seeded)
 
 
 def seed(conn: psycopg.Connection, schema: str, run_id: str, strategy: Strategy, jobs: int) -> SeededJobs:
@@ -138,8 +138,9 @@ def judge_run(conn: psycopg.Connection, run: "_Run", strategy: Strategy, setting
     logs = run.logs
     outcome = _table_outcome(conn, strategy, seeded, logs)
     started, finished = run_span(logs)
-    # A run ended early (a proven violation, no progress) did not drain: its unclaimed jobs are not lost.
-    drained = settings.drains and run.stopped_by in ("drained", "stalled")
+    # A run ended early (a proven violation, no progress, its time or claim limit) did not drain:
+    # its unclaimed jobs are not lost. One whose queue drained before its limit did.
+    drained = run.stopped_by == "drained" or (settings.drains and run.stopped_by == "stalled")
     verdict = judge(logs, seeded.first_id, seeded.last_id, drained=drained, origin=started, reaps=run.reaps,
                     releases=releases, keys=seeded.keys, limit=claim_limit(strategy.statements, settings.batch).rows)
     if run.killed and verdict.unclaimed_jobs and not strategy.own_schema:
@@ -209,7 +210,7 @@ def _check_headroom(conn: psycopg.Connection, workers: int) -> None:
     if free < workers + 2:
         raise ServerError(f"the server has room for {free} more connections but the run needs {workers + 2} "
                           "(workers, the sampler, the reaper and the fault injector); lower --workers or raise "
-                          "max_connections")
+                          "max_connections (or the role's or database's CONNECTION LIMIT, which count too)")
 
 
 class _Run:
@@ -220,6 +221,9 @@ class _Run:
         self.watch = watch
         """Progress and proven violations, from the records as they arrive."""
         self.no_progress_s: float | None = None
+        self.sampler: LockWaitSampler | None = None
+        self.stuck: list[StuckBackend] = []
+        """Workers' backends found stuck in one statement when the run was ended for want of progress."""
         self.coordinator_cpu_s: float | None = None
         """The coordinator's CPU (all its threads: sampler, reaper, progress) from release to the end."""
         # fork: workers start in milliseconds. No thread of ours runs when the first ones are forked
@@ -251,6 +255,10 @@ class _Run:
         """Why the run ended before its drain, in words, for the report."""
         if self.stopped_by == "violation":
             return f"{self.watch.proof} at +{self.watch.proof_at - started:.2f}s"
+        if self.stopped_by == "no-progress" and self.stuck:
+            others = f"; {len(self.stuck) - 1} more worker(s) stuck with it" if len(self.stuck) > 1 else ""
+            return (f"no job was finished for {self.no_progress_s:.0f}s: {self.stuck[0]}{others}; "
+                    "its backend was terminated to end the run")
         if self.stopped_by == "no-progress":
             return (f"workers kept claiming but no job was finished for {self.no_progress_s:.0f}s: the claim "
                     "hands out jobs it does not take, or `complete` never changes a row")
@@ -288,7 +296,7 @@ class _Run:
         try:
             for index in range(settings.workers):
                 self._spawn(index, barrier)
-            sampler = LockWaitSampler(self.plan.run)
+            sampler = self.sampler = LockWaitSampler(self.plan.run)
             sampler.start()
             try:
                 barrier.wait(BARRIER_TIMEOUT_S)
@@ -304,6 +312,8 @@ class _Run:
             injector = FaultInjector(settings.faults, settings.jobs, self.plan.run, started,
                                      self.restart) if settings.faults else None
             self._monitor(started, injector)
+            if not self.shared.stop.value and any(log.drained for log in self.logs):
+                self.stopped_by = "drained"  # before its --duration or --claims-per-worker
             self.coordinator_cpu_s = time.process_time() - cpu_started
             self.waits = sampler.stop()
             sampler = None
@@ -367,10 +377,8 @@ class _Run:
                 self.shared.stop.value = 1
             elif settings.time_cap_s is not None and now - started >= settings.time_cap_s:
                 self.shared.stop.value, self.stopped_by = 1, "duration"
-            elif now - last_change > stall_limit:
-                self.shared.stop.value, self.stopped_by = 1, "stalled"
-            elif now - last_progress_at > stall_limit:
-                self.shared.stop.value, self.stopped_by, self.no_progress_s = 1, "no-progress", now - last_progress_at
+            elif now - last_change > stall_limit or now - last_progress_at > stall_limit:
+                self._halt_without_progress(now - last_change, now - last_progress_at, stall_limit)
             if self.shared.stop.value:
                 stopped_at = stopped_at or now
                 if now - stopped_at > JOIN_TIMEOUT_S + settings.lease_seconds:
@@ -379,6 +387,25 @@ class _Run:
                     for index, process in self.processes.items():
                         if index not in self.finished and process.is_alive():
                             process.terminate()
+
+    def _halt_without_progress(self, since_claim: float, since_progress: float, limit: float) -> None:
+        """No claim (`stalled`) or no finished job (`no-progress`) for `limit` seconds: stop. A worker
+        stuck in one statement all that time (pg_sleep, a lock never released, a `complete` that never
+        returns) makes it `no-progress`, a failure, naming the worker; its backend is ended, or the
+        run would wait for the statement (an hour, or forever) and the workers blocked behind it."""
+        self.shared.stop.value = 1
+        self.stuck = stuck_backends(self.sampler.latest if self.sampler is not None else [], limit)
+        if self.stuck or since_claim <= limit:
+            self.stopped_by, self.no_progress_s = "no-progress", since_progress
+        else:
+            self.stopped_by = "stalled"
+        if self.stuck:
+            try:
+                with self.plan.run.connect("monitor", in_schema=False) as conn:
+                    for backend in self.stuck:
+                        conn.execute(QUERIES["terminate_backend"], {"pid": backend.pid})
+            except psycopg.Error:
+                pass  # the stuck workers' processes are terminated after JOIN_TIMEOUT_S (see _monitor)
 
     def _drain_messages(self, timeout: float = 0.0, deadline: float | None = None) -> None:
         """Receive what workers sent; a worker's log is finished by its `end` message or its death."""

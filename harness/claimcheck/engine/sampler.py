@@ -29,10 +29,11 @@ class WaitSamples:
     """The most backends waiting on a heavyweight lock (`Lock/*`) in one sample."""
     error: str | None = None
 
-    def add(self, waits: list[tuple[str | None, str | None]]) -> None:
+    def add(self, waits: list[tuple]) -> None:
+        """One sample: rows of sample_activity, each starting with (wait_event_type, wait_event)."""
         self.samples += 1
         on_lock = 0
-        for wait_type, wait_event in waits:
+        for wait_type, wait_event, *_ in waits:
             if wait_type:
                 self.events[f"{wait_type}/{wait_event}"] += 1
                 on_lock += wait_type == "Lock"
@@ -46,6 +47,8 @@ class LockWaitSampler:
         self.run = run
         self.params = {"app_prefix": run.app_pattern()}
         self.result = WaitSamples()
+        self.latest: list[tuple] = []
+        """The last sample's rows (a fresh list each time: read from the coordinator's thread)."""
         self._halt = threading.Event()
         self._thread = threading.Thread(target=self._run, name="claimcheck-sampler", daemon=True)
         self._conn: psycopg.Connection | None = None
@@ -64,7 +67,8 @@ class LockWaitSampler:
             try:
                 if self._conn is None or self._conn.closed:
                     self._conn = self._connect()
-                self.result.add(self._conn.execute(QUERIES["sample_activity"], self.params).fetchall())
+                self.latest = self._conn.execute(QUERIES["sample_activity"], self.params).fetchall()
+                self.result.add(self.latest)
             except psycopg.OperationalError as exc:  # a server restart: sample again once it is back
                 self.result.error = str(exc).strip()
                 if self._conn is not None:

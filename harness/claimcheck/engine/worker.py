@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import random
 import signal
+import threading
 import time
 import traceback
 from collections.abc import Sequence
@@ -160,6 +161,10 @@ def worker_main(plan: WorkerPlan, index: int, barrier: Any, shared: Shared, pipe
             log.cpu_s = time.process_time() - cpu_started
     except _Stopping:  # a replacement still waiting for the server when the run ended: nothing to record
         pass
+    except threading.BrokenBarrierError:
+        # Another worker failed before the start and broke the barrier (its error says why), or the
+        # coordinator gave up waiting: nothing of ours to report, or ours would hide the cause.
+        pass
     except Exception as exc:  # reported by the coordinator as an environment error
         log.error = f"worker {index}: {type(exc).__name__}: {str(exc).strip() or traceback.format_exc(limit=3)}"
         # Before the start, the others must not wait for us. After it, an abort would break the
@@ -304,7 +309,9 @@ class Loop:
                     continue
                 self.log.empty_claims += 1
                 # The drain check runs at the strategy's isolation level too, so it can fail like a claim.
-                if self.settings.drains and not self._remaining():
+                # A run with a time or claim limit ends at the drain too: nothing is left to measure.
+                if not self._remaining():
+                    self.log.drained = True
                     return
             except psycopg.Error as exc:
                 if self._lost(exc):
@@ -646,7 +653,11 @@ class Loop:
         raise RuntimeError(f"completion of job {job} failed {MAX_COMPLETION_RETRIES} times in a row")
 
     def _reconnect(self) -> None:
-        """The connection is gone (terminated backend, restarting server): open a new one."""
+        """The connection is gone (terminated backend, restarting server): open a new one, unless
+        the run is stopping (the coordinator ends the backend of a worker stuck in a statement, see
+        claimcheck.engine.watch.stuck_backends: reconnecting would run that statement again)."""
+        if self.shared.stop.value:
+            raise _Stopping
         self.log.reconnects += 1
         try:
             self.conn.close()

@@ -101,7 +101,13 @@ class InterleavingRunner:
                 await conn.close()
 
     async def _connect(self, role: str) -> psycopg.AsyncConnection:
-        return await RunContext(self.dsn, self.run_id).connect_async(role)
+        conn = await RunContext(self.dsn, self.run_id).connect_async(role)
+        if conn.info.server_version >= 140000:
+            # A step may sleep or wait for minutes; if we are SIGKILLed meanwhile, the server notices
+            # the closed socket only when the statement ends. Checked every second instead, the
+            # backend ends with us, and the next run can sweep our schema (ownership.abandoned).
+            await conn.execute("SET client_connection_check_interval = 1000")
+        return conn
 
     async def reset_table(self, spec: Spec) -> None:
         """The same starting table for every permutation: `spec.jobs` queued jobs, then the setup."""

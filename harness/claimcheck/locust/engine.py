@@ -22,6 +22,7 @@ from rich.console import Console
 
 from claimcheck.errors import Interrupted, UsageError
 from claimcheck.server.provision import DSN_ENV, MAX_CONNECTIONS, provide_server
+from claimcheck.settings import positive
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 INSTALL_HINT = ("--engine locust needs Locust, which claimcheck ships as an extra: "
@@ -38,6 +39,11 @@ def require_locust() -> None:
         raise UsageError(INSTALL_HINT)
 
 
+MAX_USERS = 10_000
+"""One connection each: past this a typo asks the server for more connections than it can hold."""
+MAX_PROCESSES = 64
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -45,8 +51,8 @@ def _free_port() -> int:
 
 
 def _check_args(args: argparse.Namespace) -> None:
-    if args.users < 1 or args.processes < 1:
-        raise UsageError(f"--users and --processes must be at least 1, got {args.users} and {args.processes}")
+    positive("--users", args.users, maximum=MAX_USERS)
+    positive("--processes", args.processes, maximum=MAX_PROCESSES)
     if len(args.mode) != 1 or len(args.batch) != 1:
         raise UsageError("--engine locust runs one mode and one batch size; give one value to --mode and --batch")
     if args.faults or args.reap_every or args.search:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import tempfile
 import time
 from pathlib import Path
 from typing import Iterable
@@ -18,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from claimcheck import __version__
+from claimcheck.errors import ClaimcheckError
 from claimcheck.verdict.result import RunResult
 from claimcheck.verdict.ledger import Violation
 from claimcheck.report.schema import SCHEMA_VERSION
@@ -53,7 +55,16 @@ def write_json(doc: dict, path: Path | None, verb: str) -> Path:
     if path is None:
         REPORTS_DIR.mkdir(exist_ok=True)
         path = REPORTS_DIR / f"{verb}-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(json.dumps(scrub_all(doc), indent=2) + "\n")  # every file sink scrubs, once
+    text = json.dumps(scrub_all(doc), indent=2) + "\n"  # every file sink scrubs, once
+    try:
+        path.write_text(text)
+    except OSError as exc:
+        # The run is over and its verdict is in `doc`: never lost to a destination that failed late
+        # (commands/_options.check_writable tries it before the run; a disk can still fill up).
+        kept = Path(tempfile.gettempdir()) / f"claimcheck-{verb}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.json"
+        kept.write_text(text)
+        raise ClaimcheckError(f"could not write the JSON report to {path} ({exc.strerror or exc}); the report is "
+                              f"kept at {kept}") from None
     return path
 
 
@@ -199,7 +210,7 @@ def evidence_lines(violations: Iterable[Violation], limit: int = EVIDENCE_SHOWN)
     lines: list[str] = []
     for violation in list(violations)[:limit]:
         times = max(violation.times_claimed, len(violation.claims))
-        lines.append(f"job {violation.job}: claimed {times:,} times ({violation.kind})"
+        lines.append(f"job {violation.job}: claimed {'once' if times == 1 else f'{times:,} times'} ({violation.kind})"
                      + (f", the first {len(violation.claims)} shown" if times > len(violation.claims) else ""))
         for claim in violation.claims:
             ended = "never ended" if claim.ended_at_s is None else f"ended +{claim.ended_at_s:.4f}s"
@@ -289,12 +300,18 @@ def print_evidence(console: Console, run: RunResult, limit: int = EVIDENCE_SHOWN
     if run.exactly_once:
         return
     problems = violation_summary(run)
-    console.print(f"[bold red]{escape(run_label(run).plain)} ({run.settings.mode}): "
-                  f"{'; '.join(problems) or 'violated'}[/]. "
-                  f"{v.extra_claims:,} extra claims, {v.redeliveries:,} redeliveries. "
-                  "Evidence (times from the start of the run):")
-    for line in evidence_lines(v.violations, limit) + shape_lines(v.shape_evidence, limit):
+    lines = evidence_lines(v.violations, limit) + shape_lines(v.shape_evidence, limit)
+    # A run that failed without a violating claim (it stalled or made no progress) has no evidence
+    # lines: no heading promises them.
+    console.print(f"[bold red]{escape(run_label(run).plain)} ({run.settings.mode}): {'; '.join(problems) or 'violated'}[/]. "
+                  f"{_count(v.extra_claims, 'extra claim')}, {_count(v.redeliveries, 'redelivery', 'redeliveries')}."
+                  + (" Evidence (times from the start of the run):" if lines else ""))
+    for line in lines:
         console.print(line, highlight=False, markup=False)
+
+
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n:,} {one if n == 1 else many or one + 's'}"
 
 
 def faults_table(run: RunResult) -> Table:

@@ -68,18 +68,26 @@ def read_owner_file(directory: Path) -> dict | None:
         return None
 
 
-def abandoned(conn: Any, query: str, ours: str) -> list[tuple[str, dict]]:
+def abandoned(conn: Any, query: str, ours: str, held: list[str] | None = None) -> list[tuple[str, dict]]:
     """(name, owner) of each `claimcheck_<run id>` leftover that `query` lists (its name and comment,
     other than `ours`) whose owner is proven dead and of whose run no connection is left: what a run
-    may sweep (schemas on a shared server, library runs' databases)."""
+    may sweep (schemas on a shared server, library runs' databases). `held` collects, in words, the
+    leftovers of a dead owner kept because connections of their run are still open."""
     found = []
     for name, comment in conn.execute(QUERIES[query], {"pattern": SCHEMA_PREFIX.replace("_", r"\_") + "%",
                                                        "ours": ours}).fetchall():
         owner = parse_comment(comment)
         if owner is None or not owner_dead(owner):
             continue  # no owner record, another host's, or a live run's
-        if conn.execute(QUERIES["run_backends"], {"app_pattern": app_pattern(name[len(SCHEMA_PREFIX):])}).fetchone():
-            continue  # a connection of that run is still open: not proven dead
+        left = conn.execute(QUERIES["run_backends"], {"app_pattern": app_pattern(name[len(SCHEMA_PREFIX):])}).fetchall()
+        if left:  # a connection of that run is still open: not proven dead
+            if held is not None:
+                shown = ", ".join(f"pid {pid} ({app.rsplit('/', 1)[-1]}, {state or '?'})"
+                                  for pid, app, state in left[:3])
+                held.append(f"left {name} alone: its owner, process {owner.get('pid')} on this host, is gone, but "
+                            f"{len(left)} connection(s) of its run are still open ({shown}); it is swept once they "
+                            "end (pg_terminate_backend them if nothing of that run should still run)")
+            continue
         found.append((name, owner))
     return found
 

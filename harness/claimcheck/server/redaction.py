@@ -17,9 +17,14 @@ HIDDEN = "***"
 SECRET_KEYS = ("password", "sslpassword")
 # user:PASSWORD@ in a URI; the password runs to the last '@' before the host part.
 _URI_PASSWORD = re.compile(r"(?P<head>postgres(?:ql)?://[^\s:/@\"']*:)(?P<pw>[^\s\"']*)@", re.IGNORECASE)
-# password=VALUE in key=value form or a URI query: a quoted value or up to whitespace/&/quote.
-_KV_PASSWORD = re.compile(r"(?P<head>\b(?:ssl)?password\s*=\s*)(?P<pw>'(?:[^'\\]|\\.)*'|[^\s&\"']+)",
-                          re.IGNORECASE)
+# password=VALUE in key=value form or a URI query: one already hidden, a quoted value, a quote never
+# closed (libpq refuses the DSN, and the password runs to the end of the line: `password='Xyz 1`),
+# or up to whitespace/&/quote.
+_KV_PASSWORD = re.compile(r"(?P<head>\b(?:ssl)?password\s*=\s*)"
+                          r"(?P<pw>'?\*\*\*'?(?=[\s:,;)]|$)|'(?:[^'\\]|\\.)*'|'[^\n]*|[^\s&\"']+)", re.IGNORECASE)
+# The same in a DSN given to us (remember): an unclosed quote's password runs to the DSN's end.
+_KV_PASSWORD_IN_DSN = re.compile(r"\b(?:ssl)?password\s*=\s*(?P<pw>'(?:[^'\\]|\\.)*'|'.*|[^\s&\"']+)",
+                                 re.IGNORECASE | re.DOTALL)
 _known: set[str] = set()
 
 
@@ -39,18 +44,19 @@ def _secrets(dsn: str) -> list[str]:
     except psycopg.Error:
         found = []
     found += [m.group("pw").strip("'") for m in _URI_PASSWORD.finditer(dsn)]
-    found += [m.group("pw").strip("'") for m in _KV_PASSWORD.finditer(dsn)]
+    found += [m.group("pw").strip("'") for m in _KV_PASSWORD_IN_DSN.finditer(dsn)]
     return [f for f in found if f and f != HIDDEN]
 
 
 def scrub(text: str) -> str:
     """`text` with every password hidden."""
-    text = _URI_PASSWORD.sub(lambda m: f"{m.group('head')}{HIDDEN}@", text)
-    text = _KV_PASSWORD.sub(lambda m: f"{m.group('head')}{HIDDEN}", text)
+    # Known secrets first: one whose quote was never closed is hidden by itself, and the message
+    # after it (libpq's reason) stays readable.
     for secret in sorted(_known, key=len, reverse=True):
         # As a whole token only: a password like "postgres" must not mangle "postgresql://" or a report key.
         text = re.sub(rf"(?<![A-Za-z0-9_]){re.escape(secret)}(?![A-Za-z0-9_])", HIDDEN, text)
-    return text
+    text = _URI_PASSWORD.sub(lambda m: f"{m.group('head')}{HIDDEN}@", text)
+    return _KV_PASSWORD.sub(lambda m: f"{m.group('head')}{HIDDEN}", text)
 
 
 def scrub_all(value: Any) -> Any:

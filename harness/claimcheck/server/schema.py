@@ -21,7 +21,7 @@ from claimcheck.contract.keys import KeySpace
 from claimcheck.server.ownership import abandoned, parse_comment, schema_comment
 from claimcheck.contract.queries import QUERIES
 from claimcheck.server.runcontext import SCHEMA_PREFIX, schema_name, use_schema
-from claimcheck.contract.strategy import INT_TYPES
+from claimcheck.contract.strategy import INT_TYPES, server_message
 
 __all__ = ["SCHEMA_PREFIX", "schema_name"]
 
@@ -85,15 +85,16 @@ def create_schema(conn: psycopg.Connection, schema: str) -> None:
 
 def sweep_leftovers(conn: psycopg.Connection, ours: str) -> list[str]:
     """Drop schemas of claimcheck runs whose owner is proven dead (see claimcheck.server.ownership);
-    return what was swept. A schema without an owner record, of another host or of a live run stays."""
-    swept = []
-    for name, owner in abandoned(conn, "leftover_schemas", ours):
+    return what was swept, and why a dead owner's schema was left (its run's connections remain). A schema without an owner record, of another host or of a live run stays."""
+    swept: list[str] = []
+    held: list[str] = []
+    for name, owner in abandoned(conn, "leftover_schemas", ours, held):
         try:
             drop_schema(conn, name)
         except psycopg.Error:  # another role's, or locked: not ours to force
             continue
         swept.append(f"swept schema {name} left by process {owner['pid']} on this host, which no longer runs")
-    return swept
+    return swept + held
 
 
 def drop_schema(conn: psycopg.Connection, schema: str) -> None:
@@ -135,6 +136,17 @@ def build_jobs_table(conn: psycopg.Connection, schema: str, jobs: int, first_key
     return SeededJobs(first_id=first or 0, last_id=last or 0, count=count, seconds=time.perf_counter() - started)
 
 
+def _check_seeded(strategy, jobs: int, rows: int, distinct: int) -> None:
+    """The contract's seed: %(jobs)s jobs, its last statement returning their keys, one row per job.
+    Fewer rows would judge a smaller run than asked for; a key returned twice is not two jobs."""
+    if rows != jobs:
+        raise SqlFileError(f"{strategy.where('seed')}: section 'seed' returned {rows:,} rows for --jobs {jobs:,}; "
+                           "it must create %(jobs)s jobs and return their keys, one row per job")
+    if distinct != rows:
+        raise SqlFileError(f"{strategy.where('seed')}: section 'seed' returned {rows - distinct:,} duplicate keys "
+                           f"among its {rows:,} rows; it must return each created job's own key, one row per job")
+
+
 def build_own_tables(conn: psycopg.Connection, schema: str, strategy, jobs: int, first_key: int,
                      while_seeding: Callable[[], None] | None = None) -> SeededJobs:
     """Run a file's `schema` section, then its `seed`, whose last statement returns the seeded keys.
@@ -146,20 +158,28 @@ def build_own_tables(conn: psycopg.Connection, schema: str, strategy, jobs: int,
     """
     started = time.perf_counter()
     values = {"jobs": jobs, "key_base": first_key}
-    section = "schema"
+    section, step = "schema", 0
+
+    def schema_section() -> None:
+        nonlocal step
+        client = psycopg.ClientCursor(conn)
+        for step, (statement, names) in enumerate(strategy.bound_steps["schema"]):
+            client.execute(statement, {k: values[k] for k in names})
+
     try:
         if while_seeding is not None:  # committed first: the hook's own connection must see the tables
             with conn.transaction():
-                _schema_section(conn, strategy, values)
+                schema_section()
         with conn.transaction():
             if while_seeding is None:
-                _schema_section(conn, strategy, values)
+                schema_section()
             section = "seed"
             cur = conn.cursor()
             cur.adapters.register_loader("uuid", TextLoader)  # keys as text, no UUID object per row
             *before, (last, last_names) = strategy.bound_steps["seed"]
-            for statement, names in before:
+            for step, (statement, names) in enumerate(before):
                 cur.execute(statement, {k: values[k] for k in names})
+            step = len(before)
             # Streamed row by row: a million keys never sit in one result next to their copies.
             rows = cur.stream(last, {k: values[k] for k in last_names})
             try:
@@ -172,18 +192,13 @@ def build_own_tables(conn: psycopg.Connection, schema: str, strategy, jobs: int,
                                    "of each job it created, one row per job (INSERT ... RETURNING id); see "
                                    "docs/contracts.md, section 1. Nothing was run.")
             key_is_int = cur.description[0].type_code in INT_TYPES
-            space = KeySpace.collect(itertools.chain([first] if first is not None else [], rows), key_is_int)
+            returned = itertools.count()
+            space = KeySpace.collect(((next(returned), row)[1] for row in
+                                      itertools.chain([first] if first is not None else [], rows)), key_is_int)
             if while_seeding is not None:
                 while_seeding()
     except psycopg.Error as exc:
-        diag = (exc.diag.message_primary or str(exc)).strip()
-        raise SqlFileError(f"{strategy.source}: section '{section}' fails on the server: {diag}. "
-                           "Nothing was run; fix the statement and try again.") from None
+        raise SqlFileError(server_message(strategy, section, step, exc)) from None
+    _check_seeded(strategy, jobs, next(returned), space.last - space.first + 1)
     return SeededJobs(first_id=space.first, last_id=space.last, count=space.last - space.first + 1,
                       seconds=time.perf_counter() - started, keys=space if space.keys is not None else None)
-
-
-def _schema_section(conn: psycopg.Connection, strategy, values: dict) -> None:
-    client = psycopg.ClientCursor(conn)
-    for statement, names in strategy.bound_steps["schema"]:
-        client.execute(statement, {k: values[k] for k in names})

@@ -53,8 +53,10 @@ SELECT count(*) FILTER (WHERE status = 'done')    AS done,
 FROM jobs;
 
 -- name: sample_activity
--- One sample for the lock-wait sampler: the wait of every busy backend of this run.
-SELECT wait_event_type, wait_event
+-- One sample for the lock-wait sampler: the wait of every busy backend of this run, and what the
+-- coordinator names when no job progresses (the backend, its state, for how long, its statement).
+SELECT wait_event_type, wait_event, application_name, pid, state,
+       extract(epoch FROM clock_timestamp() - state_change)::float8 AS for_s, left(query, 80) AS query
 FROM pg_stat_activity
 WHERE application_name LIKE %(app_prefix)s AND application_name ~ '/w[0-9]+$'
   AND state <> 'idle'
@@ -77,9 +79,26 @@ ORDER BY random();
 SELECT pg_terminate_backend(%(pid)s);
 
 -- name: connection_headroom
-SELECT current_setting('max_connections')::int
-       - current_setting('superuser_reserved_connections')::int
-       - (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend');
+-- How many more connections this role may open here: the server's room, the role's and the
+-- database's limits. PostgreSQL hides backend_type (and most columns) of other roles' sessions
+-- from a role without pg_read_all_stats, but not their datid: a backend in a database is a client
+-- (or a parallel or autovacuum worker, briefly: counted, the safe side).
+WITH seen AS (
+    SELECT a.datid, a.usesysid
+    FROM pg_stat_activity a
+    WHERE a.backend_type = 'client backend' OR (a.backend_type IS NULL AND a.datid IS NOT NULL)
+)
+SELECT least(
+    current_setting('max_connections')::int
+        - current_setting('superuser_reserved_connections')::int
+        - coalesce(nullif(current_setting('reserved_connections', true), '')::int, 0)
+        - (SELECT count(*) FROM seen),
+    (SELECT CASE WHEN r.rolconnlimit >= 0
+                 THEN r.rolconnlimit - (SELECT count(*) FROM seen WHERE usesysid = r.oid) END
+     FROM pg_roles r WHERE r.rolname = current_user),
+    (SELECT CASE WHEN d.datconnlimit >= 0
+                 THEN d.datconnlimit - (SELECT count(*) FROM seen WHERE datid = d.oid) END
+     FROM pg_database d WHERE d.datname = current_database()));
 
 -- name: unfinished_remaining
 -- The drain check when jobs can come back (failures, reaper, faults): a job queued for a
@@ -127,7 +146,8 @@ WHERE datname LIKE %(pattern)s AND datname <> %(ours)s;
 
 -- name: run_backends
 -- Connections of one run (its application_name pattern), other than this one.
-SELECT pid FROM pg_stat_activity WHERE application_name LIKE %(app_pattern)s AND pid <> pg_backend_pid();
+SELECT pid, application_name, state FROM pg_stat_activity
+WHERE application_name LIKE %(app_pattern)s AND pid <> pg_backend_pid();
 
 -- name: terminate_run_backends
 -- Cleanup: end every connection of this run still open (an interrupted statement, a step still

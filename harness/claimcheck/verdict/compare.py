@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -45,6 +46,7 @@ LOAD_RATIO = 1.5
 """Warn when the two reports' 1-minute load averages differ by more than one per CPU and by half."""
 
 RunKey = tuple[str, str, int, int, str]
+MAX_FLOAT = int(sys.float_info.max)
 
 
 def samples(run: dict) -> list[float]:
@@ -168,6 +170,7 @@ def load_report(path: Path) -> dict:
     if not isinstance(doc, dict) or ("runs" not in doc and "probe" not in doc):
         raise UsageError(f"{path}: not a claimcheck report (no list of runs); expected the JSON written by "
                          "`claimcheck bench` or `check --json`")
+    _check_magnitudes(doc, path)
     problems = list(report_schema.errors(doc))
     if problems:
         more = f" (and {len(problems) - ERRORS_SHOWN} more)" if len(problems) > ERRORS_SHOWN else ""
@@ -176,7 +179,34 @@ def load_report(path: Path) -> dict:
     if "runs" not in doc:
         raise UsageError(f"{path}: a `{doc['probe']}` probe report has no runs to compare; compare reads the "
                          "reports of `claimcheck bench` and `check --json`")
+    _check_distinct_runs(doc, path)
     return doc
+
+
+def _check_magnitudes(value, path: Path, where: str = "") -> None:
+    """An integer too large for a float (JSON allows `10**400`) is out of range like 1e999: the
+    statistics work in floats, and it would end in an OverflowError."""
+    if isinstance(value, bool):
+        return
+    if isinstance(value, int) and abs(value) > MAX_FLOAT:
+        raise UsageError(f"{path}: not a claimcheck report: {where or 'the document'} is a number out of range "
+                         f"({len(str(abs(value)))} digits)")
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        _check_magnitudes(item, path, f"{where}[{key}]" if isinstance(key, int) else f"{where}.{key}".lstrip("."))
+
+
+def _check_distinct_runs(doc: dict, path: Path | str) -> None:
+    """Two runs of one report under one key cannot both be matched: judging the first would let a
+    violation in the second pass as "no regression". Refused, naming them."""
+    seen: dict[RunKey, int] = {}
+    for index, run in enumerate(doc["runs"]):
+        key = run_key(run)
+        if key in seen:
+            raise UsageError(f"{path}: runs[{seen[key]}] and runs[{index}] have the same strategy, mode, workers, "
+                             f"batch and planner condition ({' · '.join(map(str, key))}), so compare cannot tell which to match; "
+                             "compare reports with one run per strategy and setting (strategies named apart)")
+        seen[key] = index
 
 
 def run_key(run: dict) -> RunKey:
@@ -220,14 +250,12 @@ def warnings_between(base: dict, new: dict) -> list[str]:
 
 def compare(base: dict, new: dict, max_drop_pct: float = DEFAULT_MAX_DROP_PCT,
             alpha: float = DEFAULT_ALPHA) -> Comparison:
-    """Match the runs of two reports (the first of duplicate keys wins) in the new report's order."""
+    """Match the runs of two reports in the new report's order; two runs under one key are refused."""
     check_limits(max_drop_pct, alpha)
-    base_runs: dict[RunKey, dict] = {}
-    for run in base["runs"]:
-        base_runs.setdefault(run_key(run), run)
-    new_runs: dict[RunKey, dict] = {}
-    for run in new["runs"]:
-        new_runs.setdefault(run_key(run), run)
+    _check_distinct_runs(base, "the base report")
+    _check_distinct_runs(new, "the new report")
+    base_runs = {run_key(run): run for run in base["runs"]}
+    new_runs = {run_key(run): run for run in new["runs"]}
     if not base_runs or not new_runs:
         which = " and ".join(n for n, runs in (("the base", base_runs), ("the new report", new_runs)) if not runs)
         raise UsageError(f"unusable comparison: {which} has no runs")

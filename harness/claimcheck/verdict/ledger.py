@@ -95,6 +95,8 @@ class WorkerLog:
     """CPU time (user + system) the worker process used from its release to its end; None for a
     claimer that shares its process (a Locust user)."""
     error: str | None = None
+    drained: bool = False
+    """The worker stopped because it found no job left (not at a limit or a stop)."""
 
     def record(self, job: int, attempt: int, claimed_at: float, ended_at: float = math.nan,
                outcome: int = LIVE) -> int:
@@ -192,6 +194,7 @@ class Verdict:
     extra_claims: int
     """Claims beyond one per job, redeliveries included."""
     unclaimed_jobs: int
+    """Seeded jobs never claimed by the end of a drain: lost. 0 for a run that did not drain."""
     unexpected_jobs: int
     stale_completions: int
     """Completions or failures fenced off (they changed no row): harmless, counted."""
@@ -216,12 +219,14 @@ class Verdict:
     """Claims whose attempt number was above the job's max_attempts (as the claim returned it)."""
     shape_evidence: tuple[dict, ...] = ()
     """Evidence of over-claims and over-attempts (at most MAX_EVIDENCE)."""
+    unreached_jobs: int = 0
+    """Seeded jobs never claimed by a run that ended before its drain (stopped at a proven violation,
+    a limit, no progress): not lost, since nothing tried them."""
 
     @property
     def exactly_once(self) -> bool:
-        lost = self.unclaimed_jobs if self.drained else 0
         return (self.double_claimed_jobs == 0 and self.stale_completion_violations == 0
-                and self.unexpected_jobs == 0 and lost == 0 and self.never_finished == 0
+                and self.unexpected_jobs == 0 and self.unclaimed_jobs == 0 and self.never_finished == 0
                 and self.over_claims == 0 and self.over_attempts == 0)
 
 
@@ -314,7 +319,8 @@ def judge(logs: list[WorkerLog], first_id: int, last_id: int, *, drained: bool, 
                  for w, j, a, m in over_attempts]
     return Verdict(
         claims=claims, unique_jobs_claimed=unique, double_claimed_jobs=doubled, extra_claims=claims - unique,
-        unclaimed_jobs=never, unexpected_jobs=len(unexpected), stale_completions=stale,
+        unclaimed_jobs=never if drained else 0, unreached_jobs=0 if drained else never,
+        unexpected_jobs=len(unexpected), stale_completions=stale,
         violations=tuple(violations), drained=drained, redeliveries=redelivered,
         stale_completion_violations=stale_violations, jobs_finished=finished.count(1) + len(finished_unexpected),
         never_finished=never_finished, over_claims=len(over_claims), over_attempts=len(over_attempts),

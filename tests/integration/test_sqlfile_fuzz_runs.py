@@ -1,0 +1,40 @@
+"""A few strategy files of the SQL-file fuzz (tests/sqlfile_fuzz.py) that the contract's reading
+allows, run through the CLI on a real server: one only the server can refuse ends in exit 2 before
+any worker starts, never in a verdict; any other in 0 or 1, within its limits, without a traceback."""
+from __future__ import annotations
+
+import contextlib
+import io
+import time
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sqlfile_fuzz import files
+
+RUN_LIMIT_S = 60  # a run of 30 jobs on 2 workers of any of these files ends well within this
+SEEN: dict[str, int] = {}
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@given(files().filter(lambda f: not f[1]), st.sampled_from(["lease", "lock"]))
+def test_a_run_of_a_file_the_server_refuses_is_exit_2_and_of_any_other_0_or_1(server, tmp_path_factory, example,
+                                                                              mode):
+    from claimcheck.cli import main
+
+    text, _, server_bad = example
+    path = tmp_path_factory.mktemp("r") / "fuzz.sql"
+    path.write_text(text)
+    err = io.StringIO()
+    started = time.monotonic()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        code = main(["check", str(path), "--jobs", "30", "--workers", "2", "--mode", mode, "--dsn", server.dsn])
+    took = time.monotonic() - started
+    said = " ".join(err.getvalue().split())
+    assert took < RUN_LIMIT_S and "Traceback" not in said, (text, took, said)
+    assert code == (2 if server_bad else code) and code in ((2,) if server_bad else (0, 1)), (text, code, said)
+    SEEN[f"run exit {code}"] = SEEN.get(f"run exit {code}", 0) + 1
+
+
+def test_zz_report_the_spread(record_property):
+    record_property("sql file fuzz runs: examples by exit code", dict(sorted(SEEN.items())))

@@ -1,0 +1,56 @@
+"""A worker whose statement never returns: the no-progress rule ends the run (a failure), naming
+the worker, its backend, state and wait event, and for how long; nothing is left sleeping on the
+server (issue 25). The stall limit is shortened to keep the tests quick."""
+from __future__ import annotations
+
+import time
+
+import psycopg
+import pytest
+
+from claimcheck.engine import driver
+
+SLEEP = "pg_sleep(CASE WHEN %(worker)s = 'w01' THEN 3600 ELSE 0 END)"
+CLAIM = """-- name: claim
+WITH next AS (
+    SELECT id FROM jobs WHERE status = 'queued' ORDER BY id LIMIT %(batch)s FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE jobs j SET status = 'running', attempts = j.attempts + 1
+    FROM next WHERE j.id = next.id RETURNING j.id, j.attempts
+)
+SELECT c.id, c.attempts FROM claimed c{sleep};
+"""
+COMPLETE = """-- name: complete
+UPDATE jobs SET status = 'done' WHERE id = %(id)s AND attempts = %(attempts)s AND status = 'running'{sleep};
+"""
+FILES = {
+    # w01 sleeps inside its claim, holding its 10 rows: the others claim the rest, then nothing.
+    # (The sleep is per claimed row: an uncorrelated one may be planned before the rows are locked.)
+    "claim": CLAIM.format(sleep=f", LATERAL (SELECT {SLEEP} WHERE c.id IS NOT NULL) s") + COMPLETE.format(sleep=""),
+    # w01 claimed and sleeps inside its completion.
+    "complete": CLAIM.format(sleep="") + COMPLETE.format(sleep=f" AND {SLEEP} IS NOT NULL"),
+}
+
+
+@pytest.mark.parametrize("where", sorted(FILES))
+def test_a_worker_stuck_in_a_statement_ends_the_run_as_no_progress_naming_it(run, server, tmp_path, monkeypatch,
+                                                                             where):
+    monkeypatch.setattr(driver, "STALL_TIMEOUT_S", 1.0)
+    path = tmp_path / f"stuck_{where}.sql"
+    path.write_text(FILES[where])
+    started = time.monotonic()
+    result = run(str(path), workers=4, jobs=100, batch=10)
+    took = time.monotonic() - started
+    assert took < 15, took  # not the sleep's hour (nor 310 s before the stuck worker was killed)
+    assert result.stopped_by == "no-progress" and not result.exactly_once
+    reason = result.stop_reason
+    assert "worker w01 (backend pid " in reason and "has been active for" in reason, reason
+    assert "wait event Timeout/PgSleep" in reason, reason
+    assert "its backend was terminated" in reason
+    assert result.as_dict()["stop_reason"] == reason
+    if where == "claim":  # its 10 rows were never claimed: not lost, never reached
+        assert result.verdict.unreached_jobs == 10 and result.verdict.unclaimed_jobs == 0
+    with psycopg.connect(server.dsn, autocommit=True) as conn:
+        sleeping = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep' "
+                                "AND query LIKE '%%w01%%3600%%'").fetchone()[0]
+    assert sleeping == 0

@@ -1,0 +1,58 @@
+"""Input the contract does not allow is refused by the CLI before anything starts: exit 2, one
+paragraph, no server contacted (the DSN given points at a closed port). In process: no server."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from claimcheck.cli import main
+
+NO_SERVER = ["--dsn", "postgresql://nobody@127.0.0.1:1/none"]
+SCENARIOS = Path(__file__).parents[2] / "scenarios"
+
+
+def refused(capsys, *argv: str) -> str:
+    code = main([*argv, *NO_SERVER])
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 2, err
+    assert "cannot connect" not in err and "Traceback" not in err, err
+    return err
+
+
+def test_bench_refuses_two_strategies_of_one_name(capsys, tmp_path):
+    # Two rows both named `claim`, the safe one shown with the unsafe one's plan reasons.
+    for sub, builtin in (("a", "skip_locked.sql"), ("b", "naive_subquery.sql")):
+        (tmp_path / sub).mkdir()
+        shutil.copy(SCENARIOS / builtin, tmp_path / sub / "claim.sql")
+    err = refused(capsys, "bench", "--strategies", f"{tmp_path}/a/claim.sql,{tmp_path}/b/claim.sql")
+    assert f"{tmp_path}/a/claim.sql and {tmp_path}/b/claim.sql are both named 'claim'" in err
+
+
+def test_bench_refuses_a_strategy_given_twice(capsys):
+    assert "skip-locked is given twice" in refused(capsys, "bench", "--strategies", "skip-locked,skip-locked")
+
+
+@pytest.mark.parametrize("option", ["--duration nan", "--duration inf", "--poll-ms nan", "--work-ms nan",
+                                    "--reap-every nan", "--lease-seconds nan", "--backoff-unit nan",
+                                    "--backoff-cap inf", "--fail-rate nan", "--jobs 99999999999"])
+@pytest.mark.parametrize("verb", [["check", "skip-locked"], ["bench", "--strategies", "skip-locked"],
+                                  ["faults"]])
+def test_non_finite_and_unbounded_options_are_refused_before_anything_starts(capsys, verb, option):
+    # Accepted before: runs of 3-30 s ending "stalled" with exit 0, server errors, or a seed of 1e11 rows.
+    name, value = option.split()
+    err = refused(capsys, *verb, name, value)
+    assert f"claimcheck: error: {name}" in err, err
+
+
+@pytest.mark.parametrize("option", ["--workers 2,4", "--batch 1,10", "--mode lease,lock"])
+def test_check_judges_one_setting_and_its_help_offers_no_comma_list(capsys, option):
+    # `check --help` offered comma lists, which only bench and faults sweep.
+    with pytest.raises(SystemExit) as exited:
+        main(["check", "skip-locked", *option.split(), *NO_SERVER])
+    assert exited.value.code == 2
+    assert "check judges one setting (bench sweeps comma lists)" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["check", "--help"])
+    assert "comma" not in capsys.readouterr().out.split("lifecycle")[0]
