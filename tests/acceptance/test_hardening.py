@@ -102,6 +102,11 @@ def test_the_next_run_says_why_it_leaves_a_dead_runs_schema_whose_connections_re
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=30)
     killed = cli.run_id
+    # The killed run's own backends end within a second or so (client_connection_check_interval),
+    # later on a loaded machine: wait for them, so that the one held below is the only one left.
+    deadline = time.monotonic() + 30
+    while _backends(cli) and time.monotonic() < deadline:
+        time.sleep(0.1)
     # A connection of the killed run that is still open (a backend the server has not ended yet).
     with psycopg.connect(cli.server.dsn, autocommit=True, application_name=f"claimcheck/{killed}/s-A") as held:
         cli.run_id = killed + "n"

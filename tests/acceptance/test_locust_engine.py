@@ -19,7 +19,7 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("locust") is None,
                                 reason="Locust is an extra: pip install 'claimcheck[locust]'")
 
 JOBS = "1500"
-FORK = ["--workers", "4", "--jobs", JOBS]
+FORK = ["--workers", "4", "--jobs", JOBS, "--plans", "none"]  # one run, as the Locust engine makes
 LOCUST = ["--engine", "locust", "--users", "8", "--processes", "2", "--jobs", JOBS]
 
 

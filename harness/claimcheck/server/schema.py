@@ -184,8 +184,10 @@ def build_own_tables(conn: psycopg.Connection, schema: str, strategy, jobs: int,
             rows = cur.stream(last, {k: values[k] for k in last_names})
             try:
                 first = next(rows, None)
-            except psycopg.ProgrammingError:  # psycopg's "the operation in stream() didn't produce a result"
-                first = None
+            except psycopg.ProgrammingError as exc:
+                if exc.sqlstate:  # the server's own error (an undefined column is one too): reported below
+                    raise
+                first = None  # psycopg's "the operation in stream() didn't produce a result"
             if not cur.description:
                 raise SqlFileError(f"{strategy.source}: section 'seed' returns no rows: its last statement ran but "
                                    "returned nothing. The contract needs the seed's last statement to return the key "
