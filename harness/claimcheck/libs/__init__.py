@@ -15,6 +15,8 @@ ADAPTERS = {
     "procrastinate": "claimcheck.libs.procrastinate",
     "pgqueuer": "claimcheck.libs.pgqueuer",
     "saq": "claimcheck.libs.saq",
+    "graphile-worker": "claimcheck.libs.graphile",  # Node: claimcheck.libs.external
+    "pg-boss": "claimcheck.libs.pgboss",
 }
 """Library name -> its adapter module."""
 
@@ -34,4 +36,7 @@ def load_adapter(name: str) -> LibraryAdapter:
             f"claimcheck lib {name} needs the library itself, which is not installed here ({exc}). "
             f"Install it the way its users do, with claimcheck's extra: pip install 'claimcheck[{name}]'"
         ) from None
-    return module.ADAPTER
+    adapter = module.ADAPTER
+    if hasattr(adapter, "modules"):  # a worker in another runtime: it and the library, before anything starts
+        adapter.modules()
+    return adapter

@@ -1,0 +1,56 @@
+// graphile-worker under claimcheck's ledger: its own migrations (runMigrations), its own enqueue
+// (WorkerUtils.addJobs), its own worker loop (run) with a task that records each execution.
+// See claimcheck/libs/graphile.py for what graphile-worker promises and how it is judged.
+import { args, emit, library, Recorder, run } from "./protocol.mjs";
+
+const TASK = "claimcheck_record";
+const { command, config } = args();
+const gw = library(config, "graphile-worker");
+const o = config.options;  // the adapter's settings (claimcheck/libs/graphile.py)
+const silent = new gw.Logger(() => () => {});
+
+async function install() {
+  await gw.runMigrations({ connectionString: config.dsn, logger: silent });
+}
+
+async function enqueue() {
+  const utils = await gw.makeWorkerUtils({ connectionString: config.dsn, logger: silent });
+  try {
+    for (let first = config.first; first <= config.last; first += o.enqueue_batch) {
+      const specs = [];
+      for (let key = first; key <= Math.min(first + o.enqueue_batch - 1, config.last); key++) {
+        specs.push({ identifier: TASK, payload: { key }, maxAttempts: o.max_attempts });
+      }
+      await utils.addJobs(specs);
+    }
+  } finally {
+    await utils.release();
+  }
+  emit({ event: "enqueued", count: config.last - config.first + 1 });
+}
+
+async function work() {
+  const recorder = new Recorder(config);
+  const { version } = library(config, "graphile-worker/package.json");
+  const runner = await gw.run({
+    connectionString: config.dsn, concurrency: 1, workerId: o.worker_id, pollInterval: o.poll_ms,
+    maxPoolSize: o.pool_size, noHandleSignals: true, logger: silent,
+    taskList: {
+      // job.attempts counts this attempt (get_job increments it); locked_at is its own claim time
+      [TASK]: async (payload, helpers) =>
+        recorder.execution(payload.key, helpers.job.id, helpers.job.attempts, helpers.job.locked_at),
+    },
+  });
+  recorder.hello("graphile-worker", version, { library_worker: o.worker_id });
+  const stopped = new Promise((resolve) => {
+    process.once("SIGTERM", resolve);
+    process.once("SIGINT", resolve);
+  });
+  const ended = await Promise.race([stopped.then(() => "signal"), runner.promise.then(() => "ended")]);
+  if (ended === "ended") throw new Error("graphile-worker's runner ended by itself");
+  setTimeout(() => process.exit(4), o.stop_grace_s * 1000).unref();
+  await runner.stop();  // graphile-worker's graceful shutdown: finishes the job, releases its lock
+  return 0;
+}
+
+run({ install, enqueue, work }[command]);
