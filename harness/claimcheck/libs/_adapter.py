@@ -19,6 +19,7 @@ import asyncio
 import os
 import random
 import time
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -148,11 +149,11 @@ class LibraryAdapter:
         """Run the library's own worker loop with a task that calls `recorder.execute`, until `stop` is set."""
         raise NotImplementedError
 
-    def recover(self, dsn: str, dead: frozenset[int] = frozenset()) -> list[int]:
+    def recover(self, dsn: str, dead: dict[int, Path] | None = None) -> list[int]:
         """The library's documented way to give back jobs of crashed workers, when it wants the
         user to run one (procrastinate's stalled jobs, graphile-worker's force_unlock_workers);
-        `dead` holds the indexes of the workers whose process has died so far. Returns the keys
-        it gave back."""
+        `dead` maps each worker whose process has died so far to its records file. Returns the
+        keys it gave back."""
         return []
 
     def outcome(self, conn: psycopg.Connection) -> TableOutcome:

@@ -198,6 +198,18 @@ def to_records(text: str, offset_s: float) -> tuple[str, dict | None]:
     return "".join(line + "\n" for line in lines), hello
 
 
+def hello(records: Path) -> dict | None:
+    """The hello of the worker whose records file is `records` (None before it said it)."""
+    try:
+        with open(str(records) + ".jsonl", errors="replace") as lines:
+            for raw in lines:
+                if '"hello"' in raw:
+                    return to_records(raw, 0.0)[1]
+    except FileNotFoundError:
+        pass
+    return None
+
+
 def read_records(directory: Path) -> tuple[dict[int, str], list[dict]]:
     """Every external worker's records in the recording task's lines (worker -> text), and their hellos."""
     offset = time.time() - time.monotonic()

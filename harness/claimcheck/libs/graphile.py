@@ -20,14 +20,18 @@ that knows would. No run is long enough for the 4-hour lock to expire: a stall (
 loop, STALL_S) is well inside the lock, so any other execution of its job meanwhile is a double
 execution, and a terminated connection or a restart must not give a job to a second worker either.
 
-Each worker process runs `run()` with concurrency 1 (graphile-worker's default, and the only one
-where a worker id may be set: `claimcheck-wNN`, which is what forceUnlockWorkers takes).
+Each worker process runs `run()` with concurrency 1 (graphile-worker's default). Jobs are locked by
+the worker pool's id (`pool-<random hex>`, dist/main.js), which each process says in its hello:
+that is what forceUnlockWorkers takes.
 """
 from __future__ import annotations
+
+from pathlib import Path
 
 import psycopg
 
 from claimcheck.libs._sql import LIB_QUERIES
+from claimcheck.libs import external
 from claimcheck.libs.external import ExternalAdapter
 from claimcheck.verdict.result import TableOutcome
 
@@ -40,10 +44,6 @@ STALL_S = 1.0
 POLL_MS = 500
 """Between polls when the queue looked empty (graphile-worker's default 2000; LISTEN/NOTIFY wakes it
 for new jobs, and it fetches again at once after a job)."""
-
-
-def worker_id(index: int) -> str:
-    return f"claimcheck-w{index:02d}"
 
 
 class GraphileWorkerAdapter(ExternalAdapter):
@@ -62,19 +62,20 @@ class GraphileWorkerAdapter(ExternalAdapter):
         """graphile-worker deletes a job when it succeeds: done is what was enqueued less what is left."""
 
     def options(self, faults: bool, worker: int | None) -> dict:
-        return {"max_attempts": MAX_ATTEMPTS, "worker_id": worker_id(worker) if worker is not None else None,
-                "poll_ms": POLL_MS, "pool_size": 4, "enqueue_batch": 1000, "stop_grace_s": 8}
+        return {"max_attempts": MAX_ATTEMPTS, "poll_ms": POLL_MS, "pool_size": 4, "enqueue_batch": 1000, "stop_grace_s": 8}
 
     def enqueue(self, dsn: str, keys: range) -> list:
         found = super().enqueue(dsn, keys)
         self.enqueued = len(keys)
         return found
 
-    def recover(self, dsn: str, dead: frozenset[int] = frozenset()) -> list[int]:
-        """WorkerUtils.forceUnlockWorkers for the workers whose process died (its own SQL)."""
-        if not dead:
+    def recover(self, dsn: str, dead: dict[int, Path] | None = None) -> list[int]:
+        """WorkerUtils.forceUnlockWorkers (its own SQL) for the worker pools of the processes that died,
+        as each said in its hello."""
+        workers = sorted({h["library_worker"] for path in (dead or {}).values()
+                          if (h := external.hello(path)) and h.get("library_worker")})
+        if not workers:
             return []
-        workers = [worker_id(i) for i in sorted(dead)]
         with psycopg.connect(dsn, autocommit=True) as conn:
             keys = [k for (k,) in conn.execute(LIB_QUERIES["graphile_worker_locked_by"], {"workers": workers})]
             if keys:

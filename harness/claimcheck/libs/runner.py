@@ -251,7 +251,7 @@ class _Run:
             if settings.faults and now >= next_recover:
                 next_recover = now + RECOVER_EVERY_S
                 try:
-                    recovered += len(adapter.recover(self.dsn, frozenset(self.deaths)))
+                    recovered += len(adapter.recover(self.dsn, {i: self.tmp / f"w{i:02d}.tsv" for i in self.deaths}))
                 except psycopg.OperationalError:
                     pass  # the server is restarting; the next round recovers
 

@@ -32,8 +32,14 @@ async function enqueue() {
 async function work() {
   const recorder = new Recorder(config);
   const { version } = library(config, "graphile-worker/package.json");
+  // Jobs are locked by the worker pool's id (random: pool-<hex>); the hello says which, for
+  // forceUnlockWorkers once this process died (claimcheck/libs/graphile.py).
+  const events = new (await import("node:events")).EventEmitter();
+  let pool = null;
+  events.on("pool:create", ({ workerPool }) => { pool = workerPool.id; });
   const runner = await gw.run({
-    connectionString: config.dsn, concurrency: 1, workerId: o.worker_id, pollInterval: o.poll_ms,
+    events,
+    connectionString: config.dsn, concurrency: 1, pollInterval: o.poll_ms,
     maxPoolSize: o.pool_size, noHandleSignals: true, logger: silent,
     taskList: {
       // job.attempts counts this attempt (get_job increments it); locked_at is its own claim time
@@ -41,7 +47,7 @@ async function work() {
         recorder.execution(payload.key, helpers.job.id, helpers.job.attempts, helpers.job.locked_at),
     },
   });
-  recorder.hello("graphile-worker", version, { library_worker: o.worker_id });
+  recorder.hello("graphile-worker", version, { library_worker: pool });
   const stopped = new Promise((resolve) => {
     process.once("SIGTERM", resolve);
     process.once("SIGINT", resolve);

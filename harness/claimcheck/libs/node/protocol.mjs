@@ -84,6 +84,12 @@ export class Recorder {
 /** Run `main` for the subcommand; a failure goes to stderr (its last line is the worker's last
  * words in the report) and exits 3, as the Python worker does. */
 export function run(main) {
+  const die = (err) => {
+    process.stderr.write(`${err?.stack ?? err}`.split("\n")[0] + "\n");
+    process.exit(3);
+  };
+  process.on("uncaughtException", die);  // a library error nobody caught: one line, then exit 3
+  process.on("unhandledRejection", die);
   main().then(
     (code) => process.exit(code ?? 0),
     (err) => {
