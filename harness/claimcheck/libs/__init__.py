@@ -1,8 +1,10 @@
 """Real queue libraries under the ledger: `claimcheck lib NAME`.
 
 One adapter per library, one module each (see `claimcheck.libs._adapter` for the interface).
-Each library is an optional extra: `pip install 'claimcheck[NAME]'`. The adapter module imports
-its library at the top, so loading an adapter whose library is missing says how to install it.
+Each Python library is an optional extra: `pip install 'claimcheck[NAME]'`. The adapter module
+imports its library at the top, so loading an adapter whose library is missing says how to
+install it. An adapter in EXTERNAL drives a worker in another runtime (claimcheck.libs.external),
+whose library is installed into a per-user cache when the adapter is loaded.
 """
 from __future__ import annotations
 
@@ -19,6 +21,9 @@ ADAPTERS = {
     "pg-boss": "claimcheck.libs.pgboss",
 }
 """Library name -> its adapter module."""
+EXTERNAL = frozenset({"graphile-worker", "pg-boss"})
+"""The adapters whose worker runs in another runtime (claimcheck.libs.external): their library is
+installed with that runtime's package manager on first use, not with a Python extra."""
 
 
 class LibraryMissing(UsageError):

@@ -79,6 +79,8 @@ class ExternalAdapter(LibraryAdapter):
     """The version installed and run (one that runs on the machine's runtime: see each adapter)."""
     script: ClassVar[str]
     """The worker script, in claimcheck/libs/node/."""
+    runtime_floor: ClassVar[int] = 0
+    """The runtime's lowest major version the pinned package declares (its `engines`)."""
 
     @property
     def distribution(self) -> str:  # shown with every result, as a Python library's distribution
@@ -101,6 +103,13 @@ class ExternalAdapter(LibraryAdapter):
             raise UsageError(f"claimcheck lib {self.name} runs {self.package}'s own worker, which needs "
                              f"{self.runtime} (and {self.package_manager} to install it), and there is no "
                              f"{self.runtime} on PATH. Install Node.js 20 or later (Debian: apt-get install nodejs npm)")
+        if self.runtime_floor:
+            said = subprocess.run([runtime, "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
+            major = int(said.lstrip("v").split(".")[0]) if said.lstrip("v")[:1].isdigit() else 0
+            if major < self.runtime_floor:
+                raise UsageError(f"claimcheck lib {self.name} runs {self.package} {self.pinned}, which needs "
+                                 f"{self.runtime} {self.runtime_floor} or later (its engines), and {runtime} is "
+                                 f"{said or 'of an unknown version'}. Install Node.js {self.runtime_floor} or later")
         home = cache_root() / self.runtime / f"{self.package}-{self.pinned}"
         if (home / "node_modules" / self.package / "package.json").exists():
             return home
@@ -179,6 +188,7 @@ def to_records(text: str, offset_s: float) -> tuple[str, dict | None]:
     the epoch times moved to the coordinator's monotonic clock (`offset_s` = epoch - monotonic),
     and the worker's hello. A torn or unknown line is skipped, as a torn records line is."""
     lines, hello = [], None
+    ordinal: dict[object, int] = {}  # the worker's `run` number -> its start's place among the S lines
     for raw in text.splitlines():
         try:
             r = json.loads(raw)
@@ -191,8 +201,11 @@ def to_records(text: str, offset_s: float) -> tuple[str, dict | None]:
                 waited = max(t - float(claimed), 0.0) if claimed is not None else 0.0
                 attempt = "" if r.get("attempt") is None else int(r["attempt"])
                 lines.append(f"S\t{int(r['key'])}\t{r.get('job', '')}\t{attempt}\t{t - offset_s:.6f}\t{waited:.6f}")
+                ordinal[r.get("run")] = len(ordinal)
             elif event in ("stall", "end"):
-                lines.append(f"{'P' if event == 'stall' else 'E'}\t{int(r['key'])}\t{float(r['t']) - offset_s:.6f}")
+                start = ordinal.get(r.get("run"), "") if r.get("run") is not None else ""
+                lines.append(f"{'P' if event == 'stall' else 'E'}\t{int(r['key'])}\t{float(r['t']) - offset_s:.6f}"
+                             + (f"\t{start}" if start != "" else ""))
         except (ValueError, KeyError, TypeError):
             continue
     return "".join(line + "\n" for line in lines), hello

@@ -48,6 +48,7 @@ class PgBossAdapter(ExternalAdapter):
     package = "pg-boss"
     pinned = "10.4.2"
     script = "pg-boss.mjs"
+    runtime_floor = 20
     promise = ("\"exactly-once delivery\" (fetch with FOR UPDATE SKIP LOCKED); a job active past expireInSeconds "
                "is retried by maintenance: a worker that died or blocked past the expiry may see its job again, "
                "a live handler must not run beside its own retry")

@@ -51,6 +51,7 @@ export class Recorder {
   constructor(config) {
     this.config = config;
     this.rng = mulberry32(config.worker + 1);
+    this.runs = 0;  // this worker's executions so far: an end names its start, as one job may run twice at once
   }
 
   hello(library, version, extra = {}) {
@@ -62,7 +63,8 @@ export class Recorder {
    * library's own time of the claim (a Date or epoch seconds, the server's clock) when it has one. */
   async execution(key, job, attempt, claimedAt) {
     const claimed = claimedAt instanceof Date ? claimedAt.getTime() / 1000 : claimedAt;
-    emit({ event: "start", key, job: String(job), attempt: attempt ?? null, t: now(), claimed_at: claimed ?? null });
+    const run = ++this.runs;
+    emit({ event: "start", run, key, job: String(job), attempt: attempt ?? null, t: now(), claimed_at: claimed ?? null });
     let stalled = false;
     try {
       fs.unlinkSync(this.config.stall_flag);
@@ -71,13 +73,13 @@ export class Recorder {
     if (stalled) {
       // Blocks the event loop, as a CPU-bound or blocking call inside a task does: whatever the
       // library does on timers (heartbeats, maintenance) stops with it.
-      emit({ event: "stall", key, t: now() });
+      emit({ event: "stall", run, key, t: now() });
       Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, this.config.stall_s * 1000);
     } else {
       const pause = drawSeconds(this.config.work, this.rng);
       if (pause > 0) await new Promise((resolve) => setTimeout(resolve, pause * 1000));
     }
-    emit({ event: "end", key, t: now() });
+    emit({ event: "end", run, key, t: now() });
   }
 }
 
