@@ -24,11 +24,20 @@ a short run sees the expiry; a job that takes far less is not touched by it.
 The worker loop is `PgBoss.work` with `batchSize` BATCH_SIZE and the shortest polling interval
 pg-boss allows (0.5 s: its loop waits out the interval after every fetch, found jobs or not, so
 a batch of one would cap a worker at two jobs a second); the batch's jobs run concurrently.
+
+The pgbench cycle (`--pgbench`) is one turn of that loop: `fetchNextJob` (one statement, the batch)
+and, once the handler returned, `completeJobs` for the batch's ids (one statement), both as the
+installed pg-boss builds them (src/plans.js, asked through pg-boss.mjs `sql`), with the values
+`work` sends: the queue's name, `batchSize`, and a null output (pg-boss completes a batch of more
+than one job without the handler's result). Left out: the loop's wait for the rest of its
+polling interval (no SQL), and what runs on timers (maintenance, the queue-state monitor).
 """
 from __future__ import annotations
 
 import psycopg
 
+from claimcheck.contract.dialect import rows_as_cte, substitute_numbered
+from claimcheck.libs._adapter import LibraryCycle
 from claimcheck.libs._sql import LIB_QUERIES
 from claimcheck.libs.external import ExternalAdapter
 
@@ -41,6 +50,8 @@ MAINTENANCE_S = 1
 about a second of its expiry."""
 BATCH_SIZE = 20
 POLLING_S = 0.5
+QUEUE = "claimcheck"
+"""The queue our jobs go to (pg-boss.mjs)."""
 
 
 class PgBossAdapter(ExternalAdapter):
@@ -62,6 +73,21 @@ class PgBossAdapter(ExternalAdapter):
     def options(self, faults: bool, worker: int | None) -> dict:
         return {"retry_limit": RETRY_LIMIT, "expire_s": EXPIRE_S, "maintenance_s": MAINTENANCE_S, "batch_size": BATCH_SIZE,
                 "polling_s": POLLING_S, "pool_size": 4, "enqueue_batch": 1000, "stop_grace_s": 8}
+
+    def pgbench_cycle(self, work_us: int) -> LibraryCycle:
+        said = next(r for r in self._step("sql", "") if r.get("event") == "sql")
+        queue = "'" + QUEUE + "'"
+        fetch = substitute_numbered(said["fetch"], {1: queue, 2: str(BATCH_SIZE)}.__getitem__)
+        complete = substitute_numbered(said["complete"], {1: queue, 2: "CAST(:cc_ids AS uuid[])", 3: "NULL"}.__getitem__)
+        lines = [rows_as_cte(fetch, "cc_rows", "SELECT count(*) AS cc_n, coalesce(array_agg(id), '{}') AS cc_ids "
+                                               "FROM cc_rows"),
+                 "\\gset", "\\if :cc_n > 0"]
+        if work_us:
+            lines.append(f"\\sleep {work_us} us")
+        lines += [complete.strip() + ";", "\\endif"]
+        return LibraryCycle(script="\n".join(lines) + "\n", jobs=BATCH_SIZE,
+                            statements=f"pg-boss {self.pinned} plans.fetchNextJob (batchSize {BATCH_SIZE}, "
+                                       "includeMetadata) and plans.completeJobs, as the installed pg-boss builds them")
 
     def final_status(self, conn: psycopg.Connection, ids: dict[int, object]) -> dict[int, tuple[str, int]]:
         rows = conn.execute(LIB_QUERIES["pg_boss_status"], {"keys": list(ids)}).fetchall()

@@ -55,4 +55,14 @@ async function work() {
   return 0;
 }
 
-run({ install, enqueue, work }[command]);
+async function sql() {
+  // The statements PgBoss.work's loop sends, as the installed pg-boss builds them (src/plans.js;
+  // Manager: nextJobCommand = plans.fetchNextJob(schema), completeJobsCommand = plans.completeJobs(schema)),
+  // for claimcheck's pgbench cycle (claimcheck lib pg-boss --pgbench).
+  const plans = library(config, "pg-boss/src/plans.js");
+  const schema = plans.DEFAULT_SCHEMA ?? "pgboss";
+  emit({ event: "sql", schema, fetch: plans.fetchNextJob(schema)({ includeMetadata: true, priority: true }),
+         complete: plans.completeJobs(schema) });
+}
+
+run({ install, enqueue, work, sql }[command]);
