@@ -23,6 +23,13 @@ execution, and a terminated connection or a restart must not give a job to a sec
 Each worker process runs `run()` with concurrency 1 (graphile-worker's default). Jobs are locked by
 the worker pool's id (`pool-<random hex>`, dist/main.js), which each process says in its hello:
 that is what forceUnlockWorkers takes.
+
+The pgbench cycle (`--pgbench`) is one job of that worker: `batchGetJobs` (batch 1, one statement
+locking the job and its queue's row) and, once the task returned, `batchCompleteJobs` (a delete of
+the job), as the installed graphile-worker builds them (graphile-worker.mjs `sql` calls dist/sql/*.js
+through a recording client), with what `run` sends: the pool's id (one per pgbench client) and the
+ids of the tasks it knows (ours, looked up in graphile_worker._private_tasks). Left out: the
+LISTEN connection's notifications and what runs on timers (the cron, the periodic lock reset).
 """
 from __future__ import annotations
 
@@ -31,7 +38,9 @@ from pathlib import Path
 import psycopg
 
 from claimcheck.libs._sql import LIB_QUERIES
+from claimcheck.contract.dialect import rows_as_cte, substitute_numbered
 from claimcheck.libs import external
+from claimcheck.libs._adapter import LibraryCycle
 from claimcheck.libs.external import ExternalAdapter
 from claimcheck.verdict.result import TableOutcome
 
@@ -86,6 +95,23 @@ class GraphileWorkerAdapter(ExternalAdapter):
         done, queued, running, failed, max_attempts = conn.execute(
             LIB_QUERIES["graphile_worker_outcome"], {"enqueued": self.enqueued}).fetchone()
         return TableOutcome(done=done, queued=queued, running=running, failed=failed, max_attempts=max_attempts)
+
+    def pgbench_cycle(self, work_us: int) -> LibraryCycle:
+        said = next(r for r in self._step("sql", "") if r.get("event") == "sql")
+        pool = "('pool-pgbench-' || :client_id)"
+        tasks = f"(SELECT array_agg(id) FROM graphile_worker._private_tasks WHERE identifier = '{said['task']}')"
+        get_job = substitute_numbered(said["get_job"], {1: pool, 2: tasks}.__getitem__)
+        complete = substitute_numbered(said["complete_job"], {1: "CAST(:cc_id AS bigint)"}.__getitem__)
+        # `returning *` of an UPDATE ... FROM j returns j's columns too: two columns named id (equal)
+        lines = [rows_as_cte(get_job, "cc_rows", "SELECT count(*) AS cc_n, coalesce(max((to_jsonb(cc_rows) ->> 'id')::bigint), 0) AS cc_id "
+                                                 "FROM cc_rows"),
+                 "\\gset", "\\if :cc_n > 0"]
+        if work_us:
+            lines.append(f"\\sleep {work_us} us")
+        lines += [complete.strip() + ";", "\\endif"]
+        return LibraryCycle(script="\n".join(lines) + "\n", jobs=1,
+                            statements=f"graphile-worker {self.pinned} batchGetJobs (batch 1) and batchCompleteJobs "
+                                       "(dist/sql), as the installed graphile-worker builds them")
 
     def final_status(self, conn: psycopg.Connection, ids: dict[int, object]) -> dict[int, tuple[str, int]]:
         rows = conn.execute(LIB_QUERIES["graphile_worker_status"], {"keys": list(ids)}).fetchall()

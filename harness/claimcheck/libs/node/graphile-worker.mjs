@@ -59,4 +59,31 @@ async function work() {
   return 0;
 }
 
-run({ install, enqueue, work }[command]);
+async function sql() {
+  // The statements one worker (concurrency 1, no local queue: the defaults) sends per job, as the
+  // installed graphile-worker builds them: dist/sql/getJobs.js batchGetJobs (batch 1) and
+  // dist/sql/completeJobs.js batchCompleteJobs, called with a client that records each query
+  // instead of sending it (the task lookup answers task id 1; the pgbench script looks it up).
+  const { batchGetJobs } = library(config, "graphile-worker/dist/sql/getJobs.js");
+  const { batchCompleteJobs } = library(config, "graphile-worker/dist/sql/completeJobs.js");
+  const sent = [];
+  const client = {
+    query: async (q) => {
+      if (q.text.startsWith("insert into") && q.text.includes("_private_tasks")) return { rows: [] };
+      if (q.text.startsWith("select id, identifier")) return { rows: [{ id: 1, identifier: TASK }] };
+      sent.push(q.text);
+      return { rows: [] };
+    },
+  };
+  const withPgClient = async (cb) => cb(client);
+  withPgClient.withRetries = withPgClient;
+  const options = {
+    escapedWorkerSchema: '"graphile_worker"', workerSchema: "graphile_worker", logger: silent,
+    resolvedPreset: { worker: { preparedStatements: true, useNodeTime: false } },
+  };
+  await batchGetJobs(options, withPgClient, { [TASK]: () => {} }, "pool", null, 1);
+  await batchCompleteJobs(options, withPgClient, "pool", [{ id: "1", job_queue_id: null }]);
+  emit({ event: "sql", get_job: sent[0], complete_job: sent[1], task: TASK });
+}
+
+run({ install, enqueue, work, sql }[command]);
