@@ -13,6 +13,7 @@ import sys
 
 import pytest
 
+from claimcheck.engine.pgbench import pgbench_path
 from claimcheck.errors import UsageError
 from claimcheck.libs import EXTERNAL, load_adapter
 from claimcheck.libs.runner import lib_settings, run_library
@@ -30,16 +31,29 @@ def node_libs():
         pytest.skip(f"the Node libraries could not be installed: {str(exc)[:200]}")
 
 
+def has_pgbench(server) -> bool:
+    try:
+        pgbench_path(server.bin_dir)
+        return True
+    except UsageError:
+        return False
+
+
 @pytest.mark.parametrize("library", sorted(EXTERNAL))
 def test_a_healthy_run_executes_every_job_exactly_once(server, node_libs, library):
+    """With the pgbench pass when pgbench is here: the library's own SQL finishes every job too."""
     adapter = node_libs[library]
-    result = run_library(server, adapter, lib_settings(workers=2, jobs=100))
+    pgbench = has_pgbench(server)
+    result = run_library(server, adapter, lib_settings(workers=2, jobs=100), pgbench=pgbench)
     v = result.verdict
     assert result.exactly_once, (v.violations[:3], result.table, result.library)
     assert v.claims == 100 and v.unique_jobs_claimed == 100 and v.redeliveries == 0
     assert result.table.done == 100 and result.unfinished_jobs == 0
     assert result.library["version"] == adapter.pinned  # what the workers said they ran (their hello)
     assert result.strategy.source == f"{library} (npm) {adapter.pinned}"
+    if pgbench:
+        assert result.pgbench.jobs_done == 100 and result.pgbench.failed == 0, result.pgbench.as_dict()
+        assert result.pgbench_ratio > 0 and library in result.pgbench.statements
 
 
 def test_a_pg_boss_handler_that_outlives_its_expiry_runs_beside_its_retry(server, node_libs):

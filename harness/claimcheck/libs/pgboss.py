@@ -7,11 +7,13 @@ What it promises, in its own words (docs/introduction.md, and the package's READ
 "pg-boss relies on SKIP LOCKED ... This provides exactly-once delivery and the safety of
 guaranteed atomic commits to asynchronous job processing", and among its features "Exactly-once
 job delivery". Beside it, its queue options (docs/api/queues.md): `expireInSeconds`, "How many
-seconds a job may be in active state before being failed ... and retried" (maintenance runs
+seconds a job may be in active state before being retried or failed" (maintenance runs
 `failJobsByTimeout`, src/plans.js: `state = 'active' AND (started_on + expire_in) < now()`, which
-deletes and re-inserts the job as `retry` while `retry_count < retry_limit`). Nothing stops the
-handler that is still running (pg-boss #238, #102; #529, a job re-run after 15 minutes despite
-`expireInHours: 6`).
+deletes and re-inserts the job as `retry` while `retry_count < retry_limit`), and the worker
+itself races each handler against the same expiry (`resolveWithinSeconds` in `Manager.work`,
+src/manager.js): when the timer wins it fails the job, to be retried, and fetches again. Nothing
+stops the handler that is still running (pg-boss #238, #102; #529, a job re-run after 15 minutes
+despite `expireInHours: 6`).
 
 So the ledger judges pg-boss by "exactly-once delivery" with one allowance, its documented expiry
 of a worker that failed: a job may run again once its worker died, or blocked its event loop, for
