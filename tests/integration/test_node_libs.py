@@ -44,15 +44,15 @@ def test_a_healthy_run_executes_every_job_exactly_once(server, node_libs, librar
     """With the pgbench pass when pgbench is here: the library's own SQL finishes every job too."""
     adapter = node_libs[library]
     pgbench = has_pgbench(server)
-    result = run_library(server, adapter, lib_settings(workers=2, jobs=100), pgbench=pgbench)
+    result = run_library(server, adapter, lib_settings(workers=2, jobs=60), pgbench=pgbench)
     v = result.verdict
     assert result.exactly_once, (v.violations[:3], result.table, result.library)
-    assert v.claims == 100 and v.unique_jobs_claimed == 100 and v.redeliveries == 0
-    assert result.table.done == 100 and result.unfinished_jobs == 0
+    assert v.claims == 60 and v.unique_jobs_claimed == 60 and v.redeliveries == 0
+    assert result.table.done == 60 and result.unfinished_jobs == 0
     assert result.library["version"] == adapter.pinned  # what the workers said they ran (their hello)
     assert result.strategy.source == f"{library} (npm) {adapter.pinned}"
     if pgbench:
-        assert result.pgbench.jobs_done == 100 and result.pgbench.failed == 0, result.pgbench.as_dict()
+        assert result.pgbench.jobs_done == 60 and result.pgbench.failed == 0, result.pgbench.as_dict()
         assert result.pgbench_ratio > 0 and library in result.pgbench.statements
 
 
@@ -73,7 +73,7 @@ def test_a_pg_boss_handler_that_outlives_its_expiry_runs_beside_its_retry(server
 def test_graphile_worker_under_a_kill_and_a_stall_loses_nothing_and_keeps_its_promise(server, node_libs):
     """A killed worker's job is given back by forceUnlockWorkers (the coordinator's recovery); a
     stalled one keeps its 4-hour lock, so nobody else runs it meanwhile."""
-    settings = dataclasses.replace(lib_settings(workers=2, jobs=150, faults=True),
+    settings = dataclasses.replace(lib_settings(workers=2, jobs=100, faults=True),
                                    faults=FaultPlan(kills=1, terminates=0, stalls=1, restarts=0))
     result = run_library(server, node_libs["graphile-worker"], settings)
     v = result.verdict

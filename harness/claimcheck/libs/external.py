@@ -35,8 +35,10 @@ from typing import ClassVar
 
 import psycopg
 
+from claimcheck.contract.dialect import rows_as_cte
 from claimcheck.errors import UsageError
-from claimcheck.libs._adapter import LibraryAdapter, WorkerConfig
+from claimcheck.libs._adapter import LibraryAdapter, LibraryCycle, WorkerConfig
+from claimcheck.libs._sql import LIB_QUERIES
 
 PROTOCOL = 1
 SCRIPTS = Path(__file__).parent / "node"
@@ -167,10 +169,30 @@ class ExternalAdapter(LibraryAdapter):
             raise UsageError(f"{self.package} enqueue reported {count} jobs enqueued, not {len(keys)}")
         return list(keys)  # the SQL reads find a job by its key (in the payload)
 
+    def final_status(self, conn: psycopg.Connection, ids: dict[int, object]) -> dict[int, tuple[str, int]]:
+        """The `<name>_status` query of sql/libs.sql, by our keys (the jobs' payload)."""
+        rows = conn.execute(LIB_QUERIES[f"{self.sql_name}_status"], {"keys": list(ids)}).fetchall()
+        return {key: (status, attempts) for key, status, attempts in rows}
+
+    def library_sql(self) -> dict:
+        """The statements the installed library's worker sends, as its script's `sql` prints them."""
+        return next(r for r in self._step("sql", "") if r.get("event") == "sql")
+
     def worker_argv(self, config: WorkerConfig, work: dict) -> list[str]:
         """The command line of one worker process (`work`); its stdout is its records file."""
-        return self._argv("work", {**asdict(config), "dsn": node_url(config.dsn), "modules": str(self.modules()), "work": work,
-                                   "options": self.options(config.faults, config.worker)})
+        return self._argv("work", {**asdict(config), "dsn": node_url(config.dsn), "modules": str(self.modules()),
+                                   "work": work, "options": self.options(config.faults, config.worker)})
+
+
+def fetch_then_complete(fetch: str, gather: str, complete: str, work_us: int, jobs: int,
+                        statements: str) -> LibraryCycle:
+    """A pgbench cycle of a worker that fetches (one statement whose rows `gather` reads into pgbench
+    variables from `cc_rows`, `cc_n` their count), works, then completes (one statement) when it got any."""
+    lines = [rows_as_cte(fetch, "cc_rows", gather), "\\gset", "\\if :cc_n > 0"]
+    if work_us:
+        lines.append(f"\\sleep {work_us} us")
+    lines += [complete.strip() + ";", "\\endif"]
+    return LibraryCycle(script="\n".join(lines) + "\n", jobs=jobs, statements=statements)
 
 
 def spawn(adapter: ExternalAdapter, config: WorkerConfig, work, stderr) -> subprocess.Popen:

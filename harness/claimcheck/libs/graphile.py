@@ -37,10 +37,10 @@ from pathlib import Path
 
 import psycopg
 
-from claimcheck.libs._sql import LIB_QUERIES
-from claimcheck.contract.dialect import rows_as_cte, substitute_numbered
+from claimcheck.contract.dialect import substitute_numbered
 from claimcheck.libs import external
 from claimcheck.libs._adapter import LibraryCycle
+from claimcheck.libs._sql import LIB_QUERIES
 from claimcheck.libs.external import ExternalAdapter
 from claimcheck.verdict.result import TableOutcome
 
@@ -97,25 +97,16 @@ class GraphileWorkerAdapter(ExternalAdapter):
         return TableOutcome(done=done, queued=queued, running=running, failed=failed, max_attempts=max_attempts)
 
     def pgbench_cycle(self, work_us: int) -> LibraryCycle:
-        said = next(r for r in self._step("sql", "") if r.get("event") == "sql")
+        said = self.library_sql()
         pool = "('pool-pgbench-' || :client_id)"
         tasks = f"(SELECT array_agg(id) FROM graphile_worker._private_tasks WHERE identifier = '{said['task']}')"
-        get_job = substitute_numbered(said["get_job"], {1: pool, 2: tasks}.__getitem__)
-        complete = substitute_numbered(said["complete_job"], {1: "CAST(:cc_id AS bigint)"}.__getitem__)
         # `returning *` of an UPDATE ... FROM j returns j's columns too: two columns named id (equal)
-        lines = [rows_as_cte(get_job, "cc_rows", "SELECT count(*) AS cc_n, coalesce(max((to_jsonb(cc_rows) ->> 'id')::bigint), 0) AS cc_id "
-                                                 "FROM cc_rows"),
-                 "\\gset", "\\if :cc_n > 0"]
-        if work_us:
-            lines.append(f"\\sleep {work_us} us")
-        lines += [complete.strip() + ";", "\\endif"]
-        return LibraryCycle(script="\n".join(lines) + "\n", jobs=1,
-                            statements=f"graphile-worker {self.pinned} batchGetJobs (batch 1) and batchCompleteJobs "
-                                       "(dist/sql), as the installed graphile-worker builds them")
-
-    def final_status(self, conn: psycopg.Connection, ids: dict[int, object]) -> dict[int, tuple[str, int]]:
-        rows = conn.execute(LIB_QUERIES["graphile_worker_status"], {"keys": list(ids)}).fetchall()
-        return {key: (status, attempts) for key, status, attempts in rows}
+        return external.fetch_then_complete(
+            substitute_numbered(said["get_job"], {1: pool, 2: tasks}.__getitem__),
+            "SELECT count(*) AS cc_n, coalesce(max((to_jsonb(cc_rows) ->> 'id')::bigint), 0) AS cc_id FROM cc_rows",
+            substitute_numbered(said["complete_job"], {1: "CAST(:cc_id AS bigint)"}.__getitem__), work_us, 1,
+            f"graphile-worker {self.pinned} batchGetJobs (batch 1) and batchCompleteJobs (dist/sql), as the installed "
+            "graphile-worker builds them")
 
 
 ADAPTER = GraphileWorkerAdapter()

@@ -36,11 +36,9 @@ polling interval (no SQL), and what runs on timers (maintenance, the queue-state
 """
 from __future__ import annotations
 
-import psycopg
-
-from claimcheck.contract.dialect import rows_as_cte, substitute_numbered
+from claimcheck.contract.dialect import substitute_numbered
+from claimcheck.libs import external
 from claimcheck.libs._adapter import LibraryCycle
-from claimcheck.libs._sql import LIB_QUERIES
 from claimcheck.libs.external import ExternalAdapter
 
 RETRY_LIMIT = 5
@@ -77,23 +75,14 @@ class PgBossAdapter(ExternalAdapter):
                 "polling_s": POLLING_S, "pool_size": 4, "enqueue_batch": 1000, "stop_grace_s": 8}
 
     def pgbench_cycle(self, work_us: int) -> LibraryCycle:
-        said = next(r for r in self._step("sql", "") if r.get("event") == "sql")
+        said = self.library_sql()
         queue = "'" + QUEUE + "'"
-        fetch = substitute_numbered(said["fetch"], {1: queue, 2: str(BATCH_SIZE)}.__getitem__)
-        complete = substitute_numbered(said["complete"], {1: queue, 2: "CAST(:cc_ids AS uuid[])", 3: "NULL"}.__getitem__)
-        lines = [rows_as_cte(fetch, "cc_rows", "SELECT count(*) AS cc_n, coalesce(array_agg(id), '{}') AS cc_ids "
-                                               "FROM cc_rows"),
-                 "\\gset", "\\if :cc_n > 0"]
-        if work_us:
-            lines.append(f"\\sleep {work_us} us")
-        lines += [complete.strip() + ";", "\\endif"]
-        return LibraryCycle(script="\n".join(lines) + "\n", jobs=BATCH_SIZE,
-                            statements=f"pg-boss {self.pinned} plans.fetchNextJob (batchSize {BATCH_SIZE}, "
-                                       "includeMetadata) and plans.completeJobs, as the installed pg-boss builds them")
-
-    def final_status(self, conn: psycopg.Connection, ids: dict[int, object]) -> dict[int, tuple[str, int]]:
-        rows = conn.execute(LIB_QUERIES["pg_boss_status"], {"keys": list(ids)}).fetchall()
-        return {key: (state, attempts) for key, state, attempts in rows}
+        return external.fetch_then_complete(
+            substitute_numbered(said["fetch"], {1: queue, 2: str(BATCH_SIZE)}.__getitem__),
+            "SELECT count(*) AS cc_n, coalesce(array_agg(id), '{}') AS cc_ids FROM cc_rows",
+            substitute_numbered(said["complete"], {1: queue, 2: "CAST(:cc_ids AS uuid[])", 3: "NULL"}.__getitem__),
+            work_us, BATCH_SIZE, f"pg-boss {self.pinned} plans.fetchNextJob (batchSize {BATCH_SIZE}, includeMetadata) "
+                                 "and plans.completeJobs, as the installed pg-boss builds them")
 
 
 ADAPTER = PgBossAdapter()
