@@ -1,7 +1,7 @@
 """The external adapter protocol's records -> the recording task's lines -> the ledger's executions."""
 import json
 
-from claimcheck.libs.external import node_url, to_records
+from claimcheck.libs.external import node_url, runtime_env, to_records
 from claimcheck.libs.records import parse
 
 
@@ -30,8 +30,9 @@ def test_a_torn_last_line_and_a_stall_without_an_end():
     assert stalls == [50.5] and executions[0].ended != executions[0].ended  # never ended (NaN)
 
 
-def test_a_libpq_dsn_becomes_the_url_node_postgres_reads():
+def test_a_libpq_dsn_becomes_the_url_node_postgres_reads_and_its_password_an_environment_variable():
     assert node_url("host=127.0.0.1 port=5432 user=postgres dbname=claimcheck_x application_name=claimcheck/r/w01") \
         == "postgresql://postgres@127.0.0.1:5432/claimcheck_x?application_name=claimcheck%2Fr%2Fw01"
     assert node_url("host='/tmp/pg sock' port=5433 user=u password=p@ss dbname=d") \
-        == "postgresql://u:p%40ss@%2Ftmp%2Fpg%20sock:5433/d"
+        == "postgresql://u@%2Ftmp%2Fpg%20sock:5433/d"
+    assert runtime_env("host=h user=u password=p@ss dbname=d")["PGPASSWORD"] == "p@ss"

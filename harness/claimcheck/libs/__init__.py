@@ -42,6 +42,6 @@ def load_adapter(name: str) -> LibraryAdapter:
             f"Install it the way its users do, with claimcheck's extra: pip install 'claimcheck[{name}]'"
         ) from None
     adapter = module.ADAPTER
-    if hasattr(adapter, "modules"):  # a worker in another runtime: it and the library, before anything starts
+    if name in EXTERNAL:  # a worker in another runtime: the runtime and the library, before anything starts
         adapter.modules()
     return adapter

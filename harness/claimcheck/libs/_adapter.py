@@ -19,8 +19,8 @@ import asyncio
 import os
 import random
 import time
-from pathlib import Path
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import ClassVar
 
 import psycopg

@@ -49,19 +49,26 @@ STEP_TIMEOUT_S = 300
 
 def node_url(dsn: str) -> str:
     """A libpq DSN as the URL node-postgres (pg-connection-string) reads: host (a socket directory
-    too, percent-encoded), port, user, password, database, and the rest as query parameters
-    (application_name, which names the worker's connections as every run's are)."""
+    too, percent-encoded), port, user, database, and the rest as query parameters (application_name,
+    which names the worker's connections as every run's are). Never the password: it travels in
+    PGPASSWORD (:func:`runtime_env`), as pgbench's does, not on a command line."""
     from urllib.parse import quote, urlencode
 
     params = psycopg.conninfo.conninfo_to_dict(dsn)
+    params.pop("password", None)
     user = quote(str(params.pop("user", "")), safe="")
-    password = params.pop("password", None)
-    auth = f"{user}:{quote(str(password), safe='')}@" if password is not None else (f"{user}@" if user else "")
     host = quote(str(params.pop("host", "localhost")), safe="")
     port = params.pop("port", None)
     database = quote(str(params.pop("dbname", "")), safe="")
     query = urlencode({k: str(v) for k, v in params.items()})
-    return f"postgresql://{auth}{host}{':' + str(port) if port else ''}/{database}{'?' + query if query else ''}"
+    return (f"postgresql://{user + '@' if user else ''}{host}{':' + str(port) if port else ''}/{database}"
+            f"{'?' + query if query else ''}")
+
+
+def runtime_env(dsn: str) -> dict[str, str]:
+    """The environment of a script: ours, with the DSN's password (if any) in PGPASSWORD."""
+    password = psycopg.conninfo.conninfo_to_dict(dsn).get("password") if dsn else None
+    return {**os.environ, **({"PGPASSWORD": str(password)} if password is not None else {})}
 
 
 def cache_root() -> Path:
@@ -149,7 +156,7 @@ class ExternalAdapter(LibraryAdapter):
         config = {"dsn": node_url(dsn), "modules": str(self.modules()), "options": self.options(False, None), **extra}
         try:
             done = subprocess.run(self._argv(command, config), stdin=subprocess.DEVNULL, capture_output=True,
-                                  text=True, timeout=STEP_TIMEOUT_S)
+                                  text=True, timeout=STEP_TIMEOUT_S, env=runtime_env(dsn))
         except subprocess.TimeoutExpired:
             raise UsageError(f"{self.package} {command} did not finish in {STEP_TIMEOUT_S} s") from None
         if done.returncode != 0:
@@ -201,7 +208,7 @@ def spawn(adapter: ExternalAdapter, config: WorkerConfig, work, stderr) -> subpr
 
     argv = adapter.worker_argv(config, {"kind": work.kind, "a_ms": work.a_ms, "b_ms": work.b_ms})
     with open(config.records + ".jsonl", "ab") as out:
-        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=stderr,
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=stderr, env=runtime_env(config.dsn),
                                 preexec_fn=die_with_parent)  # SIGTERM if the coordinator dies
 
 
