@@ -132,14 +132,16 @@ class ExternalAdapter(LibraryAdapter):
         partial.mkdir(parents=True, exist_ok=True)
         (partial / "package.json").write_text('{"private": true}\n')
         try:
-            done = subprocess.run([manager, "install", "--no-audit", "--no-fund", "--no-save", "--silent",
+            done = subprocess.run([manager, "install", "--no-audit", "--no-fund", "--no-save", "--loglevel=error",
                                    f"{self.package}@{self.pinned}"], cwd=partial, capture_output=True,
                                   text=True, timeout=INSTALL_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             done = None
         if done is None or done.returncode != 0:
             shutil.rmtree(partial, ignore_errors=True)
-            said = (done.stderr or done.stdout).strip().splitlines()[-3:] if done else ["timed out"]
+            said = ([line for line in (done.stderr or done.stdout).splitlines()  # npm's reason, not its log's path
+                     if line.strip() not in ("", "npm error") and "complete log" not in line][:3]
+                    if done else ["timed out"])
             raise UsageError(f"claimcheck lib {self.name}: {self.package_manager} could not install "
                              f"{self.package}@{self.pinned} into {home} (is the registry reachable?): "
                              f"{' / '.join(said) or 'no output'}")
