@@ -92,10 +92,6 @@ export function run(main) {
   };
   process.on("uncaughtException", die);  // a library error nobody caught: one line, then exit 3
   process.on("unhandledRejection", die);
-  main().then(
-    (code) => process.exit(code ?? 0),
-    (err) => {
-      process.stderr.write(`${err?.stack ?? err}\n`.split("\n").slice(0, 1).join("") + "\n");
-      process.exit(3);
-    });
+  if (typeof main !== "function") die(new Error(`unknown command ${process.argv[2]}: install, enqueue, work or sql`));
+  main().then((code) => process.exit(code ?? 0), die);
 }
