@@ -1,8 +1,8 @@
 """Library parity, printed, never asserted (run: .venv/bin/python tests/benchmarks/lib_parity.py [RUNS] [--jobs N]
 [--libs a,b]).
 
-Runs `claimcheck bench --libs procrastinate,pgqueuer,saq --workers 1,4,8 --work-ms 0 --pgbench` RUNS
-times (default 3): each library through its own workers, then one cycle of its worker with its own
+Runs `claimcheck bench --libs procrastinate,pgqueuer,saq,graphile-worker,pg-boss --workers 1,4,8 --work-ms 0
+--pgbench` RUNS times (default 3): each library through its own workers, then one cycle of its worker with its own
 statements through pgbench, at 1, 4 and 8 workers (clients). Prints every run, then per library and
 worker count the median and range of the library's jobs/s, of pgbench's, and of the ratio, and the
 verdicts. The machine is shared, so one figure says little: read the median and the range, and the
@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-LIBS = ("procrastinate", "pgqueuer", "saq")
+LIBS = ("procrastinate", "pgqueuer", "saq", "graphile-worker", "pg-boss")
 WORKERS = (1, 4, 8)
 DEFAULT_JOBS = 5_000
 

@@ -9,12 +9,13 @@ import dataclasses
 import psycopg
 import pytest
 
-from claimcheck.libs import ADAPTERS, load_adapter
+from claimcheck.libs import ADAPTERS, EXTERNAL, load_adapter
 from claimcheck.libs.runner import lib_settings, run_library
 from claimcheck.server.schema import SCHEMA_PREFIX, new_run_id
 from claimcheck.settings import FaultPlan
 
-LIBRARIES = list(ADAPTERS)
+LIBRARIES = [name for name in ADAPTERS if name not in EXTERNAL]
+"""The Python libraries; the Node ones are tests/integration/test_node_libs.py's."""
 
 
 def database_exists(server, run_id: str) -> bool:

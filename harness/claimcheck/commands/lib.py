@@ -23,7 +23,7 @@ EVIDENCE_JOBS = 5
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
-    p = verbs.add_parser("lib", help="a queue library's own workers (procrastinate, pgqueuer, saq) under the ledger")
+    p = verbs.add_parser("lib", help=f"a queue library's own workers ({', '.join(ADAPTERS)}) under the ledger")
     p.add_argument("library", help=f"one of: {', '.join(ADAPTERS)}")
     add_lib_options(p, workers="8", jobs=20_000)
     p.add_argument("--faults", action="store_true",

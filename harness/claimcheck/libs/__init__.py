@@ -1,8 +1,10 @@
 """Real queue libraries under the ledger: `claimcheck lib NAME`.
 
 One adapter per library, one module each (see `claimcheck.libs._adapter` for the interface).
-Each library is an optional extra: `pip install 'claimcheck[NAME]'`. The adapter module imports
-its library at the top, so loading an adapter whose library is missing says how to install it.
+Each Python library is an optional extra: `pip install 'claimcheck[NAME]'`. The adapter module
+imports its library at the top, so loading an adapter whose library is missing says how to
+install it. An adapter in EXTERNAL drives a worker in another runtime (claimcheck.libs.external),
+whose library is installed into a per-user cache when the adapter is loaded.
 """
 from __future__ import annotations
 
@@ -15,8 +17,13 @@ ADAPTERS = {
     "procrastinate": "claimcheck.libs.procrastinate",
     "pgqueuer": "claimcheck.libs.pgqueuer",
     "saq": "claimcheck.libs.saq",
+    "graphile-worker": "claimcheck.libs.graphile",  # Node: claimcheck.libs.external
+    "pg-boss": "claimcheck.libs.pgboss",
 }
 """Library name -> its adapter module."""
+EXTERNAL = frozenset({"graphile-worker", "pg-boss"})
+"""The adapters whose worker runs in another runtime (claimcheck.libs.external): their library is
+installed with that runtime's package manager on first use, not with a Python extra."""
 
 
 class LibraryMissing(UsageError):
@@ -34,4 +41,7 @@ def load_adapter(name: str) -> LibraryAdapter:
             f"claimcheck lib {name} needs the library itself, which is not installed here ({exc}). "
             f"Install it the way its users do, with claimcheck's extra: pip install 'claimcheck[{name}]'"
         ) from None
-    return module.ADAPTER
+    adapter = module.ADAPTER
+    if name in EXTERNAL:  # a worker in another runtime: the runtime and the library, before anything starts
+        adapter.modules()
+    return adapter

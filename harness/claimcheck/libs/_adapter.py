@@ -20,6 +20,7 @@ import os
 import random
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import ClassVar
 
 import psycopg
@@ -130,6 +131,11 @@ class LibraryAdapter:
     (its completion statement's round trip, or a completion buffer): a worker failure within it
     may make the job run again."""
 
+    @property
+    def sql_name(self) -> str:
+        """The prefix of the adapter's statements in sql/libs.sql (a name there has no hyphen)."""
+        return self.name.replace("-", "_")
+
     def install(self, dsn: str) -> None:
         """Create the library's schema with its own installer."""
         raise NotImplementedError
@@ -143,20 +149,22 @@ class LibraryAdapter:
         """Run the library's own worker loop with a task that calls `recorder.execute`, until `stop` is set."""
         raise NotImplementedError
 
-    def recover(self, dsn: str) -> list[int]:
+    def recover(self, dsn: str, dead: dict[int, Path] | None = None) -> list[int]:
         """The library's documented way to give back jobs of crashed workers, when it wants the
-        user to run one (procrastinate's stalled jobs). Returns the keys it gave back."""
+        user to run one (procrastinate's stalled jobs, graphile-worker's force_unlock_workers);
+        `dead` maps each worker whose process has died so far to its records file. Returns the
+        keys it gave back."""
         return []
 
     def outcome(self, conn: psycopg.Connection) -> TableOutcome:
         """The library's table after (or during) the run, in our terms: the `<name>_outcome` query
         of sql/libs.sql."""
-        done, queued, running, failed, max_attempts = conn.execute(LIB_QUERIES[f"{self.name}_outcome"]).fetchone()
+        done, queued, running, failed, max_attempts = conn.execute(LIB_QUERIES[f"{self.sql_name}_outcome"]).fetchone()
         return TableOutcome(done=done, queued=queued, running=running, failed=failed, max_attempts=max_attempts)
 
     def unfinished(self, conn: psycopg.Connection, limit: int) -> list[dict]:
         """Jobs neither done nor failed in the library's table, in its own words (at most `limit`)."""
-        rows = conn.execute(LIB_QUERIES[f"{self.name}_unfinished"], {"limit": limit}).fetchall()
+        rows = conn.execute(LIB_QUERIES[f"{self.sql_name}_unfinished"], {"limit": limit}).fetchall()
         return [{"job": key, "library_id": str(job_id), "status": status, "attempts": attempts, "owner": str(owner)}
                 for key, job_id, status, attempts, owner in rows]
 
@@ -176,7 +184,7 @@ class LibraryAdapter:
     def reset(self, conn: psycopg.Connection) -> None:
         """Empty the library's tables (the `<name>_reset` statement of sql/libs.sql), so the pgbench
         pass starts from N freshly enqueued jobs in the run's own database."""
-        conn.execute(LIB_QUERIES[f"{self.name}_reset"])
+        conn.execute(LIB_QUERIES[f"{self.sql_name}_reset"])
 
     def version(self) -> str:
         from importlib.metadata import version

@@ -3,8 +3,11 @@
 Each worker process appends to its own file (see `claimcheck.libs._adapter.Recorder`):
 
     S <key> <library job id> <library attempt> <monotonic start> <seconds since the library claimed it>
-    P <key> <monotonic>                                                          it stalled (blocked its loop)
-    E <key> <monotonic end>                                                      it returned
+    P <key> <monotonic> [<start>]                                                it stalled (blocked its loop)
+    E <key> <monotonic end> [<start>]                                            it returned
+
+(`<start>`, when given, is the place of the execution's S line among the file's S lines, from 0:
+an external worker names it, as its library may run one job twice at once in one process.)
 
 The library judges itself by its own promise (at-least-once, see each adapter's docstring), and
 this module states that promise in the ledger's terms, so the SAME ledger judges it:
@@ -66,15 +69,21 @@ def parse(worker: int, text: str) -> tuple[list[Execution], list[float]]:
                 ex = Execution(worker, int(fields[1]), started, started - float(fields[5]))
                 executions.append(ex)
                 open_by_key[ex.key] = ex
-            elif fields[0] == "P" and len(fields) == 3:
-                at = float(fields[2])
-                stalls.append(at)
-                if (ex := open_by_key.get(int(fields[1]))) is not None:
-                    ex.stalled_at = at
-            elif fields[0] == "E" and len(fields) == 3:
-                if (ex := open_by_key.pop(int(fields[1]), None)) is not None:
+            elif fields[0] in ("P", "E") and len(fields) in (3, 4):
+                # the 4th field names the start (its place among the S lines) when one worker may
+                # run a job twice at once (an external worker's `run`); else the key's latest start
+                ex = executions[int(fields[3])] if len(fields) == 4 else open_by_key.get(int(fields[1]))
+                if fields[0] == "P":
+                    stalls.append(float(fields[2]))  # the worker stalled, whichever execution it was in
+                if ex is None or ex.key != int(fields[1]):
+                    continue
+                if fields[0] == "P":
+                    ex.stalled_at = float(fields[2])
+                elif math.isnan(ex.ended):
                     ex.ended = float(fields[2])
-        except ValueError:
+                    if open_by_key.get(ex.key) is ex:
+                        del open_by_key[ex.key]
+        except (ValueError, IndexError):
             continue
     return executions, stalls
 

@@ -29,7 +29,9 @@ from claimcheck.errors import ServerError
 from claimcheck.engine.faults import FaultInjector, fates
 from claimcheck.server.interrupts import die_with_parent
 from claimcheck.verdict.ledger import judge
+from claimcheck.libs import external
 from claimcheck.libs._adapter import LibraryAdapter, WorkerConfig
+from claimcheck.libs.external import ExternalAdapter
 from claimcheck.libs.database import run_database
 from claimcheck.libs.parity import run_cycle
 from claimcheck.libs.records import read_worker_files, to_ledger
@@ -149,9 +151,12 @@ class _Run:
             stall_s=(self.settings.faults.stall_factor * self.adapter.lease_s) if self.settings.faults else 0.0,
             faults=self.settings.faults is not None)
         stderr = open(self.tmp / f"w{index:02d}.err", "wb")
-        popen = subprocess.Popen([sys.executable, "-m", "claimcheck.libs._worker", json.dumps(config.__dict__)],
-                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
-                                 preexec_fn=die_with_parent)  # SIGTERM if the coordinator dies
+        if isinstance(self.adapter, ExternalAdapter):  # a worker in another language (claimcheck.libs.external)
+            popen = external.spawn(self.adapter, config, self.settings.work, stderr)
+        else:
+            popen = subprocess.Popen([sys.executable, "-m", "claimcheck.libs._worker", json.dumps(config.__dict__)],
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
+                                     preexec_fn=die_with_parent)  # SIGTERM if the coordinator dies
         stderr.close()
         self.procs[index] = _Proc(popen, time.monotonic())
         return index
@@ -186,7 +191,10 @@ class _Run:
         self.conn = conn = self.run.reconnected(self.conn, in_schema=False, wait_s=RESTART_WAIT_S)
         table = adapter.outcome(conn)
         unfinished = adapter.unfinished(conn, UNFINISHED_SHOWN)
-        files = read_worker_files(self.tmp)
+        files, version = read_worker_files(self.tmp), adapter.version()
+        if isinstance(adapter, ExternalAdapter):
+            files, hellos = external.read_records(self.tmp)
+            version = external.ran_version(hellos, adapter)
         logs, reaps, executions = to_ledger(files, self.deaths, adapter.stall_release_s,
                                             _terminations(injector, files), adapter.completion_lag_s,
                                             adapter.lease_s)
@@ -207,7 +215,7 @@ class _Run:
             reconnects=self.replacements, reaped=recovered, faults=events,
             claims_over_time=claims_over_time(logs, origin, (max(ends) - origin) if ends else 0.0),
             faults_skipped=(injector.skipped + injector.kinds) if injector else [],  # as the fork driver: never due too
-            library={"name": adapter.name, "version": adapter.version(), "promise": adapter.promise,
+            library={"name": adapter.name, "version": version, "promise": adapter.promise,
                      "docs": adapter.docs, "recovered": recovered, "workers_replaced": self.replacements,
                      "unfinished": unfinished, "worker_errors": self._errors()})
 
@@ -243,7 +251,7 @@ class _Run:
             if settings.faults and now >= next_recover:
                 next_recover = now + RECOVER_EVERY_S
                 try:
-                    recovered += len(adapter.recover(self.dsn))
+                    recovered += len(adapter.recover(self.dsn, {i: self.tmp / f"w{i:02d}.tsv" for i in self.deaths}))
                 except psycopg.OperationalError:
                     pass  # the server is restarting; the next round recovers
 

@@ -84,3 +84,62 @@ TRUNCATE pgqueuer, pgqueuer_log, pgqueuer_statistics RESTART IDENTITY;
 -- name: saq_reset
 -- Not saq_versions: that is saq's record of its applied migrations.
 TRUNCATE saq_jobs, saq_stats;
+
+-- name: pg_boss_outcome
+-- pg-boss 10 keeps a job's row in pgboss.job (partitioned by queue) until its archive interval
+-- (12 hours by default), in its own state enum; retry_count counts the attempts before this one.
+SELECT count(*) FILTER (WHERE state = 'completed')                 AS done,
+       count(*) FILTER (WHERE state IN ('created', 'retry'))       AS queued,
+       count(*) FILTER (WHERE state = 'active')                    AS running,
+       count(*) FILTER (WHERE state IN ('failed', 'cancelled'))    AS failed,
+       coalesce(max(retry_count) + 1, 0)                           AS max_attempts
+FROM pgboss.job;
+
+-- name: pg_boss_status
+SELECT (data ->> 'key')::bigint, state::text, retry_count + 1 FROM pgboss.job
+WHERE (data ->> 'key')::bigint = ANY(%(keys)s);
+
+-- name: pg_boss_unfinished
+SELECT (data ->> 'key')::bigint, id, state::text, retry_count + 1, ''
+FROM pgboss.job WHERE state IN ('created', 'retry', 'active') ORDER BY 1 LIMIT %(limit)s;
+
+-- name: pg_boss_reset
+DELETE FROM pgboss.job;
+
+-- name: graphile_worker_outcome
+-- graphile-worker deletes a job when it succeeds: what is left is queued, locked (running) or
+-- failed for good (attempts = max_attempts); done is the jobs enqueued less those left.
+SELECT %(enqueued)s - count(*)                                                    AS done,
+       count(*) FILTER (WHERE locked_at IS NULL AND attempts < max_attempts)      AS queued,
+       count(*) FILTER (WHERE locked_at IS NOT NULL)                              AS running,
+       count(*) FILTER (WHERE locked_at IS NULL AND attempts >= max_attempts)     AS failed,
+       coalesce(max(attempts), 0)                                                 AS max_attempts
+FROM graphile_worker._private_jobs;
+
+-- name: graphile_worker_status
+-- A key no longer in the table succeeded (graphile-worker deleted it).
+WITH wanted AS (SELECT unnest(%(keys)s::bigint[]) AS key)
+SELECT w.key,
+       CASE WHEN j.id IS NULL THEN 'completed (deleted)'
+            WHEN j.locked_at IS NOT NULL THEN 'locked by ' || j.locked_by
+            WHEN j.attempts >= j.max_attempts THEN 'failed'
+            ELSE 'queued' END,
+       coalesce(j.attempts, 0)
+FROM wanted w LEFT JOIN graphile_worker._private_jobs j ON (j.payload ->> 'key')::bigint = w.key;
+
+-- name: graphile_worker_unfinished
+SELECT (payload ->> 'key')::bigint, id, CASE WHEN locked_at IS NULL THEN 'queued' ELSE 'locked' END, attempts,
+       coalesce(locked_by, '')
+FROM graphile_worker._private_jobs WHERE attempts < max_attempts ORDER BY id LIMIT %(limit)s;
+
+-- name: graphile_worker_locked_by
+-- The jobs the given (dead) workers hold, before graphile_worker_force_unlock gives them back.
+SELECT (payload ->> 'key')::bigint FROM graphile_worker._private_jobs WHERE locked_by = ANY(%(workers)s::text[]);
+
+-- name: graphile_worker_force_unlock
+-- Exactly what graphile-worker's WorkerUtils.forceUnlockWorkers sends (dist/workerUtils.js): its
+-- documented way to release the jobs of workers "no longer running (crashed, were terminated...)".
+SELECT graphile_worker.force_unlock_workers(%(workers)s::text[]);
+
+-- name: graphile_worker_reset
+TRUNCATE graphile_worker._private_jobs, graphile_worker._private_job_queues RESTART IDENTITY CASCADE;

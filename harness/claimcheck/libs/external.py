@@ -1,0 +1,272 @@
+"""Library adapters whose worker is a process in another language: the coordinator's side of the
+external adapter protocol (docs/contracts.md, "External library adapters").
+
+An external adapter is a :class:`ExternalAdapter`: its schema, its jobs and its worker loop are
+driven by a script in the library's own language (`claimcheck/libs/node/*.mjs` for Node), called
+as `RUNTIME SCRIPT install|enqueue|work CONFIG_JSON`. The coordinator reads the library's tables
+with SQL as for any adapter (sql/libs.sql); everything else crosses the protocol:
+
+- `install` runs the library's own migrations; `enqueue` enqueues keys `first..last` through the
+  library's own API and prints `{"event": "enqueued", "count": N}`;
+- `work` runs the library's own worker loop and prints one JSON line per record on stdout (a file
+  of the coordinator's): `hello` (library, version, protocol), then per execution `start` (key,
+  the library's job id and attempt, `t`, `claimed_at`), `stall` and `end`; SIGTERM asks for the
+  library's graceful stop. Diagnostics go to stderr, whose last line the report shows.
+
+:func:`to_records` turns those lines into the recording task's lines (claimcheck.libs.records),
+so the same ledger judges a Node worker as a Python one. Times on the wire are seconds since the
+epoch (the host's clock for `t`, the library's own, i.e. the server's, for `claimed_at`), since
+every language has that clock; they become the coordinator's monotonic clock by one offset.
+
+The runtime's packages are installed on first use with its own package manager (npm) into a
+per-user cache, `~/.cache/claimcheck/<runtime>/<package>-<version>` (or $CLAIMCHECK_CACHE), pinned
+to the adapter's version, and reused after.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import ClassVar
+
+import psycopg
+
+from claimcheck.contract.dialect import rows_as_cte
+from claimcheck.errors import UsageError
+from claimcheck.libs._adapter import LibraryAdapter, LibraryCycle, WorkerConfig
+from claimcheck.libs._sql import LIB_QUERIES
+
+PROTOCOL = 1
+SCRIPTS = Path(__file__).parent / "node"
+INSTALL_TIMEOUT_S = 300
+STEP_TIMEOUT_S = 300
+"""install and enqueue: the library's migrations, or its inserts of a large run."""
+
+
+def node_url(dsn: str) -> str:
+    """A libpq DSN as the URL node-postgres (pg-connection-string) reads: host (a socket directory
+    too, percent-encoded), port, user, database, and the rest as query parameters (application_name,
+    which names the worker's connections as every run's are). Never the password: it travels in
+    PGPASSWORD (:func:`runtime_env`), as pgbench's does, not on a command line."""
+    from urllib.parse import quote, urlencode
+
+    params = psycopg.conninfo.conninfo_to_dict(dsn)
+    params.pop("password", None)
+    user = quote(str(params.pop("user", "")), safe="")
+    host = quote(str(params.pop("host", "localhost")), safe="")
+    port = params.pop("port", None)
+    database = quote(str(params.pop("dbname", "")), safe="")
+    query = urlencode({k: str(v) for k, v in params.items()})
+    return (f"postgresql://{user + '@' if user else ''}{host}{':' + str(port) if port else ''}/{database}"
+            f"{'?' + query if query else ''}")
+
+
+def runtime_env(dsn: str) -> dict[str, str]:
+    """The environment of a script: ours, with the DSN's password (if any) in PGPASSWORD."""
+    password = psycopg.conninfo.conninfo_to_dict(dsn).get("password") if dsn else None
+    return {**os.environ, **({"PGPASSWORD": str(password)} if password is not None else {})}
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("CLAIMCHECK_CACHE") or Path.home() / ".cache" / "claimcheck")
+
+
+class ExternalAdapter(LibraryAdapter):
+    """A library whose worker runs in another runtime (Node, here). Subclasses set the class
+    attributes, `options()` (what the script is told besides the worker's config) and the SQL
+    reads (`outcome`, `unfinished`, `final_status` as for any adapter)."""
+
+    runtime: ClassVar[str] = "node"
+    package_manager: ClassVar[str] = "npm"
+    package: ClassVar[str]
+    """The package in the runtime's registry."""
+    pinned: ClassVar[str]
+    """The version installed and run (one that runs on the machine's runtime: see each adapter)."""
+    script: ClassVar[str]
+    """The worker script, in claimcheck/libs/node/."""
+    runtime_floor: ClassVar[int] = 0
+    """The runtime's lowest major version the pinned package declares (its `engines`)."""
+
+    @property
+    def distribution(self) -> str:  # shown with every result, as a Python library's distribution
+        return f"{self.package} (npm)"
+
+    def options(self, faults: bool, worker: int | None) -> dict:
+        """The adapter's settings the script reads as `config.options`."""
+        return {}
+
+    def version(self) -> str:
+        return self.pinned
+
+    # -- the runtime and the library, installed on first use --------------------------------------
+
+    def modules(self) -> Path:
+        """The cache directory holding the pinned library (installed now if it is not yet); a
+        UsageError saying what is missing when the runtime, its package manager or the registry is."""
+        runtime = shutil.which(self.runtime)
+        if runtime is None:
+            raise UsageError(f"claimcheck lib {self.name} runs {self.package}'s own worker, which needs "
+                             f"{self.runtime} (and {self.package_manager} to install it), and there is no "
+                             f"{self.runtime} on PATH. Install Node.js 20 or later (Debian: apt-get install nodejs npm)")
+        if self.runtime_floor:
+            said = subprocess.run([runtime, "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
+            major = int(said.lstrip("v").split(".")[0]) if said.lstrip("v")[:1].isdigit() else 0
+            if major < self.runtime_floor:
+                raise UsageError(f"claimcheck lib {self.name} runs {self.package} {self.pinned}, which needs "
+                                 f"{self.runtime} {self.runtime_floor} or later (its engines), and {runtime} is "
+                                 f"{said or 'of an unknown version'}. Install Node.js {self.runtime_floor} or later")
+        home = cache_root() / self.runtime / f"{self.package}-{self.pinned}"
+        if (home / "node_modules" / self.package / "package.json").exists():
+            return home
+        manager = shutil.which(self.package_manager)
+        if manager is None:
+            raise UsageError(f"claimcheck lib {self.name} installs {self.package} {self.pinned} on first use with "
+                             f"{self.package_manager}, and there is no {self.package_manager} on PATH (Debian: "
+                             f"apt-get install npm); or install it by hand: {self.package_manager} install --prefix "
+                             f"{home} {self.package}@{self.pinned}")
+        partial = home.with_name(home.name + f".partial-{os.getpid()}")
+        partial.mkdir(parents=True, exist_ok=True)
+        (partial / "package.json").write_text('{"private": true}\n')
+        try:
+            done = subprocess.run([manager, "install", "--no-audit", "--no-fund", "--no-save", "--loglevel=error",
+                                   f"{self.package}@{self.pinned}"], cwd=partial, capture_output=True,
+                                  text=True, timeout=INSTALL_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            done = None
+        if done is None or done.returncode != 0:
+            shutil.rmtree(partial, ignore_errors=True)
+            said = ([line for line in (done.stderr or done.stdout).splitlines()  # npm's reason, not its log's path
+                     if line.strip() not in ("", "npm error") and "complete log" not in line][:3]
+                    if done else ["timed out"])
+            raise UsageError(f"claimcheck lib {self.name}: {self.package_manager} could not install "
+                             f"{self.package}@{self.pinned} into {home} (is the registry reachable?): "
+                             f"{' / '.join(said) or 'no output'}")
+        try:
+            partial.rename(home)  # whole or not at all: a concurrent install that won leaves its copy
+        except OSError:
+            shutil.rmtree(partial, ignore_errors=True)
+        return home
+
+    def _argv(self, command: str, config: dict) -> list[str]:
+        return [shutil.which(self.runtime) or self.runtime, str(SCRIPTS / self.script), command, json.dumps(config)]
+
+    def _step(self, command: str, dsn: str, **extra) -> list[dict]:
+        config = {"dsn": node_url(dsn), "modules": str(self.modules()), "options": self.options(False, None), **extra}
+        try:
+            done = subprocess.run(self._argv(command, config), stdin=subprocess.DEVNULL, capture_output=True,
+                                  text=True, timeout=STEP_TIMEOUT_S, env=runtime_env(dsn))
+        except subprocess.TimeoutExpired:
+            raise UsageError(f"{self.package} {command} did not finish in {STEP_TIMEOUT_S} s") from None
+        if done.returncode != 0:
+            raise UsageError(f"{self.package} {command} failed (exit {done.returncode}): "
+                             f"{done.stderr.strip()[-600:] or 'no output'}")
+        return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+    # -- the adapter interface ---------------------------------------------------------------------
+
+    def install(self, dsn: str) -> None:
+        self._step("install", dsn)
+
+    def enqueue(self, dsn: str, keys: range) -> list:
+        said = self._step("enqueue", dsn, first=keys.start, last=keys.stop - 1)
+        count = next((r["count"] for r in said if r.get("event") == "enqueued"), None)
+        if count != len(keys):
+            raise UsageError(f"{self.package} enqueue reported {count} jobs enqueued, not {len(keys)}")
+        return list(keys)  # the SQL reads find a job by its key (in the payload)
+
+    def final_status(self, conn: psycopg.Connection, ids: dict[int, object]) -> dict[int, tuple[str, int]]:
+        """The `<name>_status` query of sql/libs.sql, by our keys (the jobs' payload)."""
+        rows = conn.execute(LIB_QUERIES[f"{self.sql_name}_status"], {"keys": list(ids)}).fetchall()
+        return {key: (status, attempts) for key, status, attempts in rows}
+
+    def library_sql(self) -> dict:
+        """The statements the installed library's worker sends, as its script's `sql` prints them."""
+        return next(r for r in self._step("sql", "") if r.get("event") == "sql")
+
+    def worker_argv(self, config: WorkerConfig, work: dict) -> list[str]:
+        """The command line of one worker process (`work`); its stdout is its records file."""
+        return self._argv("work", {**asdict(config), "dsn": node_url(config.dsn), "modules": str(self.modules()),
+                                   "work": work, "options": self.options(config.faults, config.worker)})
+
+
+def fetch_then_complete(fetch: str, gather: str, complete: str, work_us: int, jobs: int,
+                        statements: str) -> LibraryCycle:
+    """A pgbench cycle of a worker that fetches (one statement whose rows `gather` reads into pgbench
+    variables from `cc_rows`, `cc_n` their count), works, then completes (one statement) when it got any."""
+    lines = [rows_as_cte(fetch, "cc_rows", gather), "\\gset", "\\if :cc_n > 0"]
+    if work_us:
+        lines.append(f"\\sleep {work_us} us")
+    lines += [complete.strip() + ";", "\\endif"]
+    return LibraryCycle(script="\n".join(lines) + "\n", jobs=jobs, statements=statements)
+
+
+def spawn(adapter: ExternalAdapter, config: WorkerConfig, work, stderr) -> subprocess.Popen:
+    """Start one external worker: its stdout goes to `<records>.jsonl` beside the records file."""
+    from claimcheck.server.interrupts import die_with_parent
+
+    argv = adapter.worker_argv(config, {"kind": work.kind, "a_ms": work.a_ms, "b_ms": work.b_ms})
+    with open(config.records + ".jsonl", "ab") as out:
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=stderr, env=runtime_env(config.dsn),
+                                preexec_fn=die_with_parent)  # SIGTERM if the coordinator dies
+
+
+def to_records(text: str, offset_s: float) -> tuple[str, dict | None]:
+    """One worker's protocol lines -> the recording task's lines (claimcheck.libs.records), with
+    the epoch times moved to the coordinator's monotonic clock (`offset_s` = epoch - monotonic),
+    and the worker's hello. A torn or unknown line is skipped, as a torn records line is."""
+    lines, hello = [], None
+    ordinal: dict[object, int] = {}  # the worker's `run` number -> its start's place among the S lines
+    for raw in text.splitlines():
+        try:
+            r = json.loads(raw)
+            event = r["event"]
+            if event == "hello":
+                hello = r
+            elif event == "start":
+                t = float(r["t"])
+                claimed = r.get("claimed_at")
+                waited = max(t - float(claimed), 0.0) if claimed is not None else 0.0
+                attempt = "" if r.get("attempt") is None else int(r["attempt"])
+                lines.append(f"S\t{int(r['key'])}\t{r.get('job', '')}\t{attempt}\t{t - offset_s:.6f}\t{waited:.6f}")
+                ordinal[r.get("run")] = len(ordinal)
+            elif event in ("stall", "end"):
+                start = ordinal.get(r.get("run"), "") if r.get("run") is not None else ""
+                lines.append(f"{'P' if event == 'stall' else 'E'}\t{int(r['key'])}\t{float(r['t']) - offset_s:.6f}"
+                             + (f"\t{start}" if start != "" else ""))
+        except (ValueError, KeyError, TypeError):
+            continue
+    return "".join(line + "\n" for line in lines), hello
+
+
+def hello(records: Path) -> dict | None:
+    """The hello of the worker whose records file is `records` (None before it said it)."""
+    try:
+        with open(str(records) + ".jsonl", errors="replace") as lines:
+            for raw in lines:
+                if '"hello"' in raw:
+                    return to_records(raw, 0.0)[1]
+    except FileNotFoundError:
+        pass
+    return None
+
+
+def read_records(directory: Path) -> tuple[dict[int, str], list[dict]]:
+    """Every external worker's records in the recording task's lines (worker -> text), and their hellos."""
+    offset = time.time() - time.monotonic()
+    files, hellos = {}, []
+    for path in sorted(directory.glob("w*.tsv.jsonl")):
+        text, hello = to_records(path.read_text(errors="replace"), offset)
+        files[int(path.name[1:].split(".")[0])] = text
+        if hello:
+            hellos.append(hello)
+    return files, hellos
+
+
+def ran_version(hellos: list[dict], adapter: ExternalAdapter) -> str:
+    """The version the workers said they ran (their hello), else the pinned one."""
+    said = sorted({str(h.get("version")) for h in hellos if h.get("version")})
+    return ", ".join(said) if said else adapter.pinned

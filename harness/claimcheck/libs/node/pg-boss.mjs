@@ -1,0 +1,68 @@
+// pg-boss under claimcheck's ledger: its own migrations (PgBoss.start), its own enqueue
+// (PgBoss.insert), its own worker loop (PgBoss.work) with a task that records each execution.
+// See claimcheck/libs/pgboss.py for what pg-boss promises and how it is judged.
+import { args, emit, library, Recorder, run } from "./protocol.mjs";
+
+const QUEUE = "claimcheck";
+const { command, config } = args();
+const PgBoss = library(config, "pg-boss");
+const o = config.options;  // the adapter's settings (claimcheck/libs/pgboss.py)
+
+function boss(extra = {}) {
+  const b = new PgBoss({ connectionString: config.dsn, max: o.pool_size, ...extra });
+  b.on("error", (err) => process.stderr.write(`pg-boss error: ${err.message}\n`));
+  return b;
+}
+
+async function install() {
+  const b = boss({ supervise: false, schedule: false });
+  await b.start();  // pg-boss's own migrations
+  await b.createQueue(QUEUE, { retryLimit: o.retry_limit, expireInSeconds: o.expire_s });
+  await b.stop({ graceful: false, wait: true });
+}
+
+async function enqueue() {
+  const b = boss({ supervise: false, schedule: false });
+  await b.start();
+  for (let first = config.first; first <= config.last; first += o.enqueue_batch) {
+    const jobs = [];
+    for (let key = first; key <= Math.min(first + o.enqueue_batch - 1, config.last); key++) {
+      jobs.push({ name: QUEUE, data: { key }, retryLimit: o.retry_limit, expireInSeconds: o.expire_s });
+    }
+    await b.insert(jobs);
+  }
+  await b.stop({ graceful: false, wait: true });
+  emit({ event: "enqueued", count: config.last - config.first + 1 });
+}
+
+async function work() {
+  const recorder = new Recorder(config);
+  const { version } = library(config, "pg-boss/package.json");
+  const b = boss({ supervise: true, schedule: false, maintenanceIntervalSeconds: o.maintenance_s });
+  await b.start();
+  recorder.hello("pg-boss", version);
+  await b.work(QUEUE, { batchSize: o.batch_size, pollingIntervalSeconds: o.polling_s, includeMetadata: true },
+    async (jobs) => {
+      // retryCount is pg-boss's count of earlier attempts; startedOn its own time of the claim
+      await Promise.all(jobs.map((job) => recorder.execution(job.data.key, job.id, job.retryCount + 1, job.startedOn)));
+    });
+  await new Promise((resolve) => {
+    process.once("SIGTERM", resolve);
+    process.once("SIGINT", resolve);
+  });
+  setTimeout(() => process.exit(4), o.stop_grace_s * 1000).unref();
+  await b.stop({ graceful: true, wait: true, timeout: o.stop_grace_s * 1000 });  // pg-boss's graceful stop
+  return 0;
+}
+
+async function sql() {
+  // The statements PgBoss.work's loop sends, as the installed pg-boss builds them (src/plans.js;
+  // Manager: nextJobCommand = plans.fetchNextJob(schema), completeJobsCommand = plans.completeJobs(schema)),
+  // for claimcheck's pgbench cycle (claimcheck lib pg-boss --pgbench).
+  const plans = library(config, "pg-boss/src/plans.js");
+  const schema = plans.DEFAULT_SCHEMA ?? "pgboss";
+  emit({ event: "sql", schema, fetch: plans.fetchNextJob(schema)({ includeMetadata: true, priority: true }),
+         complete: plans.completeJobs(schema) });
+}
+
+run({ install, enqueue, work, sql }[command]);

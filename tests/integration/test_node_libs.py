@@ -1,0 +1,90 @@
+"""graphile-worker and pg-boss through their own Node workers, judged by the ledger (claimcheck lib).
+
+The libraries are installed once into the per-user cache (claimcheck.libs.external; the session
+fixture below), so a run does not ask the npm registry again. Small runs: the whole path (npm,
+the library's migrations, its enqueue API, its own worker loop, the JSON-lines records, the
+ledger, the fault report) works, and pg-boss's handler that outlives its expiry is caught.
+"""
+import dataclasses
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from claimcheck.engine.pgbench import pgbench_path
+from claimcheck.errors import UsageError
+from claimcheck.libs import EXTERNAL, load_adapter
+from claimcheck.libs.runner import lib_settings, run_library
+from claimcheck.settings import FaultPlan
+
+
+@pytest.fixture(scope="session")
+def node_libs():
+    """Both adapters, their libraries installed (once, into the cache); skips when that cannot be."""
+    if shutil.which("node") is None:
+        pytest.skip("no node on PATH: the Node libraries' tests need Node.js 20 (and npm, once)")
+    try:
+        return {name: load_adapter(name) for name in sorted(EXTERNAL)}
+    except UsageError as exc:
+        pytest.skip(f"the Node libraries could not be installed: {str(exc)[:200]}")
+
+
+def has_pgbench(server) -> bool:
+    try:
+        pgbench_path(server.bin_dir)
+        return True
+    except UsageError:
+        return False
+
+
+@pytest.mark.parametrize("library", sorted(EXTERNAL))
+def test_a_healthy_run_executes_every_job_exactly_once(server, node_libs, library):
+    """With the pgbench pass when pgbench is here: the library's own SQL finishes every job too."""
+    adapter = node_libs[library]
+    pgbench = has_pgbench(server)
+    result = run_library(server, adapter, lib_settings(workers=2, jobs=60), pgbench=pgbench)
+    v = result.verdict
+    assert result.exactly_once, (v.violations[:3], result.table, result.library)
+    assert v.claims == 60 and v.unique_jobs_claimed == 60 and v.redeliveries == 0
+    assert result.table.done == 60 and result.unfinished_jobs == 0
+    assert result.library["version"] == adapter.pinned  # what the workers said they ran (their hello)
+    assert result.strategy.source == f"{library} (npm) {adapter.pinned}"
+    if pgbench:
+        assert result.pgbench.jobs_done == 60 and result.pgbench.failed == 0, result.pgbench.as_dict()
+        assert result.pgbench_ratio > 0 and library in result.pgbench.statements
+
+
+def test_a_pg_boss_handler_that_outlives_its_expiry_runs_beside_its_retry(server, node_libs):
+    """Work longer than expireInSeconds: pg-boss's own worker gives up on the handler (its
+    resolveWithinSeconds), fails the job and fetches its retry while the handler still runs. No
+    worker failed, so "exactly-once delivery" is broken: the ledger says concurrent."""
+    from claimcheck.libs.pgboss import EXPIRE_S
+
+    settings = lib_settings(workers=1, jobs=2, work_ms=str(EXPIRE_S * 1000 + 1500), duration_s=EXPIRE_S + 1.5)
+    result = run_library(server, node_libs["pg-boss"], settings)
+    v = result.verdict
+    assert not result.exactly_once and v.double_claimed_jobs == 2, v.violations
+    assert {x.kind for x in v.violations} == {"concurrent"}
+    assert v.redeliveries == 0  # no worker failed: nothing allowed it
+
+
+def test_graphile_worker_under_a_kill_and_a_stall_loses_nothing_and_keeps_its_promise(server, node_libs):
+    """A killed worker's job is given back by forceUnlockWorkers (the coordinator's recovery); a
+    stalled one keeps its 4-hour lock, so nobody else runs it meanwhile."""
+    settings = dataclasses.replace(lib_settings(workers=2, jobs=100, faults=True),
+                                   faults=FaultPlan(kills=1, terminates=0, stalls=1, restarts=0))
+    result = run_library(server, node_libs["graphile-worker"], settings)
+    v = result.verdict
+    assert sorted(f.kind for f in result.faults) == ["kill", "stall"]
+    assert v.unclaimed_jobs == 0 and result.unfinished_jobs == 0, result.library
+    assert result.exactly_once, (v.violations[:3], [f.as_dict() for f in result.faults])
+
+
+def test_without_node_lib_says_what_is_missing_and_exits_2(tmp_path):
+    env = {**os.environ, "PATH": str(tmp_path), "CLAIMCHECK_CACHE": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-m", "claimcheck", "lib", "graphile-worker", "--jobs", "10"],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert "no node on PATH" in done.stderr and "nodejs" in done.stderr
