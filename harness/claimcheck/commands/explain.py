@@ -11,6 +11,7 @@ from rich.text import Text
 
 from claimcheck.commands._options import add_json_option, add_server_options, positive
 from claimcheck.probes._report import maybe_write, probe_document
+from claimcheck.report.publish import plain_settings
 from claimcheck.probes.explain import FINISHED_JOBS, READY_JOBS, PlanVerdict, plan_verdict, prepare_plan_table
 from claimcheck.server.provision import provide_server
 from claimcheck.report.render import print_server
@@ -54,7 +55,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
             console.print(plan_panel(verdict))
         console.print(verdict_table(verdicts, f"claimcheck explain: {table_shape}: PostgreSQL {server.version} "
                                               f"({server.source})"))
-        doc = probe_document(server, args, "explain", {"table": {"finished": args.finished, "ready": args.ready},
+        doc = probe_document(server, plain_settings(vars(args)), "explain", {"table": {"finished": args.finished, "ready": args.ready},
                                                        "plans": [v.as_dict() for v in verdicts]})
         maybe_write(doc, args.json, "explain", console)
     return 0 if all(v.shape_ok for v in verdicts) else 1
