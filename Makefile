@@ -1,11 +1,11 @@
-# Two commands on a fresh machine: `make bench` and `make test`.
+# Two commands on a fresh machine: `make bench` and `make test`; `make quick` runs the unit layer alone.
 # Both create the virtualenv themselves; it is rebuilt when pyproject.toml changes.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: bench test clean
+.PHONY: bench test quick clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +18,10 @@ bench: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/pytest -n 2
+
+# The unit layer: pure logic, no server, seconds.
+quick: $(STAMP)
+	$(BIN)/pytest -q tests/unit
 
 clean:
 	rm -rf $(VENV) reports/*.json reports/*.html
