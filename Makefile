@@ -21,7 +21,7 @@ bench: $(STAMP)
 test: $(STAMP)
 	$(BIN)/pytest -n 2 --dist worksteal
 
-# The unit layer: pure logic, no server, seconds.
+# The unit layer: pure logic, no server, under a minute.
 quick: $(STAMP)
 	$(BIN)/pytest -q tests/unit
 
