@@ -20,10 +20,9 @@ from claimcheck.server import interrupts
 from claimcheck.commands import VERBS
 from claimcheck.commands._options import check_writable
 from claimcheck.errors import ClaimcheckError, Interrupted
+from claimcheck.report.publish import report_console
 from claimcheck.server.provision import DSN_ENV
 from claimcheck.server.redaction import remember, scrub
-
-REPORT_WIDTH_WHEN_PIPED = 400  # tables take their natural width; a CI log does not wrap
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -63,9 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     interrupts.reset()  # the closing message reports this invocation's cleanup only
     remember(getattr(args, "dsn", None))
     remember(os.environ.get(DSN_ENV))
-    console, err = Console(), Console(stderr=True)
-    if not console.is_terminal:  # a pipe or a CI log: don't squeeze the table into 80 columns
-        console = Console(width=REPORT_WIDTH_WHEN_PIPED)
+    console, err = report_console(), Console(stderr=True)  # a pipe or a CI log: the table is not squeezed
     signal.signal(signal.SIGTERM, _terminate_as_interrupt)
     started = time.monotonic()
     try:

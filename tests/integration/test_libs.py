@@ -1,6 +1,6 @@
 """Real queue libraries through their own workers, judged by the ledger (claimcheck lib).
 
-Each library is installed by the test extra at the version the README names. Small runs: the
+Each library is installed by the test extra at the version docs/libraries.md names. Small runs: the
 point is that the whole path (the library's installer, its enqueue API, its own worker loop,
 our recording task, the ledger, the fault report) works, and what each library promises holds.
 """
@@ -38,7 +38,7 @@ def test_a_healthy_run_executes_every_job_exactly_once(server, library):
 
 
 KEEPS_ITS_PROMISE_UNDER_KILLS_AND_STALLS = ["procrastinate", "pgqueuer"]
-"""saq re-ran finished jobs under these faults here (README: findings), so its run is reported below."""
+"""saq re-ran finished jobs under these faults here (docs/libraries.md: findings), so its run is reported below."""
 
 
 def run_with_faults(server, library, plan):
@@ -60,7 +60,7 @@ def test_under_kills_and_stalls_nothing_is_lost_and_the_promise_holds(server, li
 @pytest.mark.parametrize("library", LIBRARIES)
 def test_every_fault_kind_is_injected_and_reported(server, library, record_property):
     """Connection faults (and, for saq, kills and stalls) find real bugs in these libraries
-    (README: findings), so this run's verdict is reported, not asserted; what is asserted is that
+    (docs/libraries.md: findings), so this run's verdict is reported, not asserted; what is asserted is that
     every fault landed, every job ran, and the fault report names each faulted job's fate."""
     plan = FaultPlan(kills=1, terminates=1, stalls=1, restarts=1 if server.restart else 0)
     result = run_with_faults(server, library, plan)

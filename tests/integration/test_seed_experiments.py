@@ -30,7 +30,7 @@ def test_for_update_in_lock_mode_makes_workers_wait_on_each_other(run):
     settings["work"] = WorkTime.parse("2")
     for_update = run("for-update", **settings)
     skip_locked = run("skip-locked", **settings)
-    assert for_update.verdict.exactly_once and skip_locked.verdict.exactly_once
+    assert for_update.exactly_once and skip_locked.exactly_once
     fu_events, sl_events = for_update.waits.events, skip_locked.waits.events
     assert fu_events["Lock/transactionid"] > 0
     assert for_update.waits.max_waiting_workers >= 8 // 2, for_update.waits

@@ -4,17 +4,16 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
-import sys
 from pathlib import Path
 
 from rich.console import Console
 
 from claimcheck.errors import UsageError
-from claimcheck.verdict.result import RunResult
+from claimcheck.report import publish
+from claimcheck.report.render import REPORTS_DIR
 from claimcheck.server.provision import DSN_ENV, Server
-from claimcheck.report.render import REPORTS_DIR, document, faults_table, print_evidence, results_table, write_json
-from claimcheck.report.html import write_html
 from claimcheck.settings import FaultPlan, RunSettings, WorkTime, positive  # noqa: F401 (positive: the verbs')
+from claimcheck.verdict.result import RunResult
 
 
 def int_list(text: str) -> list[int]:
@@ -149,25 +148,10 @@ def add_wide_option(g) -> None:
                    help="show every column of the results table (the default fits 80 columns; a pipe gets every column)")
 
 
-def plain_settings(args: argparse.Namespace) -> dict:
-    """The command line's settings, as the JSON report's `settings`."""
-    return {k: v for k, v in vars(args).items()
-            if k not in ("func", "json") and isinstance(v, (str, int, float, list, type(None)))}
-
-
 def report_runs(server: Server, results: list[RunResult], args: argparse.Namespace, console: Console,
                 verb: str, title: str, always_write: bool, evidence: int, command: str | None = None,
                 plans=None) -> None:
-    # A terminal gets the columns that decide; a pipe or a CI log (a wide console) gets them all.
-    console.print(results_table(results, title, wide=args.wide or not console.is_terminal))
-    for result in results:
-        print_evidence(console, result, evidence)
-        if result.faults:
-            console.print(faults_table(result))
-    command = command or " ".join(["claimcheck", *sys.argv[1:]])
-    doc = document(server, results, command=command, settings=plain_settings(args), plans=plans)
-    if args.json or always_write:
-        path = write_json(doc, args.json, verb)
-        where = "" if args.json else f" (in {Path.cwd()}; --json PATH writes elsewhere)"
-        console.print(f"JSON report: {path}{where}", highlight=False)
-        console.print(f"HTML report: {write_html(doc, path)}", highlight=False)
+    """A verb's runs, printed and written as its command line asks (see claimcheck.report.publish)."""
+    publish.report_runs(server, results, console, verb=verb, title=title, settings=publish.plain_settings(vars(args)),
+                        json_path=args.json, wide=args.wide, always_write=always_write, evidence=evidence,
+                        command=command, plans=plans)

@@ -7,14 +7,14 @@ from pathlib import Path
 
 from rich.console import Console
 
-from claimcheck.commands._options import (add_run_options, add_server_options, plain_settings, positive,
-                                          report_runs, settings_grid)
+from claimcheck.commands._options import add_run_options, add_server_options, positive, report_runs, settings_grid
 from claimcheck.interleave.search import DEFAULT_EXAMPLES, search
 from claimcheck.interleave.trace import render
 from claimcheck.plans.conditions import CHOICES as PLAN_CHOICES
 from claimcheck.plans.explore import run_with_plans
 from claimcheck.report.plans import print_conditions
 from claimcheck.server.provision import provide_server
+from claimcheck.report.publish import plain_settings
 from claimcheck.report.render import document, print_server, print_stop, write_json
 from claimcheck.server.session import run_all
 from claimcheck.settings import FaultPlan
@@ -49,7 +49,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
     g.add_argument("--hypothesis-db", type=Path, default=DEFAULT_DATABASE,
                    help=f"where found counterexamples are kept and replayed first (default {DEFAULT_DATABASE})")
     g.add_argument("--save-spec", type=Path, help="write a found counterexample here as a spec file")
-    e = p.add_argument_group("engine (more load than one machine: see the README)")
+    e = p.add_argument_group("engine (more load than one machine: see docs/locust.md)")
     e.add_argument("--engine", choices=("fork", "locust"), default="fork",
                    help="fork: one process per worker (default); locust: Locust users, one claimer each "
                         "(pip install 'claimcheck[locust]')")
@@ -111,7 +111,7 @@ def run_search(args: argparse.Namespace, strategy, console: Console, err: Consol
             console.print(f"saved to {args.save_spec}")
         outcome = 1
     if args.json:
-        doc = document(server, [], command=" ".join(["claimcheck", *sys.argv[1:]]), settings=plain_settings(args))
+        doc = document(server, [], command=" ".join(["claimcheck", *sys.argv[1:]]), settings=plain_settings(vars(args)))
         doc["search"] = {"strategy": strategy.name, "schedules": result.examples_run,
                          "seconds": round(result.seconds, 3),
                          "counterexample": render(result.counterexample) if result.counterexample else None,

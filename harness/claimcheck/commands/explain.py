@@ -17,6 +17,7 @@ from claimcheck.plans.explore import plan_under
 from claimcheck.probes.explain import (FINISHED_JOBS, READY_JOBS, PlanVerdict, plan_verdict, prepare_plan_table,
                                        with_conditions)
 from claimcheck.server.runcontext import RunContext
+from claimcheck.report.publish import plain_settings
 from claimcheck.server.provision import provide_server
 from claimcheck.report.render import print_server
 from claimcheck.server.session import run_schema
@@ -76,7 +77,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
                                     expand=False))
         console.print(verdict_table(verdicts, f"claimcheck explain: {table_shape}: PostgreSQL {server.version} "
                                               f"({server.source})"))
-        doc = probe_document(server, args, "explain", {"table": {"finished": args.finished, "ready": args.ready},
+        doc = probe_document(server, plain_settings(vars(args)), "explain", {"table": {"finished": args.finished, "ready": args.ready},
                                                        "plans": [v.as_dict() for v in verdicts]})
         maybe_write(doc, args.json, "explain", console)
     return 0 if all(v.shape_ok for v in verdicts) else 1

@@ -1,5 +1,5 @@
 """`claimcheck locustfile`: the path of the locustfile shipped in the package, for
-`locust -f "$(claimcheck locustfile)" ...` (see the README's "More load than one machine")."""
+`locust -f "$(claimcheck locustfile)" ...` (see docs/locust.md)."""
 from __future__ import annotations
 
 import argparse

@@ -5,6 +5,9 @@ interleaving of their steps, and a few queued jobs. Each drawn schedule becomes 
 deterministically through the interleaving runner; the property is the ledger's: no job owned
 by two sessions at once. `hypothesis.find` returns the minimal schedule that breaks it, which
 prints as the same trace a spec run prints and as a spec file that replays it.
+
+Hypothesis is imported where the search runs, not at the top: the CLI imports this module for
+`check`'s options with every verb, and hypothesis was a third of the CLI's import time.
 """
 from __future__ import annotations
 
@@ -14,11 +17,6 @@ import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
-
-from hypothesis import HealthCheck, Phase, find, settings
-from hypothesis import strategies as st
-from hypothesis.database import DirectoryBasedExampleDatabase
-from hypothesis.errors import NoSuchExample
 
 from claimcheck.contract.dialect import bind_some
 from claimcheck.interleave.runner import InterleavingRunner, PermutationResult
@@ -54,21 +52,27 @@ def steps_per_session(strategy: Strategy) -> int:
     return 2 + len(strategy.steps("claim")) + (len(strategy.steps("pick")) if strategy.has_pick else 0)
 
 
-@st.composite
-def schedules(draw, strategy: Strategy) -> Schedule:
-    count = draw(st.integers(2, 3))
-    # Every choice shrinks toward the simplest story: fewer sessions, batch 1, COMMIT, one job,
-    # and session A's steps first.
-    plans = tuple(SessionPlan(batch=draw(st.integers(1, MAX_BATCH)), commits=not draw(st.booleans()))
-                  for _ in range(count))
-    remaining = [steps_per_session(strategy)] * count
-    order = []
-    while any(remaining):
-        ready = [i for i, n in enumerate(remaining) if n]
-        chosen = ready[draw(st.integers(0, len(ready) - 1))]
-        remaining[chosen] -= 1
-        order.append(chosen)
-    return Schedule(jobs=draw(st.integers(1, MAX_JOBS)), sessions=plans, order=tuple(order))
+def schedules(strategy: Strategy):
+    """The hypothesis strategy of a strategy's schedules."""
+    from hypothesis import strategies as st
+
+    @st.composite
+    def schedule(draw) -> Schedule:
+        count = draw(st.integers(2, 3))
+        # Every choice shrinks toward the simplest story: fewer sessions, batch 1, COMMIT, one job,
+        # and session A's steps first.
+        plans = tuple(SessionPlan(batch=draw(st.integers(1, MAX_BATCH)), commits=not draw(st.booleans()))
+                      for _ in range(count))
+        remaining = [steps_per_session(strategy)] * count
+        order = []
+        while any(remaining):
+            ready = [i for i, n in enumerate(remaining) if n]
+            chosen = ready[draw(st.integers(0, len(ready) - 1))]
+            remaining[chosen] -= 1
+            order.append(chosen)
+        return Schedule(jobs=draw(st.integers(1, MAX_JOBS)), sessions=plans, order=tuple(order))
+
+    return schedule()
 
 
 def _literal(value: object) -> str:
@@ -139,6 +143,10 @@ def search(server: Server, strategy: Strategy, *, max_examples: int = DEFAULT_EX
 
 async def _search(dsn: str, schema: str, run_id: str, strategy: Strategy, max_examples: int, seed: int | None,
                   database: Path | None) -> SearchResult:
+    from hypothesis import HealthCheck, Phase, find, settings
+    from hypothesis.database import DirectoryBasedExampleDatabase
+    from hypothesis.errors import NoSuchExample
+
     loop = asyncio.get_running_loop()
     count = 0
     started = time.monotonic()

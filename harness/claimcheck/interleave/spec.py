@@ -20,6 +20,13 @@ A `claim` step's rows (job id first, attempt second) become the session's claims
 transaction commits. A `pick` step's first column is kept as the session's `%(ids)s`, which
 later steps may use (the select-then-update pattern). With no `permutation` line, every
 interleaving that keeps each session's order is run.
+
+Why a parser of our own: the isolation tester's grammar exists only as the flex/bison files of
+PostgreSQL's source tree (`specscanner.l`, `specparse.y`), with no Python package that reads
+it, and our format adds step kinds and headers it does not have (`claim`, `pick`, `jobs`,
+`tables`). The format is line-based with `{ ... }` blocks, so a parser generator (lark,
+pyparsing) would add a dependency and a grammar file for what a small tokenizer below reads,
+and would not give better errors: each one here names the spec's line and what was expected.
 """
 from __future__ import annotations
 

@@ -71,7 +71,7 @@ class PgqueuerAdapter(LibraryAdapter):
     completion_lag_s = 2.0
     """Completions go through a JobStatusLogBuffer (flushed every 0.1 s by default) on the one
     connection the worker shares with its dequeues and heartbeats, and with the psycopg driver's
-    NOTIFY watcher, which holds that connection for up to 1 s per wait (README, findings;
+    NOTIFY watcher, which holds that connection for up to 1 s per wait (docs/libraries.md, findings;
     tests/findings/pgqueuer_psycopg_notify_lock.py): a flush can wait that second on top of its
     interval and a loaded event loop. 1.0 s was exceeded twice in `make test` on a loaded machine
     (a job finished at 0.46 s, its worker stalled more than 1 s later and was killed at 5.6 s with

@@ -3,7 +3,7 @@
 Starts one Locust master and P Locust worker processes running claimcheck's locustfile
 (`claimcheck locustfile` prints its path), all bound to 127.0.0.1 on a free port; the master seeds,
 judges, prints the verdict and sets the exit code, which becomes this command's. On many hosts the
-same two `locust` commands are run by hand (README, "More load than one machine").
+same two `locust` commands are run by hand (docs/locust.md).
 
 Locust is an extra (`pip install 'claimcheck[locust]'`): importing it monkey-patches the process
 for gevent, so this module never imports it; the locustfile runs in Locust's own processes.

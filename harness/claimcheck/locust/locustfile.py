@@ -1,5 +1,5 @@
-"""claimcheck's locustfile: `locust -f "$(claimcheck locustfile)" ...` (see the README's "More load
-than one machine"). One user = one claimer with its own connection (claimcheck.locust.claimer);
+"""claimcheck's locustfile: `locust -f "$(claimcheck locustfile)" ...` (see
+docs/locust.md). One user = one claimer with its own connection (claimcheck.locust.claimer);
 the master (or a run without --master) seeds, judges and cleans up (claimcheck.locust.master).
 
     locust -f "$(claimcheck locustfile)" --master --headless --expect-workers 3 \\

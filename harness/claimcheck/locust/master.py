@@ -18,8 +18,6 @@ Runs in the process that owns the run (Locust's master, or its local runner with
 from __future__ import annotations
 
 import contextlib
-
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -31,8 +29,6 @@ import psycopg
 from locust.runners import WORKER_REPORT_INTERVAL, MasterRunner
 from rich.console import Console
 
-from claimcheck.cli import REPORT_WIDTH_WHEN_PIPED
-from claimcheck.commands._options import report_runs
 from claimcheck.engine.driver import STALL_TIMEOUT_S, check_fail_rate, judge_run, seed, validate
 from claimcheck.errors import ClaimcheckError, ServerError
 from claimcheck.verdict.ledger import WorkerLog
@@ -42,6 +38,7 @@ from claimcheck.engine.logstream import apply_summary, merge_delta
 from claimcheck.server.provision import Server, server_version
 from claimcheck.server.redaction import redact_dsn
 from claimcheck.contract.queries import QUERIES
+from claimcheck.report.publish import plain_settings, report_console, report_runs
 from claimcheck.report.render import print_server
 from claimcheck.engine.sampler import LockWaitSampler, WaitSamples
 from claimcheck.server.runcontext import RunContext
@@ -69,9 +66,7 @@ class MasterRun:
     def __init__(self, environment: Any) -> None:
         self.env = environment
         self.options = environment.parsed_options
-        self.console, self.err = Console(), Console(stderr=True)
-        if not self.console.is_terminal:  # as the CLI does: a pipe or a CI log gets the table unsqueezed
-            self.console = Console(width=REPORT_WIDTH_WHEN_PIPED)
+        self.console, self.err = report_console(), Console(stderr=True)  # as the CLI's: a pipe gets every column
         self.strategy = load_strategy(self.options.claim_file)
         self.settings = settings_from(self.options)
         check_fail_rate(self.strategy, self.settings)
@@ -210,9 +205,12 @@ class MasterRun:
                            f"{result.verdict.unrecorded_claims} unrecorded claims (jobs the table shows claimed "
                            "that no streamed record names) count as claimed, not lost", highlight=False,
                            soft_wrap=True)
-        shown = argparse.Namespace(**self._report_settings(), wide=False)  # a terminal gets the compact table
-        report_runs(self.server, [result], shown, self.console, "check",
-                    f"claimcheck check {self.strategy.name} on Locust: PostgreSQL {self.server.version}",
+        o = self.options
+        report_runs(self.server, [result], self.console, verb="check",
+                    title=f"claimcheck check {self.strategy.name} on Locust: PostgreSQL {self.server.version}",
+                    settings=plain_settings(self._report_settings()),
+                    json_path=Path(o.json_report) if o.json_report else None,
+                    wide=False,  # a terminal gets the compact table
                     always_write=False, evidence=EVIDENCE_JOBS, command=self._command())
         held = result.exactly_once
         self.console.print("[bold green]exactly-once held[/]" if held else "[bold red]exactly-once violated[/]")
@@ -224,8 +222,7 @@ class MasterRun:
         return {"engine": "locust", "strategy": o.claim_file, "users": o.num_users, "jobs": o.jobs,
                 "batch": o.batch, "mode": o.mode, "work_ms": o.work_ms, "poll_ms": o.poll_ms,
                 "lease_seconds": o.lease_seconds, "fail_rate": o.fail_rate, "duration": o.claim_duration,
-                "claims_per_user": o.claims_per_user, "dsn": redact_dsn(o.dsn),
-                "json": Path(o.json_report) if o.json_report else None}
+                "claims_per_user": o.claims_per_user, "dsn": redact_dsn(o.dsn)}
 
     def _command(self) -> str:
         return " ".join(["locust", *(redact_dsn(a) if a.startswith("postgres") else a for a in sys.argv[1:])])

@@ -1,12 +1,6 @@
-"""The JSON report's published schema (`report.schema.json`, docs/contracts.md section 3), and the
-small validator `compare` uses to refuse a malformed report with the file and the field.
-
-Why our own validator and not the `jsonschema` package at run time: `jsonschema` brings attrs,
-referencing and the compiled rpds-py with it, for a CLI whose one reader of the schema needs
-eight keywords. This module interprets exactly the keywords the schema uses (type, const, enum,
-required, properties, additionalProperties, items, minimum, and local `$ref`s) and refuses a
-schema that uses any other, so the two cannot drift apart silently. The tests validate every
-report they write with the real `jsonschema` and check that both readers agree on fuzzed input.
+"""The JSON report's published schema (`report.schema.json`, docs/contracts.md section 3), and its
+validation with the `jsonschema` package, worded the way `compare` names a broken report's field:
+`runs[0].workers: expected integer, got "abc"`.
 """
 from __future__ import annotations
 
@@ -16,18 +10,6 @@ from importlib.resources import files
 from typing import Any, Iterator
 
 SCHEMA_VERSION = 2
-KNOWN_KEYWORDS = frozenset({"type", "const", "enum", "required", "properties", "additionalProperties", "items",
-                            "minimum", "$ref", "$defs", "$schema", "$id", "title", "description"})
-_TYPES = {
-    "object": lambda v: isinstance(v, dict),
-    "array": lambda v: isinstance(v, list),
-    "string": lambda v: isinstance(v, str),
-    "boolean": lambda v: isinstance(v, bool),
-    "null": lambda v: v is None,
-    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-    # JSON Schema counts 8.0 as an integer, as `jsonschema` does.
-    "integer": lambda v: (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, float) and v.is_integer()),
-}
 
 
 @cache
@@ -36,54 +18,52 @@ def schema() -> dict:
     return json.loads(files("claimcheck.report").joinpath("report.schema.json").read_text(encoding="utf-8"))
 
 
-def _same(a: Any, b: Any) -> bool:
-    """JSON equality: `true` is not `1`."""
-    return type(a) is type(b) and a == b if isinstance(a, bool) or isinstance(b, bool) else a == b
+@cache
+def validator():
+    """A Draft 2020-12 validator of the published schema, itself checked against the meta-schema.
+    Imported here, not at the top: every verb imports this module for SCHEMA_VERSION, only the
+    readers of reports (`compare`, the tests) need the validator."""
+    import jsonschema
+
+    jsonschema.Draft202012Validator.check_schema(schema())
+    return jsonschema.Draft202012Validator(schema())
 
 
-def _resolve(node: dict, root: dict) -> dict:
-    while "$ref" in node:
-        ref = node["$ref"]
-        if not ref.startswith("#/"):
-            raise ValueError(f"report schema: only local $ref is supported, got {ref!r}")
-        node = root
-        for part in ref[2:].split("/"):
-            node = node[part]
-    return node
+def errors(value: Any) -> Iterator[str]:
+    """Each way `value` breaks the schema, as `field: what is wrong`, shallowest fields first;
+    nothing when it is valid."""
+    seen: set[str] = set()
+    for error in sorted(validator().iter_errors(value), key=lambda e: len(e.absolute_path)):
+        for line in _worded(error):
+            if line not in seen:
+                seen.add(line)
+                yield line
 
 
-def errors(value: Any, node: dict | None = None, path: str = "", root: dict | None = None) -> Iterator[str]:
-    """Each way `value` breaks the schema, as `field: what is wrong`; nothing when it is valid."""
-    root = schema() if root is None else root
-    node = _resolve(root if node is None else node, root)
-    unknown = set(node) - KNOWN_KEYWORDS
-    if unknown:
-        raise ValueError(f"report schema uses keywords this validator does not know: {sorted(unknown)}")
-    where = path or "the document"
-    if "type" in node:
-        kinds = node["type"] if isinstance(node["type"], list) else [node["type"]]
-        if not any(_TYPES[k](value) for k in kinds):
-            yield f"{where}: expected {' or '.join(kinds)}, got {_shown(value)}"
-            return
-    if "const" in node and not _same(value, node["const"]):
-        yield f"{where}: expected {json.dumps(node['const'])}, got {_shown(value)}"
-    if "enum" in node and not any(_same(value, e) for e in node["enum"]):
-        yield f"{where}: expected one of {', '.join(map(json.dumps, node['enum']))}, got {_shown(value)}"
-    if "minimum" in node and _TYPES["number"](value) and value < node["minimum"]:
-        yield f"{where}: must be at least {node['minimum']}, got {_shown(value)}"
-    if isinstance(value, dict):
-        for key in node.get("required", ()):
-            if key not in value:
-                yield f"{path + '.' if path else ''}{key}: missing"
-        props = node.get("properties", {})
-        extra = node.get("additionalProperties")
-        for key, item in value.items():
-            sub = props.get(key, extra if isinstance(extra, dict) else None)
-            if sub is not None:
-                yield from errors(item, sub, f"{path}.{key}" if path else key, root)
-    if isinstance(value, list) and "items" in node:
-        for i, item in enumerate(value):
-            yield from errors(item, node["items"], f"{path}[{i}]", root)
+def _field(path) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _worded(error) -> Iterator[str]:
+    where = _field(error.absolute_path) or "the document"
+    kind, expected, got = error.validator, error.validator_value, error.instance
+    if kind == "required":  # one error per missing key; name the key, as a field of its own
+        prefix = f"{_field(error.absolute_path)}." if error.absolute_path else ""
+        yield from (f"{prefix}{key}: missing" for key in expected if isinstance(got, dict) and key not in got)
+    elif kind == "type":
+        kinds = expected if isinstance(expected, list) else [expected]
+        yield f"{where}: expected {' or '.join(kinds)}, got {_shown(got)}"
+    elif kind == "const":
+        yield f"{where}: expected {json.dumps(expected)}, got {_shown(got)}"
+    elif kind == "enum":
+        yield f"{where}: expected one of {', '.join(map(json.dumps, expected))}, got {_shown(got)}"
+    elif kind == "minimum":
+        yield f"{where}: must be at least {expected}, got {_shown(got)}"
+    else:
+        yield f"{where}: {error.message}"
 
 
 def _shown(value: Any) -> str:

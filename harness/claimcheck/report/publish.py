@@ -1,0 +1,54 @@
+"""What a verb prints and writes for its runs: the table, the evidence, the JSON and HTML reports.
+
+The CLI's verbs and the Locust master (which is not the CLI) end their runs the same way, so this
+lives below both: it takes the settings and the output choices as plain values, never the command
+line's `argparse.Namespace`.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Mapping
+
+from rich.console import Console
+
+from claimcheck.report.html import write_html
+from claimcheck.report.render import document, faults_table, print_evidence, results_table, write_json
+from claimcheck.server.provision import Server
+from claimcheck.verdict.result import RunResult
+
+REPORT_WIDTH_WHEN_PIPED = 400
+"""Tables take their natural width when output is not a terminal: a CI log does not wrap."""
+
+
+def report_console() -> Console:
+    """stdout for tables: a terminal's width, else (a pipe, a CI log) unsqueezed."""
+    console = Console()
+    return console if console.is_terminal else Console(width=REPORT_WIDTH_WHEN_PIPED)
+
+
+def plain_settings(options: Mapping[str, object]) -> dict:
+    """A run's options as the JSON report's `settings`: the plain values (no function, no path)."""
+    return {k: v for k, v in options.items()
+            if k not in ("func", "json") and isinstance(v, (str, int, float, list, type(None)))}
+
+
+def report_runs(server: Server, results: list[RunResult], console: Console, *, verb: str, title: str,
+                settings: dict, json_path: Path | None, wide: bool, always_write: bool, evidence: int,
+                command: str | None = None, plans=None) -> None:
+    """Print the runs' table (the columns that decide on a terminal, all of them in a pipe or with
+    `wide`), each run's evidence and faults; write the JSON report and the HTML next to it when
+    `json_path` is given or `always_write` (then under reports/). `plans`: the planner conditions a
+    check tried (claimcheck.plans.explore.ConditionOutcome), for the JSON's `conditions`."""
+    console.print(results_table(results, title, wide=wide or not console.is_terminal))
+    for result in results:
+        print_evidence(console, result, evidence)
+        if result.faults:
+            console.print(faults_table(result))
+    command = command or " ".join(["claimcheck", *sys.argv[1:]])
+    doc = document(server, results, command=command, settings=settings, plans=plans)
+    if json_path or always_write:
+        path = write_json(doc, json_path, verb)
+        where = "" if json_path else f" (in {Path.cwd()}; --json PATH writes elsewhere)"
+        console.print(f"JSON report: {path}{where}", highlight=False)
+        console.print(f"HTML report: {write_html(doc, path)}", highlight=False)
