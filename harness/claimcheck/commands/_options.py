@@ -11,7 +11,8 @@ from rich.console import Console
 
 from claimcheck.errors import UsageError
 from claimcheck.verdict.result import RunResult
-from claimcheck.server.provision import DSN_ENV, Server
+from claimcheck.server.pgbouncer import PoolerSpec
+from claimcheck.server.provision import DSN_ENV, Server, provide_server
 from claimcheck.report.render import REPORTS_DIR, document, faults_table, print_evidence, results_table, write_json
 from claimcheck.report.html import write_html
 from claimcheck.settings import FaultPlan, RunSettings, WorkTime
@@ -33,6 +34,22 @@ def add_server_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--dsn", help=f"connect to this server and start nothing (default: ${DSN_ENV})")
     g.add_argument("--pg", metavar="KIND", help="start a server: embedded (default, PostgreSQL 18), embedded:16, "
                                                 "system (the machine's pg_ctl), docker:VERSION")
+    g.add_argument("--pooler", metavar="pgbouncer[:MODE]",
+                   help="start a PgBouncer (transaction mode, or :session) in front of the server and connect the "
+                        "workers through it; a --dsn that reaches a pooler is found by behaviour without this "
+                        "(see docs/poolers.md)")
+    g.add_argument("--pool-size", type=int, metavar="N",
+                   help="--pooler: server connections in its pool (default: half the fewest workers, at least 1)")
+
+
+def provide(args: argparse.Namespace, **kwargs):
+    """The verb's server (provision.provide_server) from its --dsn, --pg, --pooler and --pool-size."""
+    pooler = PoolerSpec.parse(args.pooler, args.pool_size) if getattr(args, "pooler", None) else None
+    if pooler is None and getattr(args, "pool_size", None) is not None:
+        raise UsageError("--pool-size sizes the pool of --pooler; give --pooler pgbouncer too")
+    workers = getattr(args, "workers", None)
+    workers = min(workers) if isinstance(workers, list) and workers else workers if isinstance(workers, int) else None
+    return provide_server(args.dsn, args.pg, pooler=pooler, workers=workers, **kwargs)
 
 
 def check_writable(path: Path | None) -> None:

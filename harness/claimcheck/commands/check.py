@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from claimcheck.commands._options import (add_run_options, add_server_options, plain_settings, report_runs,
+from claimcheck.commands._options import (add_run_options, add_server_options, provide, plain_settings, report_runs,
                                        settings_grid)
 from claimcheck.errors import UsageError
 from claimcheck.interleave.search import DEFAULT_EXAMPLES, search
@@ -62,7 +62,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     if args.search:
         return run_search(args, strategy, console, err)
     grid = settings_grid(args, FaultPlan() if args.faults else None, stop_early=not args.drain)
-    with provide_server(args.dsn, args.pg) as server:
+    with provide(args) as server:
         print_server(err, server)
         results = run_all(server, [strategy], grid, err)
         report_runs(server, results, args, console, "check",
@@ -76,6 +76,8 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
 
 
 def run_search(args: argparse.Namespace, strategy, console: Console, err: Console) -> int:
+    if args.pooler:
+        raise UsageError("--search runs its sessions on direct connections; --pooler is for the load run")
     if args.max_examples < 1:
         raise UsageError(f"--max-examples must be at least 1, got {args.max_examples}")
     with provide_server(args.dsn, args.pg) as server:

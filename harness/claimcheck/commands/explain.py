@@ -9,10 +9,9 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from claimcheck.commands._options import add_json_option, add_server_options, positive
+from claimcheck.commands._options import add_json_option, add_server_options, provide, positive
 from claimcheck.probes._report import maybe_write, probe_document
 from claimcheck.probes.explain import FINISHED_JOBS, READY_JOBS, PlanVerdict, plan_verdict, prepare_plan_table
-from claimcheck.server.provision import provide_server
 from claimcheck.report.render import print_server
 from claimcheck.server.session import run_schema
 from claimcheck.errors import UsageError
@@ -41,7 +40,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     if own:
         raise UsageError(f"explain plans claims on claimcheck's jobs table with history; {own[0]} brings its own "
                          "tables (run EXPLAIN on them yourself, or `claimcheck check` it)")
-    with provide_server(args.dsn, args.pg) as server:
+    with provide(args) as server:
         print_server(err, server)
         with run_schema(server) as (conn, schema, _run_id):
             prepare_plan_table(conn, schema, args.finished, args.ready)

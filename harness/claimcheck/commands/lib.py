@@ -10,11 +10,11 @@ import argparse
 
 from rich.console import Console
 
-from claimcheck.commands._options import add_json_option, add_server_options, add_wide_option, int_list, report_runs
+from claimcheck.commands._options import add_json_option, add_server_options, provide, add_wide_option, int_list, report_runs
 from claimcheck.libs import ADAPTERS, LibraryAdapter, load_adapter
 from claimcheck.libs.parity import check_cycles
 from claimcheck.libs.runner import FAULT_WORK_MS, LIB_WORK_MS, lib_settings, run_library
-from claimcheck.server.provision import Server, provide_server
+from claimcheck.server.provision import Server
 from claimcheck.report.render import print_server
 from claimcheck.verdict.result import RunResult
 from claimcheck.settings import RunSettings
@@ -91,7 +91,7 @@ def print_library_notes(console: Console, results: list[RunResult]) -> None:
 def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     adapter = load_adapter(args.library)
     grid = [lib_settings(w, args.jobs, args.work_ms, args.faults, args.duration) for w in args.workers]
-    with provide_server(args.dsn, args.pg) as server:
+    with provide(args) as server:
         print_server(err, server)
         if args.pgbench:
             check_cycles([adapter], server.bin_dir, grid)  # before the first run, not after it

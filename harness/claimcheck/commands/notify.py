@@ -8,12 +8,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from claimcheck.commands._options import add_json_option, add_server_options, int_list, positive
+from claimcheck.commands._options import add_json_option, add_server_options, provide, int_list, positive
 from claimcheck.probes._report import maybe_write, probe_document
 from claimcheck.probes._work import PROBE_STRATEGY
 from claimcheck.probes.notify import NotifyFacts, notify_facts
 from claimcheck.probes.wakeup import Variant, WakeResult, run_wakeup
-from claimcheck.server.provision import provide_server
 from claimcheck.report.render import print_server
 from claimcheck.server.session import run_schema
 from claimcheck.contract.strategy import load_strategy
@@ -49,7 +48,7 @@ def variants(args: argparse.Namespace) -> list[Variant]:
 def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     chosen = variants(args)
     strategy = load_strategy(PROBE_STRATEGY)
-    with provide_server(args.dsn, args.pg) as server:
+    with provide(args) as server:
         print_server(err, server)
         with run_schema(server) as (conn, schema, run_id):
             err.print("  delivery at commit, folding, payload limit", highlight=False)

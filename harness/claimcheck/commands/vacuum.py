@@ -6,7 +6,7 @@ import argparse
 
 from rich.console import Console
 
-from claimcheck.commands._options import add_json_option, add_server_options, positive, str_list
+from claimcheck.commands._options import add_json_option, add_server_options, provide, positive, str_list
 from claimcheck.engine.driver import validate
 from claimcheck.errors import UsageError
 from claimcheck.probes._report import maybe_write, probe_document
@@ -14,7 +14,6 @@ from claimcheck.probes._work import PROBE_STRATEGY
 from claimcheck.probes.soak import run_soak
 from claimcheck.probes.tables import archive_table, soak_table, vacuum_table
 from claimcheck.probes.vacuum import HOLDERS, archive, run_vacuum_probe
-from claimcheck.server.provision import provide_server
 from claimcheck.report.render import print_server
 from claimcheck.server.session import run_schema
 from claimcheck.server.schema import build_jobs_table
@@ -59,7 +58,7 @@ def check_args(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     check_args(args)
     strategy = load_strategy(args.strategy)
-    with provide_server(args.dsn, args.pg) as server:
+    with provide(args) as server:
         print_server(err, server)
         with run_schema(server) as (conn, schema, run_id):
             build_jobs_table(conn, schema, VALIDATION_JOBS)

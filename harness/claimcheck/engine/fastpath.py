@@ -139,12 +139,15 @@ class Transaction:
     And an error during the rollback is swallowed without psycopg's logged warning.
     """
 
-    def __init__(self, conn: psycopg.Connection) -> None:
+    def __init__(self, conn: psycopg.Connection, isolation: str | None = None) -> None:
         self.pgconn = conn.pgconn
         self.encoding = conn.info.encoding
+        # Through a pooler (see claimcheck.server.runcontext), BEGIN names the isolation level: the
+        # backend's session default is not ours to set.
+        self.begin = b"BEGIN" if isolation is None else f"BEGIN ISOLATION LEVEL {isolation.upper()}".encode()
 
     def __enter__(self) -> Transaction:
-        self._command(b"BEGIN")
+        self._command(self.begin)
         return self
 
     def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: object) -> bool:

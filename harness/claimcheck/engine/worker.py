@@ -100,7 +100,9 @@ def worker_role(index: int) -> str:
 
 
 def connect_worker(plan: WorkerPlan, index: int) -> psycopg.Connection:
-    conn = plan.run.connect(worker_role(index))
+    conn = plan.run.connect(worker_role(index), worker=True, isolation=plan.strategy.isolation)
+    if plan.run.stateless(worker=True):
+        return conn  # through a pooler: each transaction sets its own isolation; nothing is prepared by name
     conn.prepare_threshold = 0  # server-side prepared statements from the first execution
     # The session default, so that single statements run in autocommit keep the strategy's level.
     conn.execute(sql.SQL("SET default_transaction_isolation TO {}").format(sql.Literal(plan.strategy.isolation)))
@@ -228,8 +230,12 @@ class Loop:
         through libpq directly (see claimcheck.engine.fastpath), prepared again on every new connection.
         In lock mode the transaction around them does too (see `_transaction`). A pick, a claim of
         several statements, or one returning a lease keeps psycopg's general path."""
-        self.transaction = Transaction(self.conn)  # holds no state between uses: one per connection
-        single = lambda section: self.strategy.has(section) and len(self.strategy.steps(section)) == 1  # noqa: E731
+        pooled = self.plan.run.stateless(worker=True)
+        # Through a pooler the session's default isolation is not ours: each BEGIN names it.
+        self.transaction = Transaction(self.conn, self.strategy.isolation if pooled else None)  # one per connection
+        single = lambda section: (not pooled and self.strategy.has(section)  # noqa: E731
+                                  and len(self.strategy.steps(section)) == 1)
+        """No fast path through a pooler: its statements are prepared by name, on one backend."""
         self.fast_complete = self._prepare_fast("complete") if single("complete") else None
         self.bind_complete = self.fast_complete.binder(self.params["complete"], JOB_COLUMNS, 2) \
             if self.fast_complete else None

@@ -38,7 +38,8 @@ def document(server: Server, runs: Iterable[RunResult], command: str, settings: 
         "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
                     # at the end of the runs: compare warns when two reports were made under different load
                     "load_average_1m": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None},
-        "postgres": {"version": server.version, "version_num": server.version_num, "source": server.source},
+        "postgres": {"version": server.version, "version_num": server.version_num, "source": server.source,
+                     "pooler": server.pooler.as_dict() if server.pooler else None},
         "settings": settings,
         "runs": [run.as_dict() for run in runs],
     }
@@ -208,7 +209,8 @@ def print_stop(console: Console, run: RunResult) -> None:
 
 
 def print_server(console: Console, server: Server) -> None:
-    console.print(f"[bold]PostgreSQL {server.version}[/] ({server.source})")
+    console.print(f"[bold]PostgreSQL {server.version}[/] ({server.source})"
+                  + (f" through {server.pooler.label()}" if server.pooler else ""), highlight=False)
 
 
 def claim_errors_line(run: RunResult) -> str | None:

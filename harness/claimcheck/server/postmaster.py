@@ -39,7 +39,7 @@ CLUSTER_PREFIX = "claimcheck-pg-"
 _SERVER_ACCOUNTS = ("postgres", "pgserver")
 
 
-def _server_account() -> str | None:
+def server_account() -> str | None:
     """The unprivileged account to run the server as, or None when we are not root."""
     if os.geteuid() != 0:
         return None
@@ -66,7 +66,7 @@ class LocalPostmaster:
         self.bin_dir = bin_dir
         self.label = label
         self.max_connections = max_connections
-        self.account = _server_account()
+        self.account = server_account()
         self.root: Path | None = None
         self.process: subprocess.Popen[bytes] | None = None
 
