@@ -16,7 +16,7 @@ from claimcheck.probes.explain import PlanVerdict, plan_verdict, prepare_plan_ta
 from claimcheck.server.provision import Server
 from claimcheck.verdict.result import RunResult
 from claimcheck.verdict.stats import median
-from claimcheck.report.render import print_server
+from claimcheck.report.render import print_server, server_title
 from claimcheck.server.session import run_all, run_schema
 from claimcheck.contract.strategy import Strategy, load_strategy
 from claimcheck.scenarios import CATALOG
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
         if adapters:
             results += run_libraries(server, adapters, lib_grid, err, pgbench=args.pgbench)
         report_runs(server, results, args, console, "bench",
-                    f"claimcheck bench: PostgreSQL {server.version} ({server.source})",
+                    f"claimcheck bench: {server_title(server)}",
                     always_write=True, evidence=EVIDENCE_JOBS)
     # A strategy believed unsafe showing its violation is the point of the table; a safe one
     # (or a user's file, which makes no claim) that violates is a finding.

@@ -13,7 +13,7 @@ from claimcheck.errors import UsageError
 from claimcheck.interleave.search import DEFAULT_EXAMPLES, search
 from claimcheck.interleave.trace import render
 from claimcheck.server.provision import provide_server
-from claimcheck.report.render import document, print_server, print_stop, write_json
+from claimcheck.report.render import document, print_server, print_stop, server_title, write_json
 from claimcheck.server.session import run_all
 from claimcheck.settings import FaultPlan
 from claimcheck.contract.strategy import load_strategy
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
         print_server(err, server)
         results = run_all(server, [strategy], grid, err)
         report_runs(server, results, args, console, "check",
-                    f"claimcheck check {strategy.name}: PostgreSQL {server.version} ({server.source})",
+                    f"claimcheck check {strategy.name}: {server_title(server)}",
                     always_write=False, evidence=EVIDENCE_JOBS)
     for result in results:
         print_stop(console, result)

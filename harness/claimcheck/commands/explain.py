@@ -12,7 +12,7 @@ from rich.text import Text
 from claimcheck.commands._options import add_json_option, add_server_options, provide, positive
 from claimcheck.probes._report import maybe_write, probe_document
 from claimcheck.probes.explain import FINISHED_JOBS, READY_JOBS, PlanVerdict, plan_verdict, prepare_plan_table
-from claimcheck.report.render import print_server
+from claimcheck.report.render import print_server, server_title
 from claimcheck.server.session import run_schema
 from claimcheck.errors import UsageError
 from claimcheck.contract.strategy import load_strategy, validate_on_server

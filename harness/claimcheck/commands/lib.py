@@ -15,7 +15,7 @@ from claimcheck.libs import ADAPTERS, LibraryAdapter, load_adapter
 from claimcheck.libs.parity import check_cycles
 from claimcheck.libs.runner import FAULT_WORK_MS, LIB_WORK_MS, lib_settings, run_library
 from claimcheck.server.provision import Server
-from claimcheck.report.render import print_server
+from claimcheck.report.render import print_server, server_title
 from claimcheck.verdict.result import RunResult
 from claimcheck.settings import RunSettings
 
@@ -97,7 +97,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
             check_cycles([adapter], server.bin_dir, grid)  # before the first run, not after it
         results = run_libraries(server, [adapter], grid, err, pgbench=args.pgbench)
         report_runs(server, results, args, console, "lib",
-                    f"claimcheck lib {adapter.name} {adapter.version()}: PostgreSQL {server.version} ({server.source})",
+                    f"claimcheck lib {adapter.name} {adapter.version()}: {server_title(server)}",
                     always_write=False, evidence=EVIDENCE_JOBS)
     print_library_notes(console, results)
     held = all(r.exactly_once for r in results)

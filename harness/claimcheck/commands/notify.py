@@ -13,7 +13,7 @@ from claimcheck.probes._report import maybe_write, probe_document
 from claimcheck.probes._work import PROBE_STRATEGY
 from claimcheck.probes.notify import NotifyFacts, notify_facts
 from claimcheck.probes.wakeup import Variant, WakeResult, run_wakeup
-from claimcheck.report.render import print_server
+from claimcheck.report.render import print_server, server_title
 from claimcheck.server.session import run_schema
 from claimcheck.contract.strategy import load_strategy
 
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
             facts = notify_facts(conn, server.dsn, schema, run_id)
             err.print(f"  wake-up latency: {len(chosen)} variants x {args.enqueues} enqueues", highlight=False)
             wake = run_wakeup(conn, server.dsn, schema, run_id, strategy, chosen, args.enqueues)
-        where = f"PostgreSQL {server.version} ({server.source})"
+        where = server_title(server)
         for table in facts_tables(facts, where):
             console.print(table)
         console.print(wakeup_table(wake, f"wake-up latency, enqueue commit -> claim ({args.enqueues} jobs each)"))

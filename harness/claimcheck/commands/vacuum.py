@@ -14,7 +14,7 @@ from claimcheck.probes._work import PROBE_STRATEGY
 from claimcheck.probes.soak import run_soak
 from claimcheck.probes.tables import archive_table, soak_table, vacuum_table
 from claimcheck.probes.vacuum import HOLDERS, archive, run_vacuum_probe
-from claimcheck.report.render import print_server
+from claimcheck.report.render import print_server, server_title
 from claimcheck.server.session import run_schema
 from claimcheck.server.schema import build_jobs_table
 from claimcheck.contract.strategy import load_strategy
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
             if args.soak is not None:
                 err.print(f"  soak: {args.soak:g}s per phase, without and with a held snapshot", highlight=False)
                 phases = run_soak(conn, server.dsn, schema, run_id, strategy, args.soak)
-        where = f"PostgreSQL {server.version} ({server.source})"
+        where = server_title(server)
         console.print(vacuum_table(rows, f"claimcheck vacuum: {strategy.name}, {args.jobs:,} jobs per holder: {where}"))
         _print_notes(console, rows, 2 if strategy.has_complete else 1)
         console.print(archive_table(archived, "archive step (seed 003): delete finished jobs in batches"))

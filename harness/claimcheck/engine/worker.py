@@ -223,6 +223,7 @@ class Loop:
         """When the last `fail` (a requeue) was first sent: see _finish_resiliently."""
         self.reader = ClaimRows(plan.shape, plan.keys, s.batch)
         self.pending_leases: list[tuple[float, float]] = []
+        self.claim_backend: int | None = None
         self._prepare_fast_paths()
 
     def _prepare_fast_paths(self) -> None:
@@ -349,7 +350,7 @@ class Loop:
                 # A requeue is timed when its COMMIT was sent: no later claim can have seen it sooner
                 # (see _finish_resiliently). A claim is timed once its commit returned.
                 released = commit_sent if outcome == FAILED else committed
-                self._note_lease(self.log.record(job, attempt, committed, released, outcome))
+                self._note_leases(self.log.record(job, attempt, committed, released, outcome), 1)
             self._count_claimed(rows, started, claim_returned)
             self._after_commit(rows)
             self._flush(bool(rows))  # as in lease mode: at once under faults, else at the plan's flush interval
@@ -434,6 +435,8 @@ class Loop:
     def _record_shape(self, rows: list[tuple], started: float) -> tuple[list[tuple[int, int]], Notes]:
         """(job number, attempt) per row (see claimcheck.contract.claimrows); the notes wait for the commit."""
         jobs, notes = self.reader.read(rows, started)
+        # Through a pooler: the backend that ran the claim (its connection records it per statement).
+        self.claim_backend = getattr(self.conn, "backend_pid", None)
         self.pending_leases = []
         if notes.leases:
             # The server's clock right after the claim: a re-take is judged against the earlier
@@ -496,7 +499,10 @@ class Loop:
         self._finish_each(rows, first)
 
     def _note_leases(self, first: int, count: int) -> None:
-        """Attach the claim's leases, if it returned any, to its slots from `first` on."""
+        """Attach the claim's leases, if it returned any, and its backend through a pooler, to its
+        slots from `first` on."""
+        if self.claim_backend is not None:
+            self.log.backends.extend((slot, self.claim_backend) for slot in range(first, first + count))
         if self.pending_leases:
             for slot in range(first, first + count):
                 self._note_lease(slot)

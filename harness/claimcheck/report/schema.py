@@ -15,7 +15,7 @@ from functools import cache
 from importlib.resources import files
 from typing import Any, Iterator
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 KNOWN_KEYWORDS = frozenset({"type", "const", "enum", "required", "properties", "additionalProperties", "items",
                             "minimum", "$ref", "$defs", "$schema", "$id", "title", "description"})
 _TYPES = {
