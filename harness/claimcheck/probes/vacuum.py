@@ -206,7 +206,7 @@ def run_holder(coordinator: psycopg.Connection, dsn: str, schema: str, run_id: s
     build_jobs_table(coordinator, schema, jobs + SPARE_JOBS)
     coordinator.execute(PROBE_QUERIES["autovacuum_off"])
     with ExitStack() as stack:
-        worker = connect(dsn, schema, run_id, "vacuum-worker", stack)
+        worker = connect(dsn, schema, run_id, "vacuum-worker", stack, worker=True)
         holding = connect(dsn, schema, run_id, "vacuum-holder", stack)
         with held_open(holder, holding, strategy) as pid:
             processed = process_jobs(worker, strategy, jobs, worker="vacuum-worker")
@@ -233,7 +233,7 @@ def archive(coordinator: psycopg.Connection, dsn: str, schema: str, run_id: str,
     build_jobs_table(coordinator, schema, jobs + ARCHIVE_TAIL_JOBS)
     coordinator.execute(PROBE_QUERIES["autovacuum_off"])
     with ExitStack() as stack:
-        worker = connect(dsn, schema, run_id, "archive-worker", stack)
+        worker = connect(dsn, schema, run_id, "archive-worker", stack, worker=True)
         process_jobs(worker, strategy, jobs, worker="archive-worker")
         flush_stats(worker)
         coordinator.execute(PROBE_QUERIES["vacuum_plain"])

@@ -33,7 +33,7 @@ import psycopg
 from claimcheck.errors import ServerError, UsageError
 from claimcheck.server.interrupts import die_with_parent, done, shielded
 from claimcheck.server.ownership import owner_dead, read_owner_file, write_owner_file
-from claimcheck.server.postmaster import server_account
+from claimcheck.server.postmaster import server_account, temp_parent
 
 MODES = ("transaction", "session")
 """Statement mode refuses transaction blocks: lock mode and any multi-statement claim could not run."""
@@ -140,7 +140,7 @@ class PgBouncer:
         ])
 
     def start(self) -> None:
-        parent = Path("/tmp") if self.account else Path(tempfile.gettempdir())
+        parent = temp_parent(self.account)
         for note in sweep(parent):
             print(f"claimcheck: {note}", file=sys.stderr)
         self.root = Path(tempfile.mkdtemp(prefix=DIR_PREFIX, dir=parent))
