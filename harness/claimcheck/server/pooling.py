@@ -15,6 +15,7 @@ For a PgBouncer we started, the mode and pool size are known and not probed.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import psycopg
@@ -24,6 +25,7 @@ from claimcheck.server.redaction import redact_dsn
 
 CONNECT_TIMEOUT_S = 5
 TRIES = 3
+RELEASE_WAIT_S = 0.05
 _PID = "SELECT pg_backend_pid()"
 
 
@@ -74,12 +76,15 @@ def detect(dsn: str) -> Pooler | None:
                         else f"one client connection ran on backends {first} and {again}")
                 return Pooler(mode="statement" if _refuses_blocks(dsn) else "transaction", started=False,
                               evidence=seen)
-        held = _pid(b)
-    with _connect(dsn) as c:
-        inherited = _pid(c)
-    if inherited == held:
-        return Pooler(mode="session", started=False,
-                      evidence=f"a new client connection got backend {held}, which a closed one had")
+        held = {first, other}
+    for _ in range(TRIES):
+        time.sleep(RELEASE_WAIT_S)  # the pooler takes back a closed client's backend asynchronously
+        with _connect(dsn) as c:
+            inherited = _pid(c)
+        if inherited in held:
+            return Pooler(mode="session", started=False,
+                          evidence=f"a new client connection got backend {inherited}, which a closed one had")
+        held.add(inherited)
     return None
 
 
