@@ -42,6 +42,13 @@ def add_server_options(p: argparse.ArgumentParser) -> None:
                    help="--pooler: server connections in its pool (default: half the fewest workers, at least 1)")
 
 
+def refuse_pooler(args: argparse.Namespace, what: str) -> None:
+    """A verb (or engine) whose connections do not go through --pooler says so instead of ignoring it."""
+    if getattr(args, "pooler", None):
+        raise UsageError(f"{what} runs its sessions on direct connections; --pooler is for check's and bench's "
+                         "load runs, faults, lib and the probes")
+
+
 def provide(args: argparse.Namespace, **kwargs):
     """The verb's server (provision.provide_server) from its --dsn, --pg, --pooler and --pool-size."""
     pooler = PoolerSpec.parse(args.pooler, args.pool_size) if getattr(args, "pooler", None) else None

@@ -6,8 +6,8 @@ import dataclasses
 
 from rich.console import Console
 
-from claimcheck.commands._options import (add_run_options, add_server_options, provide, positive, report_runs, settings_grid,
-                                          str_list)
+from claimcheck.commands._options import (add_run_options, add_server_options, positive, provide, report_runs,
+                                          settings_grid, str_list)
 from claimcheck.commands.lib import run_libraries
 from claimcheck.libs import load_adapter
 from claimcheck.libs.parity import check_cycles

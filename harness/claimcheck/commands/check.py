@@ -7,8 +7,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from claimcheck.commands._options import (add_run_options, add_server_options, provide, plain_settings, report_runs,
-                                       settings_grid)
+from claimcheck.commands._options import (add_run_options, add_server_options, plain_settings, provide,
+                                          refuse_pooler, report_runs, settings_grid)
 from claimcheck.errors import UsageError
 from claimcheck.interleave.search import DEFAULT_EXAMPLES, search
 from claimcheck.interleave.trace import render
@@ -56,6 +56,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     if args.engine == "locust":
         from claimcheck.locust.engine import run_check
 
+        refuse_pooler(args, "--engine locust")
         load_strategy(args.strategy)  # a bad file is reported here, before any process starts
         return run_check(args, console, err)
     strategy = load_strategy(args.strategy)
@@ -76,8 +77,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
 
 
 def run_search(args: argparse.Namespace, strategy, console: Console, err: Console) -> int:
-    if args.pooler:
-        raise UsageError("--search runs its sessions on direct connections; --pooler is for the load run")
+    refuse_pooler(args, "--search")
     if args.max_examples < 1:
         raise UsageError(f"--max-examples must be at least 1, got {args.max_examples}")
     with provide_server(args.dsn, args.pg) as server:

@@ -8,7 +8,8 @@ import dataclasses
 from rich.console import Console
 from rich.table import Table
 
-from claimcheck.commands._options import add_run_options, add_server_options, provide, report_runs, settings_grid, str_list
+from claimcheck.commands._options import (add_run_options, add_server_options, provide, report_runs, settings_grid,
+                                          str_list)
 from claimcheck.engine.faults import recovery_s
 from claimcheck.report.render import print_server, server_title
 from claimcheck.server.session import run_all

@@ -10,7 +10,8 @@ import argparse
 
 from rich.console import Console
 
-from claimcheck.commands._options import add_json_option, add_server_options, provide, add_wide_option, int_list, report_runs
+from claimcheck.commands._options import (add_json_option, add_server_options, add_wide_option, int_list, provide,
+                                          report_runs)
 from claimcheck.libs import ADAPTERS, LibraryAdapter, load_adapter
 from claimcheck.libs.parity import check_cycles
 from claimcheck.libs.runner import FAULT_WORK_MS, LIB_WORK_MS, lib_settings, run_library

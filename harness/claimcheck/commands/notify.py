@@ -89,7 +89,8 @@ def facts_tables(facts: NotifyFacts, where: str) -> list[Table]:
     for f in facts.folding:
         folding.add_row(f.case, ", ".join(f.sent), ", ".join(f.received) or "-", _ok(f.holds, "yes", "NO"))
     if not facts.folding:
-        folding.caption = "not measured: the listener heard nothing after the commit above (a LISTEN lost behind a pooler)"
+        folding.caption = ("not measured: the listener heard nothing after the commit above "
+                           "(a LISTEN lost behind a pooler)")
     p = facts.payload
     payload = Table(title="payload limit: shorter than 8000 bytes", header_style="bold", title_justify="left")
     for name in ("payload", "result"):

@@ -219,7 +219,8 @@ def print_server(console: Console, server: Server) -> None:
 
 
 def server_title(server: Server) -> str:
-    """The server in a table's title: "PostgreSQL 15.4 (dsn), workers through PgBouncer 1.18.0 (transaction, pool 4)"."""
+    """The server in a table's title, e.g. "PostgreSQL 15.4 (dsn), workers through PgBouncer 1.18.0 (transaction,
+    pool 4)"."""
     pooler = server.pooler
     through = "" if pooler is None else (
         f", workers through {'PgBouncer ' + str(pooler.version) if pooler.kind == 'pgbouncer' else 'a pooler'} "
