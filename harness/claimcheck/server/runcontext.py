@@ -171,39 +171,40 @@ def use_schema(conn: psycopg.Connection, schema: str) -> None:
 _SEARCH_PATH = sql.SQL("SELECT pg_catalog.set_config('search_path', {}, true), pg_catalog.pg_backend_pid()")
 
 
-class StatelessCursor(psycopg.Cursor):
-    """Runs each statement in one pipeline (one round trip, one implicit transaction unless an explicit
-    one is open) behind the connection's prelude: SET TRANSACTION ISOLATION LEVEL (outside an explicit
-    transaction) and `set_config('search_path', schema, true)`, which ends with the transaction. Never
-    prepared by name: a pooler may hand the next transaction to a backend that has a statement of
-    that name, or lacks it. Records the backend that ran it (`conn.backend_pid`)."""
+class StatelessCursor(psycopg.ClientCursor):
+    """Sends each statement in one simple-protocol message (one round trip, one implicit transaction
+    unless an explicit one is open) behind the connection's prelude: SET TRANSACTION ISOLATION LEVEL
+    (outside an explicit transaction) and `set_config('search_path', schema, true)`, which ends with
+    the transaction. Never prepared by name: a pooler may hand the next transaction to a backend that
+    has a statement of that name, or lacks it. Records the backend that ran it (`conn.backend_pid`).
+
+    Why one message and client-side binding: the statement and its prelude must share a transaction,
+    and a parameterised statement cannot share a message with another in the extended protocol
+    outside pipeline mode, whose bookkeeping cost here about twice the statement's own round trip (a
+    claim's ten completions are ten statements). The parameters are bound as psycopg's
+    ClientCursor binds them: literals, typed as such."""
 
     def execute(self, query, params=None, *, prepare=None, binary=None):  # noqa: D102 (psycopg's signature)
-        with self.connection.pipeline():
-            self._prelude()
-            super().execute(query, params, prepare=False, binary=binary)
-        self._read_prelude()
+        conn = self.connection
+        prelude = []
+        if conn.isolation and conn.pgconn.transaction_status == pq.TransactionStatus.IDLE:
+            prelude.append(sql.SQL("SET TRANSACTION ISOLATION LEVEL {}").format(sql.SQL(conn.isolation.upper())))
+        if conn.schema is not None:
+            prelude.append(_SEARCH_PATH.format(sql.Literal(conn.schema)))
+        if not prelude:
+            return super().execute(query, params, prepare=False)
+        text = "; ".join([*(p.as_string(conn) for p in prelude), self.mogrify(query, params)])
+        super().execute(text, prepare=False)
+        for _ in range(len(prelude) - 1):
+            self.nextset()
+        if conn.schema is not None:
+            conn.backend_pid = self.fetchone()[1]
+        self.nextset()  # the statement's own result, as if it had been sent alone
         return self
 
     def executemany(self, query, params_seq, *, returning=False):  # noqa: D102
-        with self.connection.pipeline():
-            self._prelude()
-            super().executemany(query, params_seq, returning=returning)
-        self._read_prelude()
-
-    def _prelude(self) -> None:
-        conn = self.connection
-        self._where = None
-        if conn.isolation and conn.pgconn.transaction_status == pq.TransactionStatus.IDLE:
-            psycopg.Cursor(conn).execute(sql.SQL("SET TRANSACTION ISOLATION LEVEL {}").format(
-                sql.SQL(conn.isolation.upper())), prepare=False)
-        if conn.schema is not None:
-            self._where = psycopg.Cursor(conn)
-            self._where.execute(_SEARCH_PATH.format(sql.Literal(conn.schema)), prepare=False)
-
-    def _read_prelude(self) -> None:
-        if self._where is not None:
-            self.connection.backend_pid = self._where.fetchone()[1]
+        for params in params_seq:  # each its own statement, as in autocommit they are anyway
+            self.execute(query, params)
 
 
 class StatelessConnection(psycopg.Connection):
