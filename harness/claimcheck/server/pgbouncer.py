@@ -23,7 +23,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,8 +31,8 @@ import psycopg
 
 from claimcheck.errors import ServerError, UsageError
 from claimcheck.server.interrupts import die_with_parent, done, shielded
-from claimcheck.server.ownership import owner_dead, read_owner_file, write_owner_file
-from claimcheck.server.postmaster import server_account, temp_parent
+from claimcheck.server.ownership import owner_dead, read_owner_file
+from claimcheck.server.postmaster import owned_dir, server_account, temp_parent
 
 MODES = ("transaction", "session")
 """Statement mode refuses transaction blocks: lock mode and any multi-statement claim could not run."""
@@ -143,11 +142,7 @@ class PgBouncer:
         parent = temp_parent(self.account)
         for note in sweep(parent):
             print(f"claimcheck: {note}", file=sys.stderr)
-        self.root = Path(tempfile.mkdtemp(prefix=DIR_PREFIX, dir=parent))
-        write_owner_file(self.root)
-        if self.account:
-            entry = pwd.getpwnam(self.account)
-            os.chown(self.root, entry.pw_uid, entry.pw_gid)
+        self.root = owned_dir(DIR_PREFIX, parent, self.account)
         try:
             for attempt in range(PORT_ATTEMPTS):
                 self.port = _free_port()

@@ -66,6 +66,17 @@ def temp_parent(account: str | None, max_length: int | None = None) -> Path:
     return base
 
 
+def owned_dir(prefix: str, parent: Path, account: str | None) -> Path:
+    """A fresh directory `prefix*` in `parent` with our owner record (see claimcheck.server.ownership),
+    given to `account` (the unprivileged user a process of ours runs as when we are root)."""
+    root = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    write_owner_file(root)
+    if account:
+        entry = pwd.getpwnam(account)
+        os.chown(root, entry.pw_uid, entry.pw_gid)
+    return root
+
+
 class LocalPostmaster:
     """One postgres process over a temporary data directory; `start()` then `stop()`."""
 
@@ -100,11 +111,7 @@ class LocalPostmaster:
         parent = temp_parent(self.account, MAX_PARENT_PATH)  # the Unix socket's path must stay short
         for note in sweep_clusters(parent):
             print(f"claimcheck: {note}", file=sys.stderr)
-        self.root = Path(tempfile.mkdtemp(prefix=CLUSTER_PREFIX, dir=parent))
-        write_owner_file(self.root)
-        if self.account:
-            entry = pwd.getpwnam(self.account)
-            os.chown(self.root, entry.pw_uid, entry.pw_gid)
+        self.root = owned_dir(CLUSTER_PREFIX, parent, self.account)
         data = self.root / "data"
         initdb = subprocess.run(
             [str(self.bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
