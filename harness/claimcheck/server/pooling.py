@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import psycopg
 
-from claimcheck.errors import UsageError
-from claimcheck.server.redaction import redact_dsn
+from claimcheck.errors import ServerError, UsageError
+from claimcheck.server.redaction import redact_dsn, scrub
 
 CONNECT_TIMEOUT_S = 5
 TRIES = 3
@@ -68,6 +68,15 @@ def _pid(conn: psycopg.Connection) -> int:
 
 def detect(dsn: str) -> Pooler | None:
     """The pooler between us and the server at `dsn`, or None when we reach the server directly."""
+    try:
+        return _probe(dsn)
+    except psycopg.Error as exc:
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ServerError(f"{redact_dsn(dsn)}: the probe for a connection pooler (a few short connections) "
+                          f"failed: {scrub(message)}") from None
+
+
+def _probe(dsn: str) -> Pooler | None:
     with _connect(dsn) as a, _connect(dsn) as b:
         for _ in range(TRIES):
             first, other, again = _pid(a), _pid(b), _pid(a)
