@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from claimcheck.engine.driver import run_strategy
-from claimcheck.errors import ServerError
+from claimcheck.errors import ServerError, UsageError
 from claimcheck.server.pgbouncer import PgBouncer, PoolerSpec, pgbouncer_path
 from claimcheck.server.provision import provide_server
 from claimcheck.server.session import run_schema
@@ -106,3 +106,24 @@ def test_a_session_pool_is_found_by_a_new_client_inheriting_a_backend(server):
         bouncer.stop()
     with provide_server(dsn=server.dsn) as direct:
         assert direct.pooler is None
+
+
+def test_a_statement_pool_in_front_of_the_dsn_is_refused_before_anything_is_made(server):
+    bouncer = PgBouncer(server.dsn, PoolerSpec("statement"), POOL)  # not offered by --pooler; a user's may be
+    bouncer.start()
+    try:
+        with pytest.raises(UsageError, match="statement mode"):
+            with provide_server(dsn=bouncer.dsn):
+                pass
+    finally:
+        bouncer.stop()
+
+
+@pytest.mark.parametrize("given, error", [("pgbouncer:statement", "the mode is one of"), ("pgpool", "is pgbouncer"),
+                                          ("pgbouncer:session", None)])
+def test_the_pooler_option_names_what_it_accepts(given, error):
+    if error is None:
+        assert PoolerSpec.parse(given, 3) == PoolerSpec("session", 3)
+        return
+    with pytest.raises(UsageError, match=error):
+        PoolerSpec.parse(given)
