@@ -26,7 +26,7 @@ import psycopg
 from psycopg import errors, pq, sql
 
 from claimcheck.contract.dialect import placeholders
-from claimcheck.engine.fastpath import PreparedStatement, Transaction
+from claimcheck.engine.fastpath import InlineStatement, PreparedStatement, Transaction
 from claimcheck.server.interrupts import INTERRUPTS, die_with_parent
 from claimcheck.contract.claimrows import ClaimRows, Notes
 from claimcheck.contract.keys import KeySpace
@@ -234,9 +234,7 @@ class Loop:
         pooled = self.plan.run.stateless(worker=True)
         # Through a pooler the session's default isolation is not ours: each BEGIN names it.
         self.transaction = Transaction(self.conn, self.strategy.isolation if pooled else None)  # one per connection
-        single = lambda section: (not pooled and self.strategy.has(section)  # noqa: E731
-                                  and len(self.strategy.steps(section)) == 1)
-        """No fast path through a pooler: its statements are prepared by name, on one backend."""
+        single = lambda section: self.strategy.has(section) and len(self.strategy.steps(section)) == 1  # noqa: E731
         self.fast_complete = self._prepare_fast("complete") if single("complete") else None
         self.bind_complete = self.fast_complete.binder(self.params["complete"], JOB_COLUMNS, 2) \
             if self.fast_complete else None
@@ -268,7 +266,11 @@ class Loop:
         return self.transaction
 
     def _prepare_fast(self, section: str) -> PreparedStatement | None:
-        """The section's statement prepared on libpq's fast path, or None for psycopg's general path."""
+        """The section's statement prepared on libpq's fast path, or None for psycopg's general path.
+        Through a pooler nothing is prepared by name: the statement is sent whole each time, its
+        parameters inline (see claimcheck.engine.fastpath.InlineStatement)."""
+        if self.plan.run.stateless(worker=True):
+            return InlineStatement(self.conn, self.statements[section])
         try:
             return PreparedStatement(self.conn, f"claimcheck_{section}", self.statements[section])
         except psycopg.Error:

@@ -186,15 +186,10 @@ class StatelessCursor(psycopg.ClientCursor):
 
     def execute(self, query, params=None, *, prepare=None, binary=None):  # noqa: D102 (psycopg's signature)
         conn = self.connection
-        prelude = []
-        if conn.isolation and conn.pgconn.transaction_status == pq.TransactionStatus.IDLE:
-            prelude.append(sql.SQL("SET TRANSACTION ISOLATION LEVEL {}").format(sql.SQL(conn.isolation.upper())))
-        if conn.schema is not None:
-            prelude.append(_SEARCH_PATH.format(sql.Literal(conn.schema)))
+        prelude = conn.prelude()
         if not prelude:
             return super().execute(query, params, prepare=False)
-        text = "; ".join([*(p.as_string(conn) for p in prelude), self.mogrify(query, params)])
-        super().execute(text, prepare=False)
+        super().execute("; ".join([*prelude, self.mogrify(query, params)]), prepare=False)
         for _ in range(len(prelude) - 1):
             self.nextset()
         if conn.schema is not None:
@@ -218,6 +213,22 @@ class StatelessConnection(psycopg.Connection):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.cursor_factory = StatelessCursor
+        self._preludes: dict[tuple, list[str]] = {}
+
+    def prelude(self) -> list[str]:
+        """The statements that go before each statement, in its message (SQL text): the isolation level
+        outside an explicit transaction, then the search path (which also returns the backend's pid).
+        The last one, when there is a schema, is the search path's."""
+        idle = self.pgconn.transaction_status == pq.TransactionStatus.IDLE
+        key = (self.schema, self.isolation, idle)
+        if key not in self._preludes:
+            parts = []
+            if self.isolation and idle:
+                parts.append(f"SET TRANSACTION ISOLATION LEVEL {self.isolation.upper()}")
+            if self.schema is not None:
+                parts.append(_SEARCH_PATH.format(sql.Literal(self.schema)).as_string(self))
+            self._preludes[key] = parts
+        return self._preludes[key]
 
     @contextmanager
     def transaction(self, *args, **kwargs) -> Iterator[psycopg.Transaction]:
