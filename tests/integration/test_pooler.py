@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 
 from claimcheck.engine.driver import run_strategy
+from claimcheck.engine.fastpath import InlineStatement
 from claimcheck.errors import ServerError, UsageError
 from claimcheck.server.pgbouncer import PgBouncer, PoolerSpec, pgbouncer_path
 from claimcheck.server.provision import provide_server
+from claimcheck.server.runcontext import Route, RunContext, route
 from claimcheck.server.session import run_schema
 from claimcheck.settings import RunSettings
 from claimcheck.contract.strategy import load_strategy
@@ -127,3 +129,23 @@ def test_the_pooler_option_names_what_it_accepts(given, error):
         return
     with pytest.raises(UsageError, match=error):
         PoolerSpec.parse(given)
+
+
+def test_an_inline_statement_binds_quoted_literals_where_psycopg_reads_placeholders(server):
+    """The worker's fast path through a pooler: `%(name)s` as psycopg reads it (a `$1` or `%%` inside the
+    SQL's own literal is text), each value quoted, the run's search path and isolation in the same
+    message, the backend recorded."""
+    run = RunContext(server.dsn, "inline")
+    route(server.dsn, Route(pooled=True))  # as through a pooler, none in between
+    try:
+        with run.connect("w00", in_schema=False, worker=True, isolation="repeatable read") as conn:
+            conn.schema = "pg_catalog"
+            statement = InlineStatement(conn, "SELECT %(n)s::int + 1, %(text)s, '$1 100%%', "
+                                              "current_setting('search_path'), current_setting('transaction_isolation')")
+            rows = statement.rows(statement.bind({"n": 41, "text": "it's"}))
+            assert rows == [(b"42", b"it's", b"$1 100%", b"pg_catalog", b"repeatable read")]
+            assert conn.backend_pid == conn.info.backend_pid  # directly, the connection's own backend
+            counts, _, error = statement.rowcount_each([[b"1", b"a"], [b"x", b"b"]])
+            assert counts == [1] and error is not None and error.sqlstate == "22P02"
+    finally:
+        route(server.dsn, None)
