@@ -140,8 +140,8 @@ def test_an_inline_statement_binds_quoted_literals_where_psycopg_reads_placehold
     try:
         with run.connect("w00", in_schema=False, worker=True, isolation="repeatable read") as conn:
             conn.schema = "pg_catalog"
-            statement = InlineStatement(conn, "SELECT %(n)s::int + 1, %(text)s, '$1 100%%', "
-                                              "current_setting('search_path'), current_setting('transaction_isolation')")
+            statement = InlineStatement(conn, "SELECT %(n)s::int + 1, %(text)s, '$1 100%%', current_setting("
+                                              "'search_path'), current_setting('transaction_isolation')")
             rows = statement.rows(statement.bind({"n": 41, "text": "it's"}))
             assert rows == [(b"42", b"it's", b"$1 100%", b"pg_catalog", b"repeatable read")]
             assert conn.backend_pid == conn.info.backend_pid  # directly, the connection's own backend
