@@ -14,6 +14,7 @@ server), is this module's routing table (:func:`route`), filled in when the serv
 """
 from __future__ import annotations
 
+import re
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -171,6 +172,12 @@ def use_schema(conn: psycopg.Connection, schema: str) -> None:
 _SEARCH_PATH = sql.SQL("SELECT pg_catalog.set_config('search_path', {}, true), pg_catalog.pg_backend_pid()")
 
 
+_ALONE = re.compile(r"(\s*--[^\n]*\n)*\s*(VACUUM|CREATE\s+INDEX\s+CONCURRENTLY|REINDEX\s+.*CONCURRENTLY)\b",
+                    re.I | re.S)
+"""Statements PostgreSQL runs only outside a transaction block, so with no prelude in their message:
+they must name their tables with the schema."""
+
+
 class StatelessCursor(psycopg.ClientCursor):
     """Sends each statement in one simple-protocol message (one round trip, one implicit transaction
     unless an explicit one is open) behind the connection's prelude: SET TRANSACTION ISOLATION LEVEL
@@ -187,7 +194,7 @@ class StatelessCursor(psycopg.ClientCursor):
     def execute(self, query, params=None, *, prepare=None, binary=None):  # noqa: D102 (psycopg's signature)
         conn = self.connection
         prelude = conn.prelude()
-        if not prelude:
+        if not prelude or _ALONE.match(query if isinstance(query, str) else query.as_string(conn)):
             return super().execute(query, params, prepare=False)
         super().execute("; ".join([*prelude, self.mogrify(query, params)]), prepare=False)
         for _ in range(len(prelude) - 1):
