@@ -172,8 +172,8 @@ def use_schema(conn: psycopg.Connection, schema: str) -> None:
 _SEARCH_PATH = sql.SQL("SELECT pg_catalog.set_config('search_path', {}, true), pg_catalog.pg_backend_pid()")
 
 
-_ALONE = re.compile(r"(\s*--[^\n]*\n)*\s*(VACUUM|CREATE\s+INDEX\s+CONCURRENTLY|REINDEX\s+.*CONCURRENTLY)\b",
-                    re.I | re.S)
+_ALONE = re.compile(r"(\s*--[^\n]*\n)*\s*(VACUUM|(CREATE|DROP|ALTER)\s+DATABASE|CREATE\s+INDEX\s+CONCURRENTLY"
+                    r"|REINDEX\s+.*CONCURRENTLY)\b", re.I | re.S)
 """Statements PostgreSQL runs only outside a transaction block, so with no prelude in their message:
 they must name their tables with the schema."""
 
