@@ -24,16 +24,18 @@ LONG_RUN = ("check", "skip-locked", "--pooler", "pgbouncer", "--workers", "2", "
 
 
 def _started(cli, proc, timeout: float = 60):
-    """The run's PgBouncer directory, once its workers claim through it."""
+    """The run's PgBouncer directory, once its workers claim through it (their backends, PgBouncer's
+    server connections, carry the workers' names)."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, proc.communicate()
-        found = list(cli.scratch.glob("claimcheck-pgbouncer-*/pgbouncer.pid"))
-        if found and cli.leftovers():
-            time.sleep(1.0)  # the workers are through the barrier and claiming
-            return found[0].parent
-        time.sleep(0.1)
-    raise AssertionError("the run never started its PgBouncer")
+    with psycopg.connect(cli.server.dsn, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, proc.communicate()
+            found = list(cli.scratch.glob("claimcheck-pgbouncer-*/pgbouncer.pid"))
+            if found and conn.execute("SELECT 1 FROM pg_stat_activity WHERE application_name LIKE %s",
+                                      (f"claimcheck/{cli.run_id}/w%",)).fetchone():
+                return found[0].parent
+            time.sleep(0.1)
+    raise AssertionError("the run never claimed through its PgBouncer")
 
 
 def test_ctrl_c_stops_the_pgbouncer_we_started_and_deletes_its_directory(cli):
@@ -42,8 +44,8 @@ def test_ctrl_c_stops_the_pgbouncer_we_started_and_deletes_its_directory(cli):
     os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C reaches the whole process group
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 2, err
-    assert "the PgBouncer we started stopped" in " ".join(err.split())
-    assert not left.exists()
+    assert "the PgBouncer we started stopped" in " ".join(err.split()), err
+    assert not left.exists(), err
     cli.assert_nothing_left()
 
 
