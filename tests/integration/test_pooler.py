@@ -66,6 +66,14 @@ def test_session_advisory_locks_are_shared_by_the_workers_of_a_transaction_pool(
     assert shared[0].claims[0].backend_pid is not None
 
 
+def test_a_plain_claims_evidence_names_its_backends_too(server):
+    """naive-single's claims take the worker's fast path (one claim statement, one completion)."""
+    with pooled(server, "transaction") as through:
+        result = _run(through, "naive-single", workers=4, jobs=200)
+    assert not result.exactly_once
+    assert all(c.backend_pid is not None for v in result.verdict.violations for c in v.claims)
+
+
 @pytest.mark.parametrize("design", [*SESSION_ADVISORY, "skip-locked"])
 def test_session_mode_keeps_each_worker_on_its_backend(server, design):
     strategy = str(FIELD / design) if design.endswith(".sql") else design

@@ -405,6 +405,7 @@ class Loop:
                 first = log.record_claims(rows, committed, committed, [DONE if n else STALE for n in counts])
             else:
                 first = log.record_claims(rows, committed)
+            self._note_backend(first, len(rows))
             self._count_claimed(rows, started, returned)
             if not lock:
                 # self.fast_complete, not a local: `_finish_each` may have reconnected (a new connection,
@@ -500,11 +501,15 @@ class Loop:
         self._flush(bool(rows))  # under faults, the claims are known before any work starts
         self._finish_each(rows, first)
 
+    def _note_backend(self, first: int, count: int) -> None:
+        """Through a pooler: the backend that ran the claim, for its slots from `first` on."""
+        if self.claim_backend is not None:
+            self.log.backends.extend((slot, self.claim_backend) for slot in range(first, first + count))
+
     def _note_leases(self, first: int, count: int) -> None:
         """Attach the claim's leases, if it returned any, and its backend through a pooler, to its
         slots from `first` on."""
-        if self.claim_backend is not None:
-            self.log.backends.extend((slot, self.claim_backend) for slot in range(first, first + count))
+        self._note_backend(first, count)
         if self.pending_leases:
             for slot in range(first, first + count):
                 self._note_lease(slot)
