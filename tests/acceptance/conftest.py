@@ -70,7 +70,7 @@ class Cli:
             cmdline = " ".join(proc.info["cmdline"] or [])
             if str(self.scratch) in cmdline:
                 found.append(f"process {proc.info['pid']}: {cmdline[:120]}")
-        found += [f"directory {p}" for p in self.scratch.glob("claimcheck-pg-*")]
+        found += [f"directory {p}" for p in self.scratch.glob("claimcheck-pg*")]
         with psycopg.connect(self.server.dsn, autocommit=True) as conn:
             schemas = conn.execute("SELECT nspname FROM pg_namespace WHERE nspname = %s",
                                    (f"claimcheck_{self.run_id}",)).fetchall()

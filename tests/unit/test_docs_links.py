@@ -1,7 +1,6 @@
 """Every relative link in README.md and docs/*.md resolves: to a file or folder of the repository,
 and, with a `#fragment`, to a heading of the linked page (GitHub's anchors: lower case, spaces to
-hyphens, punctuation dropped). Links to pages other helpers write in parallel are allowed to be
-missing only while they are listed in PENDING_PAGES."""
+hyphens, punctuation dropped)."""
 from __future__ import annotations
 
 import re
@@ -11,9 +10,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-PENDING_PAGES = {"docs/plans.md", "docs/field.md", "docs/poolers.md"}
-"""Written on other branches (planner conditions, the field corpus, poolers); linked from the README
-before they merge. Once a page exists it is checked like every other."""
 
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)
@@ -43,8 +39,7 @@ def test_relative_links_resolve(page: Path) -> None:
         dest = (page.parent / path).resolve() if path else page
         shown = dest.relative_to(ROOT).as_posix() if dest.is_relative_to(ROOT) else str(dest)
         if not dest.exists():
-            if shown not in PENDING_PAGES:
-                broken.append(f"{target}: no {shown}")
+            broken.append(f"{target}: no {shown}")
             continue
         if fragment and dest.suffix == ".md" and fragment not in anchors(dest):
             broken.append(f"{target}: {shown} has no heading #{fragment}")

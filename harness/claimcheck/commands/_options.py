@@ -11,7 +11,8 @@ from rich.console import Console
 from claimcheck.errors import UsageError
 from claimcheck.report import publish
 from claimcheck.report.render import REPORTS_DIR
-from claimcheck.server.provision import DSN_ENV, Server
+from claimcheck.server.pgbouncer import PoolerSpec
+from claimcheck.server.provision import DSN_ENV, Server, provide_server
 from claimcheck.settings import FaultPlan, RunSettings, WorkTime, positive  # noqa: F401 (positive: the verbs')
 from claimcheck.verdict.result import RunResult
 
@@ -50,6 +51,29 @@ def add_server_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--dsn", help=f"connect to this server and start nothing (default: ${DSN_ENV})")
     g.add_argument("--pg", metavar="KIND", help="start a server: embedded (default, PostgreSQL 18), embedded:16, "
                                                 "system (the machine's pg_ctl), docker:VERSION")
+    g.add_argument("--pooler", metavar="pgbouncer[:MODE]",
+                   help="start a PgBouncer (transaction mode, or :session) in front of the server and connect the "
+                        "workers through it; a --dsn that reaches a pooler is found by behaviour without this "
+                        "(see docs/poolers.md)")
+    g.add_argument("--pool-size", type=int, metavar="N",
+                   help="--pooler: server connections in its pool (default: half the fewest workers, at least 1)")
+
+
+def refuse_pooler(args: argparse.Namespace, what: str) -> None:
+    """A verb (or engine) whose connections do not go through --pooler says so instead of ignoring it."""
+    if getattr(args, "pooler", None):
+        raise UsageError(f"{what} runs its sessions on direct connections; --pooler is for check's and bench's "
+                         "load runs, faults, lib and the probes")
+
+
+def provide(args: argparse.Namespace, **kwargs):
+    """The verb's server (provision.provide_server) from its --dsn, --pg, --pooler and --pool-size."""
+    pooler = PoolerSpec.parse(args.pooler, args.pool_size) if getattr(args, "pooler", None) else None
+    if pooler is None and getattr(args, "pool_size", None) is not None:
+        raise UsageError("--pool-size sizes the pool of --pooler; give --pooler pgbouncer too")
+    workers = getattr(args, "workers", None)
+    workers = min(workers) if isinstance(workers, list) and workers else workers if isinstance(workers, int) else None
+    return provide_server(args.dsn, args.pg, pooler=pooler, workers=workers, **kwargs)
 
 
 def check_writable(path: Path | None) -> None:

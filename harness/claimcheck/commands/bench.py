@@ -6,17 +6,17 @@ import dataclasses
 
 from rich.console import Console
 
-from claimcheck.commands._options import (add_run_options, add_server_options, positive, report_runs, settings_grid,
-                                          str_list)
+from claimcheck.commands._options import (add_run_options, add_server_options, positive, provide, report_runs,
+                                          settings_grid, str_list)
 from claimcheck.commands.lib import run_libraries
 from claimcheck.libs import load_adapter
 from claimcheck.libs.parity import check_cycles
 from claimcheck.libs.runner import lib_settings
 from claimcheck.probes.explain import PlanVerdict, plan_verdict, prepare_plan_table
-from claimcheck.server.provision import Server, provide_server
+from claimcheck.server.provision import Server
 from claimcheck.verdict.result import RunResult
 from claimcheck.verdict.stats import median
-from claimcheck.report.render import print_server
+from claimcheck.report.render import print_server, server_title
 from claimcheck.server.session import run_all, run_schema
 from claimcheck.contract.strategy import Strategy, load_strategy
 from claimcheck.errors import UsageError
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     grid = settings_grid(args)
     # A library batches and leases its own way: one setting per worker count.
     lib_grid = [lib_settings(w, args.jobs, args.work_ms, duration_s=args.duration) for w in args.workers] if adapters else []
-    with provide_server(args.dsn, args.pg) as server:
+    with provide(args) as server:
         print_server(err, server)
         if adapters and args.pgbench:
             check_cycles(adapters, server.bin_dir, lib_grid)  # before the strategies' runs, not after them
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
         if adapters:
             results += run_libraries(server, adapters, lib_grid, err, pgbench=args.pgbench)
         report_runs(server, results, args, console, "bench",
-                    f"claimcheck bench: PostgreSQL {server.version} ({server.source})",
+                    f"claimcheck bench: {server_title(server)}",
                     always_write=True, evidence=EVIDENCE_JOBS)
     # A strategy believed unsafe showing its violation is the point of the table; a safe one
     # (or a user's file, which makes no claim) that violates is a finding.

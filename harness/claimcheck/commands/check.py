@@ -7,7 +7,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from claimcheck.commands._options import add_run_options, add_server_options, positive, report_runs, settings_grid
+from claimcheck.commands._options import (add_run_options, add_server_options, positive, provide, refuse_pooler,
+                                          report_runs, settings_grid)
 from claimcheck.interleave.search import DEFAULT_EXAMPLES, search
 from claimcheck.interleave.trace import render
 from claimcheck.plans.conditions import CHOICES as PLAN_CHOICES
@@ -15,7 +16,7 @@ from claimcheck.plans.explore import run_with_plans
 from claimcheck.report.plans import print_conditions
 from claimcheck.server.provision import provide_server
 from claimcheck.report.publish import plain_settings
-from claimcheck.report.render import document, print_server, print_stop, write_json
+from claimcheck.report.render import document, print_server, print_stop, server_title, write_json
 from claimcheck.server.session import run_all
 from claimcheck.settings import FaultPlan
 from claimcheck.contract.strategy import load_strategy
@@ -64,6 +65,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     if args.engine == "locust":
         from claimcheck.locust.engine import run_check
 
+        refuse_pooler(args, "--engine locust")
         load_strategy(args.strategy)  # a bad file is reported here, before any process starts
         return run_check(args, console, err)
     strategy = load_strategy(args.strategy)
@@ -72,14 +74,14 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     if args.search:
         return run_search(args, strategy, console, err)
     conditions = PLAN_CHOICES[args.plans]
-    with provide_server(args.dsn, args.pg) as server:
+    with provide(args) as server:
         print_server(err, server)
         if conditions:
             results, outcomes = run_with_plans(server, strategy, grid, conditions, err)
         else:
             results, outcomes = run_all(server, [strategy], grid, err), None
         report_runs(server, results, args, console, "check",
-                    f"claimcheck check {strategy.name}: PostgreSQL {server.version} ({server.source})",
+                    f"claimcheck check {strategy.name}: {server_title(server)}",
                     always_write=False, evidence=EVIDENCE_JOBS, plans=outcomes)
         if outcomes is not None:
             print_conditions(console, outcomes, strategy.name)
@@ -91,6 +93,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
 
 
 def run_search(args: argparse.Namespace, strategy, console: Console, err: Console) -> int:
+    refuse_pooler(args, "--search")
     positive("--max-examples", args.max_examples, maximum=MAX_EXAMPLES)
     with provide_server(args.dsn, args.pg) as server:
         print_server(err, server)

@@ -10,7 +10,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from claimcheck.commands._options import add_json_option, add_server_options, positive
+from claimcheck.commands._options import add_json_option, add_server_options, provide, positive
 from claimcheck.probes._report import maybe_write, probe_document
 from claimcheck.plans.conditions import CHOICES, CONDITION_JOBS, HISTORY, build_tables
 from claimcheck.plans.explore import plan_under
@@ -18,8 +18,7 @@ from claimcheck.probes.explain import (FINISHED_JOBS, READY_JOBS, PlanVerdict, p
                                        with_conditions)
 from claimcheck.server.runcontext import RunContext
 from claimcheck.report.publish import plain_settings
-from claimcheck.server.provision import provide_server
-from claimcheck.report.render import print_server
+from claimcheck.report.render import print_server, server_title
 from claimcheck.server.session import run_schema
 from claimcheck.errors import UsageError
 from claimcheck.contract.strategy import load_strategy, validate_on_server
@@ -51,7 +50,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     if own:
         raise UsageError(f"explain plans claims on claimcheck's jobs table with history; {own[0]} brings its own "
                          "tables (run EXPLAIN on them yourself, or `claimcheck check` it)")
-    with provide_server(args.dsn, args.pg) as server:
+    with provide(args) as server:
         print_server(err, server)
         with run_schema(server) as (conn, schema, run_id):
             run = RunContext(server.dsn, run_id)
@@ -75,8 +74,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
                                          style="yellow"),
                                     title=f"{verdict.strategy}: the plan under {name}", title_align="left",
                                     expand=False))
-        console.print(verdict_table(verdicts, f"claimcheck explain: {table_shape}: PostgreSQL {server.version} "
-                                              f"({server.source})"))
+        console.print(verdict_table(verdicts, f"claimcheck explain: {table_shape}: {server_title(server)}"))
         doc = probe_document(server, plain_settings(vars(args)), "explain", {"table": {"finished": args.finished, "ready": args.ready},
                                                        "plans": [v.as_dict() for v in verdicts]})
         maybe_write(doc, args.json, "explain", console)

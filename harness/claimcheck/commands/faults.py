@@ -8,10 +8,10 @@ import dataclasses
 from rich.console import Console
 from rich.table import Table
 
-from claimcheck.commands._options import add_run_options, add_server_options, report_runs, settings_grid, str_list
+from claimcheck.commands._options import (add_run_options, add_server_options, provide, report_runs, settings_grid,
+                                          str_list)
 from claimcheck.engine.faults import recovery_s
-from claimcheck.server.provision import provide_server
-from claimcheck.report.render import print_server
+from claimcheck.report.render import print_server, server_title
 from claimcheck.server.session import run_all
 from claimcheck.settings import FaultPlan
 from claimcheck.contract.strategy import load_strategy
@@ -48,11 +48,11 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     plan = FaultPlan(kills=args.kills, terminates=args.terminates, stalls=args.stalls, restarts=args.restarts)
     faulted = settings_grid(args, plan)
     baseline = [dataclasses.replace(s, faults=None) for s in faulted]
-    with provide_server(args.dsn, args.pg) as server:
+    with provide(args) as server:
         print_server(err, server)
         results = run_all(server, strategies, [x for pair in zip(baseline, faulted) for x in pair], err)
         report_runs(server, results, args, console, "faults",
-                    f"claimcheck faults: PostgreSQL {server.version} ({server.source})",
+                    f"claimcheck faults: {server_title(server)}",
                     always_write=True, evidence=EVIDENCE_JOBS)
     console.print(cost_table(results))
     failed = [r for r in results if not r.exactly_once and r.strategy.expected != "unsafe"]

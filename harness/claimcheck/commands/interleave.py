@@ -5,7 +5,7 @@ import argparse
 
 from rich.console import Console
 
-from claimcheck.commands._options import add_json_option, add_server_options, positive
+from claimcheck.commands._options import add_json_option, add_server_options, positive, refuse_pooler
 from claimcheck.interleave.spec import DEFAULT_MAX_PERMUTATIONS
 from claimcheck.interleave.session import load_spec, run_spec
 from claimcheck.interleave.trace import render
@@ -26,6 +26,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     positive("--max-permutations", args.max_permutations)
+    refuse_pooler(args, "interleave")
     spec = load_spec(args.spec)
     err.print(f"Parsed spec with {len(spec.sessions)} sessions, {spec.permutation_count():,} permutation(s)")
     spec.check_permutation_cap(args.max_permutations)

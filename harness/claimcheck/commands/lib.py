@@ -10,12 +10,13 @@ import argparse
 
 from rich.console import Console
 
-from claimcheck.commands._options import add_json_option, add_server_options, add_wide_option, int_list, report_runs
+from claimcheck.commands._options import (add_json_option, add_server_options, add_wide_option, int_list, provide,
+                                          report_runs)
 from claimcheck.libs import ADAPTERS, LibraryAdapter, load_adapter
 from claimcheck.libs.parity import check_cycles
 from claimcheck.libs.runner import FAULT_WORK_MS, LIB_WORK_MS, lib_settings, run_library
-from claimcheck.server.provision import Server, provide_server
-from claimcheck.report.render import print_server
+from claimcheck.server.provision import Server
+from claimcheck.report.render import print_server, server_title
 from claimcheck.verdict.result import RunResult
 from claimcheck.settings import RunSettings
 
@@ -91,13 +92,13 @@ def print_library_notes(console: Console, results: list[RunResult]) -> None:
 def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     adapter = load_adapter(args.library)
     grid = [lib_settings(w, args.jobs, args.work_ms, args.faults, args.duration) for w in args.workers]
-    with provide_server(args.dsn, args.pg) as server:
+    with provide(args) as server:
         print_server(err, server)
         if args.pgbench:
             check_cycles([adapter], server.bin_dir, grid)  # before the first run, not after it
         results = run_libraries(server, [adapter], grid, err, pgbench=args.pgbench)
         report_runs(server, results, args, console, "lib",
-                    f"claimcheck lib {adapter.name} {adapter.version()}: PostgreSQL {server.version} ({server.source})",
+                    f"claimcheck lib {adapter.name} {adapter.version()}: {server_title(server)}",
                     always_write=False, evidence=EVIDENCE_JOBS)
     print_library_notes(console, results)
     held = all(r.exactly_once for r in results)

@@ -8,14 +8,13 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from claimcheck.commands._options import add_json_option, add_server_options, int_list, positive
+from claimcheck.commands._options import add_json_option, add_server_options, provide, int_list, positive
 from claimcheck.probes._report import maybe_write, probe_document
 from claimcheck.report.publish import plain_settings
 from claimcheck.probes._work import PROBE_STRATEGY
 from claimcheck.probes.notify import NotifyFacts, notify_facts
 from claimcheck.probes.wakeup import Variant, WakeResult, run_wakeup
-from claimcheck.server.provision import provide_server
-from claimcheck.report.render import print_server
+from claimcheck.report.render import print_server, server_title
 from claimcheck.server.session import run_schema
 from claimcheck.contract.strategy import load_strategy
 
@@ -50,14 +49,14 @@ def variants(args: argparse.Namespace) -> list[Variant]:
 def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     chosen = variants(args)
     strategy = load_strategy(PROBE_STRATEGY)
-    with provide_server(args.dsn, args.pg) as server:
+    with provide(args) as server:
         print_server(err, server)
         with run_schema(server) as (conn, schema, run_id):
             err.print("  delivery at commit, folding, payload limit", highlight=False)
             facts = notify_facts(conn, server.dsn, schema, run_id)
             err.print(f"  wake-up latency: {len(chosen)} variants x {args.enqueues} enqueues", highlight=False)
             wake = run_wakeup(conn, server.dsn, schema, run_id, strategy, chosen, args.enqueues)
-        where = f"PostgreSQL {server.version} ({server.source})"
+        where = server_title(server)
         for table in facts_tables(facts, where):
             console.print(table)
         console.print(wakeup_table(wake, f"wake-up latency, enqueue commit -> claim ({args.enqueues} jobs each)"))
@@ -90,6 +89,9 @@ def facts_tables(facts: NotifyFacts, where: str) -> list[Table]:
         folding.add_column(name)
     for f in facts.folding:
         folding.add_row(f.case, ", ".join(f.sent), ", ".join(f.received) or "-", _ok(f.holds, "yes", "NO"))
+    if not facts.folding:
+        folding.caption = ("not measured: the listener heard nothing after the commit above "
+                           "(a LISTEN lost behind a pooler)")
     p = facts.payload
     payload = Table(title="payload limit: shorter than 8000 bytes", header_style="bold", title_justify="left")
     for name in ("payload", "result"):

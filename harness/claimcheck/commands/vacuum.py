@@ -6,7 +6,7 @@ import argparse
 
 from rich.console import Console
 
-from claimcheck.commands._options import add_json_option, add_server_options, positive, str_list
+from claimcheck.commands._options import add_json_option, add_server_options, provide, positive, str_list
 from claimcheck.engine.driver import validate
 from claimcheck.errors import UsageError
 from claimcheck.probes._report import maybe_write, probe_document
@@ -15,8 +15,7 @@ from claimcheck.probes._work import PROBE_STRATEGY
 from claimcheck.probes.soak import run_soak
 from claimcheck.probes.tables import archive_table, soak_table, vacuum_table
 from claimcheck.probes.vacuum import HOLDERS, archive, run_vacuum_probe
-from claimcheck.server.provision import provide_server
-from claimcheck.report.render import print_server
+from claimcheck.report.render import print_server, server_title
 from claimcheck.server.session import run_schema
 from claimcheck.server.schema import build_jobs_table
 from claimcheck.contract.strategy import load_strategy
@@ -60,7 +59,7 @@ def check_args(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     check_args(args)
     strategy = load_strategy(args.strategy)
-    with provide_server(args.dsn, args.pg) as server:
+    with provide(args) as server:
         print_server(err, server)
         with run_schema(server) as (conn, schema, run_id):
             build_jobs_table(conn, schema, VALIDATION_JOBS)
@@ -73,7 +72,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
             if args.soak is not None:
                 err.print(f"  soak: {args.soak:g}s per phase, without and with a held snapshot", highlight=False)
                 phases = run_soak(conn, server.dsn, schema, run_id, strategy, args.soak)
-        where = f"PostgreSQL {server.version} ({server.source})"
+        where = server_title(server)
         console.print(vacuum_table(rows, f"claimcheck vacuum: {strategy.name}, {args.jobs:,} jobs per holder: {where}"))
         _print_notes(console, rows, 2 if strategy.has_complete else 1)
         console.print(archive_table(archived, "archive step (seed 003): delete finished jobs in batches"))

@@ -20,7 +20,7 @@ from operator import add, itemgetter
 import psycopg
 from psycopg import errors, pq
 
-from claimcheck.contract.dialect import to_positional
+from claimcheck.contract.dialect import substitute, to_positional
 
 _OK = frozenset(int(status) for status in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK))
 """As plain ints: libpq's status is an int, and a set of ints answers `in` without comparing enums."""
@@ -96,6 +96,57 @@ class PreparedStatement:
         return result
 
 
+class InlineStatement(PreparedStatement):
+    """A PreparedStatement's interface for a connection through a pooler (see
+    claimcheck.server.runcontext.StatelessConnection), where nothing may be prepared by name: each
+    execution is one simple-protocol message, the connection's prelude (isolation, search path) and
+    the statement with each parameter as a quoted literal. A quoted literal is of unknown type until
+    its context types it, as an untyped parameter is. Records the backend that ran it on the
+    connection (`backend_pid`), as the connection's own cursors do."""
+
+    def __init__(self, conn: psycopg.Connection, statement: str) -> None:
+        self.conn, self.pgconn, self.encoding = conn, conn.pgconn, conn.info.encoding
+        _, self.params = to_positional(statement)
+        # The text between `%(name)s` placeholders, read as psycopg reads them (split at a NUL, which no
+        # statement text holds), and the parameter that goes after each piece.
+        self.slots: list[int] = []
+
+        def mark(name: str) -> str:
+            self.slots.append(self.params.index(name))
+            return "\x00"
+
+        self.pieces = [piece.encode(self.encoding) for piece in substitute(statement, mark).split("\x00")]
+
+    def rowcount_each(self, bounds: Sequence[Sequence[bytes]], clock: Callable[[], float] | None = None
+                      ) -> tuple[list[int], list[float], psycopg.Error | None]:
+        """As PreparedStatement's, one message each."""
+        counts, times = [], []
+        try:
+            for bound in bounds:
+                counts.append(self._execute(bound).command_tuples or 0)
+                if clock is not None:
+                    times.append(clock())
+        except psycopg.Error as exc:
+            return counts, times, exc
+        return counts, times, None
+
+    def _execute(self, bound: Sequence[bytes]) -> pq.abc.PGresult:
+        prelude = self.conn.prelude()
+        parts = [self.pieces[0]]
+        for slot, piece in zip(self.slots, self.pieces[1:]):
+            parts += (b"'", bound[slot].replace(b"'", b"''"), b"'", piece)
+        self.pgconn.send_query(b"; ".join([*(p.encode() for p in prelude), b"".join(parts)]))
+        results, pgconn = [], self.pgconn
+        while (result := pgconn.get_result()) is not None:
+            results.append(result)
+        for result in results:
+            if result.status not in _OK:
+                _check(result, self.encoding)
+        if self.conn.schema is not None:
+            self.conn.backend_pid = int(results[len(prelude) - 1].get_value(0, 1))
+        return results[-1]
+
+
 class Binder:
     """Parameters for a statement run once per claimed job (one call per claim, not per job: see
     `PreparedStatement.rowcount_each`). The parameter named in `columns` is that column of the job's
@@ -139,12 +190,15 @@ class Transaction:
     And an error during the rollback is swallowed without psycopg's logged warning.
     """
 
-    def __init__(self, conn: psycopg.Connection) -> None:
+    def __init__(self, conn: psycopg.Connection, isolation: str | None = None) -> None:
         self.pgconn = conn.pgconn
         self.encoding = conn.info.encoding
+        # Through a pooler (see claimcheck.server.runcontext), BEGIN names the isolation level: the
+        # backend's session default is not ours to set.
+        self.begin = b"BEGIN" if isolation is None else f"BEGIN ISOLATION LEVEL {isolation.upper()}".encode()
 
     def __enter__(self) -> Transaction:
-        self._command(b"BEGIN")
+        self._command(self.begin)
         return self
 
     def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: object) -> bool:

@@ -28,9 +28,9 @@ class LogStream:
     def __init__(self, pipe: Any, log: WorkerLog, interval_s: float) -> None:
         self.pipe, self.log, self.interval_s = pipe, log, interval_s
         self.sent = 0
-        # Leases, over-claims, over-attempts and unknown keys already sent. Each only grows, in
-        # order (unknown_keys is a dict: a new key goes to its end), so what is new follows the count.
-        self.sent_notes = (0, 0, 0, 0)
+        # Leases, over-claims, over-attempts, unknown keys and backends already sent. Each only grows,
+        # in order (unknown_keys is a dict: a new key goes to its end), so what is new follows the count.
+        self.sent_notes = (0, 0, 0, 0, 0)
         self.ended: set[int] = set()
         self.last_flush = time.monotonic()
 
@@ -41,14 +41,15 @@ class LogStream:
     def flush(self) -> None:
         log, start = self.log, self.sent
         endings = [(s, log.ended_at[s], log.outcome[s]) for s in self.ended]
-        leases, over, above, unknown = self.sent_notes
+        leases, over, above, unknown, backends = self.sent_notes
         notes = (log.leases[leases:], log.over_claims[over:], log.over_attempts[above:],
-                 dict(islice(log.unknown_keys.items(), unknown, None)))
+                 dict(islice(log.unknown_keys.items(), unknown, None)), log.backends[backends:])
         if len(log) > start or endings or any(notes):
             self.pipe.send(("log", (start, log.job[start:], log.attempt[start:], log.claimed_at[start:],
                                     log.ended_at[start:], log.outcome[start:], endings, notes)))
         self.sent, self.last_flush = len(log), time.monotonic()
-        self.sent_notes = (len(log.leases), len(log.over_claims), len(log.over_attempts), len(log.unknown_keys))
+        self.sent_notes = (len(log.leases), len(log.over_claims), len(log.over_attempts), len(log.unknown_keys),
+                           len(log.backends))
         self.ended.clear()
 
     def flush_if_due(self) -> None:
@@ -85,7 +86,8 @@ def merge_delta(log: WorkerLog, payload: tuple) -> list[int]:
     log.outcome.extend(outcome)
     for slot, ended, how in endings:
         log.ended_at[slot], log.outcome[slot] = ended, how
-    leases, over_claims, over_attempts, unknown = notes
+    leases, over_claims, over_attempts, unknown, backends = notes
+    log.backends.extend(backends)
     log.leases.extend(leases)
     log.over_claims.extend(over_claims)
     log.over_attempts.extend(over_attempts)

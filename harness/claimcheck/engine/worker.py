@@ -27,7 +27,7 @@ import psycopg
 from psycopg import errors, pq, sql
 
 from claimcheck.contract.dialect import placeholders
-from claimcheck.engine.fastpath import PreparedStatement, Transaction
+from claimcheck.engine.fastpath import InlineStatement, PreparedStatement, Transaction
 from claimcheck.server.interrupts import INTERRUPTS, die_with_parent
 from claimcheck.contract.claimrows import ClaimRows, Notes
 from claimcheck.contract.limit import ClaimLimit, claim_limit
@@ -108,7 +108,9 @@ def worker_role(index: int) -> str:
 
 
 def connect_worker(plan: WorkerPlan, index: int) -> psycopg.Connection:
-    conn = plan.run.connect(worker_role(index))
+    conn = plan.run.connect(worker_role(index), worker=True, isolation=plan.strategy.isolation)
+    if plan.run.stateless(worker=True):
+        return conn  # through a pooler: each transaction sets its own isolation; nothing is prepared by name
     conn.prepare_threshold = 0  # server-side prepared statements from the first execution
     # The session default, so that single statements run in autocommit keep the strategy's level.
     conn.execute(sql.SQL("SET default_transaction_isolation TO {}").format(sql.Literal(plan.strategy.isolation)))
@@ -233,6 +235,7 @@ class Loop:
         """When the last `fail` (a requeue) was first sent: see _finish_resiliently."""
         self.reader = ClaimRows(plan.shape, plan.keys, plan.limit.rows)
         self.pending_leases: list[tuple[float, float]] = []
+        self.claim_backend: int | None = None
         self._prepare_fast_paths()
 
     def _prepare_fast_paths(self) -> None:
@@ -240,7 +243,9 @@ class Loop:
         through libpq directly (see claimcheck.engine.fastpath), prepared again on every new connection.
         In lock mode the transaction around them does too (see `_transaction`). A pick, a claim of
         several statements, or one returning a lease keeps psycopg's general path."""
-        self.transaction = Transaction(self.conn)  # holds no state between uses: one per connection
+        pooled = self.plan.run.stateless(worker=True)
+        # Through a pooler the session's default isolation is not ours: each BEGIN names it.
+        self.transaction = Transaction(self.conn, self.strategy.isolation if pooled else None)  # one per connection
         single = lambda section: self.strategy.has(section) and len(self.strategy.steps(section)) == 1  # noqa: E731
         self.fast_complete = self._prepare_fast("complete") if single("complete") else None
         self.bind_complete = self.fast_complete.binder(self.params["complete"], JOB_COLUMNS, 2) \
@@ -273,7 +278,11 @@ class Loop:
         return self.transaction
 
     def _prepare_fast(self, section: str) -> PreparedStatement | None:
-        """The section's statement prepared on libpq's fast path, or None for psycopg's general path."""
+        """The section's statement prepared on libpq's fast path, or None for psycopg's general path.
+        Through a pooler nothing is prepared by name: the statement is sent whole each time, its
+        parameters inline (see claimcheck.engine.fastpath.InlineStatement)."""
+        if self.plan.run.stateless(worker=True):
+            return InlineStatement(self.conn, self.statements[section])
         try:
             return PreparedStatement(self.conn, f"claimcheck_{section}", self.statements[section])
         except psycopg.Error:
@@ -357,7 +366,7 @@ class Loop:
                 # A requeue is timed when its COMMIT was sent: no later claim can have seen it sooner
                 # (see _finish_resiliently). A claim is timed once its commit returned.
                 released = commit_sent if outcome == FAILED else committed
-                self._note_lease(self.log.record(job, attempt, committed, released, outcome))
+                self._note_leases(self.log.record(job, attempt, committed, released, outcome), 1)
             self._count_claimed(rows, started, claim_returned)
             self._after_commit(rows)
             self._flush(bool(rows))  # as in lease mode: at once under faults, else at the plan's flush interval
@@ -410,6 +419,7 @@ class Loop:
                 first = log.record_claims(rows, committed, committed, [DONE if n else STALE for n in counts])
             else:
                 first = log.record_claims(rows, committed)
+            self._note_backend(first, len(rows))
             self._count_claimed(rows, started, returned)
             if not lock:
                 # self.fast_complete, not a local: `_finish_each` may have reconnected (a new connection,
@@ -442,6 +452,8 @@ class Loop:
     def _record_shape(self, rows: list[tuple], started: float) -> tuple[list[tuple[int, int]], Notes]:
         """(job number, attempt) per row (see claimcheck.contract.claimrows); the notes wait for the commit."""
         jobs, notes = self.reader.read(rows, started)
+        # Through a pooler: the backend that ran the claim (its connection records it per statement).
+        self.claim_backend = getattr(self.conn, "backend_pid", None)
         self.pending_leases = []
         if notes.leases:
             # The server's clock right after the claim: a re-take is judged against the earlier
@@ -503,8 +515,15 @@ class Loop:
         self._flush(bool(rows))  # under faults, the claims are known before any work starts
         self._finish_each(rows, first)
 
+    def _note_backend(self, first: int, count: int) -> None:
+        """Through a pooler: the backend that ran the claim, for its slots from `first` on."""
+        if self.claim_backend is not None:
+            self.log.backends.extend((slot, self.claim_backend) for slot in range(first, first + count))
+
     def _note_leases(self, first: int, count: int) -> None:
-        """Attach the claim's leases, if it returned any, to its slots from `first` on."""
+        """Attach the claim's leases, if it returned any, and its backend through a pooler, to its
+        slots from `first` on."""
+        self._note_backend(first, count)
         if self.pending_leases:
             for slot in range(first, first + count):
                 self._note_lease(slot)

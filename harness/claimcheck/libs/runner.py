@@ -146,7 +146,7 @@ class _Run:
         self.next_index += 1
         config = WorkerConfig(
             library=self.adapter.name, worker=index, records=str(self.tmp / f"w{index:02d}.tsv"),
-            dsn=self.run.role_dsn(worker_role(index)),
+            dsn=self.run.role_dsn(worker_role(index), worker=True),
             stall_flag=str(self.shared.stall.path(index)), work_ms=str(self.settings.work),
             stall_s=(self.settings.faults.stall_factor * self.adapter.lease_s) if self.settings.faults else 0.0,
             faults=self.settings.faults is not None)

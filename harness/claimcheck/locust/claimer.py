@@ -117,13 +117,13 @@ class ToMaster:
         at = self.clock.server_time
         if kind == "log":
             start, job, attempt, claimed_at, ended_at, outcome, endings, notes = payload
-            leases, over_claims, over_attempts, unknown = notes
+            leases, over_claims, over_attempts, unknown, backends = notes
             data = {"user": self.index, "start": start, "job": job.tolist(), "attempt": attempt.tolist(),
                     "claimed_at": [at(t) for t in claimed_at], "ended_at": [at(t) for t in ended_at],
                     "outcome": outcome.tolist(), "endings": [(s, at(t), how) for s, t, how in endings],
                     # leases are the server's readings already; unknown keys as pairs (msgpack maps want str keys)
                     "notes": [list(leases), [(at(t), n, list(jobs)) for t, n, jobs in over_claims],
-                              list(over_attempts), list(unknown.items())]}
+                              list(over_attempts), list(unknown.items()), list(backends)]}
             self.runner.send_message(LOG_MESSAGE, data)
         else:
             fields = dict(payload, claim_latency_ms=list(payload["claim_latency_ms"]))

@@ -120,9 +120,9 @@ class MasterRun:
 
     def _on_log(self, environment: Any, msg: Any, **kwargs: Any) -> None:
         d = msg.data
-        leases, over_claims, over_attempts, unknown = d["notes"]
+        leases, over_claims, over_attempts, unknown, backends = d["notes"]
         notes = ([tuple(x) for x in leases], [tuple(x) for x in over_claims], [tuple(x) for x in over_attempts],
-                 dict(unknown))
+                 dict(unknown), [tuple(x) for x in backends])
         merge_delta(self._log(d["user"]), (d["start"], d["job"], d["attempt"], d["claimed_at"], d["ended_at"],
                                            d["outcome"], d["endings"], notes))
         self.last_news = time.monotonic()

@@ -68,6 +68,8 @@ class Delivery:
     seen_before_commit: int = 0
     after_commit_ms: float | None = None
     """From the commit returning to the listener holding the notification (None: never came)."""
+    listen_backend: int | None = None
+    """Through a pooler: the backend that ran the LISTEN (the pooler hands it to others afterwards)."""
 
     @property
     def holds(self) -> bool:
@@ -76,11 +78,12 @@ class Delivery:
     def as_dict(self) -> dict:
         return {"holds": self.holds, "seen_before_commit": self.seen_before_commit,
                 "after_commit_ms": None if self.after_commit_ms is None else round(self.after_commit_ms, 3),
+                "listen_backend": self.listen_backend,
                 "timeline": [e.as_dict() for e in self.events]}
 
 
 def delivery_at_commit(producer: psycopg.Connection, listener: psycopg.Connection) -> Delivery:
-    result = Delivery()
+    result = Delivery(listen_backend=getattr(listener, "backend_pid", None))
     started = time.monotonic()
 
     def note(who: str, what: str, seen: int | None = None) -> None:
@@ -100,6 +103,10 @@ def delivery_at_commit(producer: psycopg.Connection, listener: psycopg.Connectio
     if got:
         result.after_commit_ms = (time.monotonic() - committed) * 1000
         note("listener", f"receives the notification: payload {got[0].payload!r}, from pid {got[0].pid}", len(got))
+    elif result.listen_backend is not None:
+        note("listener", f"nothing within {DELIVERY_TIMEOUT_S:g}s of the commit: the LISTEN ran on backend "
+             f"{result.listen_backend}, which the pooler gave back to its pool when that transaction ended; this "
+             "connection listens nowhere now (the LISTEN is lost)", 0)
     else:
         note("listener", f"nothing within {DELIVERY_TIMEOUT_S:g}s of the commit", 0)
     return result
@@ -206,10 +213,11 @@ def notify_facts(coordinator: psycopg.Connection, dsn: str, schema: str, run_id:
     channel = channel_name(run_id)
     install_trigger(coordinator, schema, channel)
     with ExitStack() as stack:
-        listener = connect(dsn, schema, run_id, "notify-listener", stack)
-        producer = connect(dsn, schema, run_id, "notify-producer", stack)
+        listener = connect(dsn, schema, run_id, "notify-listener", stack, worker=True)
+        producer = connect(dsn, schema, run_id, "notify-producer", stack, worker=True)
         listen(listener, channel)
         delivery = delivery_at_commit(producer, listener)
-        folded = folding(producer, listener, channel)
+        # A LISTEN lost behind a pooler hears nothing more: folding would only wait out its timeouts.
+        folded = folding(producer, listener, channel) if delivery.after_commit_ms is not None else []
         limit = payload_limit(producer, channel)
     return NotifyFacts(delivery, folded, limit)

@@ -106,7 +106,7 @@ def run_phase(coordinator: psycopg.Connection, dsn: str, schema: str, run_id: st
             holding.autocommit, holding.isolation_level = False, IsolationLevel.REPEATABLE_READ
             holding.execute(PROBE_QUERIES["read_one"]).fetchone()
             holder_pid = holding.info.backend_pid
-        conns = [connect(dsn, schema, run_id, f"soak-w{i:02d}", stack) for i in range(workers)]
+        conns = [connect(dsn, schema, run_id, f"soak-w{i:02d}", stack, worker=True) for i in range(workers)]
         threads = [threading.Thread(target=_steady_worker, args=(c, strategy, f"soak-w{i:02d}", stop, counter, errors),
                                     daemon=True) for i, c in enumerate(conns)]
         started = time.monotonic()

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator
 
 import psycopg
-from psycopg import IsolationLevel
+from psycopg import IsolationLevel, sql
 
 from claimcheck.errors import ServerError
 from claimcheck.probes import PROBE_QUERIES
@@ -124,12 +124,18 @@ class VerboseCapture:
         self.messages.append("\n".join(part for part in (diag.message_primary, diag.message_detail) if part))
 
 
+def vacuum_of(conn: psycopg.Connection, query: str) -> sql.Composed:
+    """The VACUUM `query` of the run's `jobs`, named with the schema the connection works in."""
+    schema = conn.execute("SELECT current_schema()").fetchone()[0]
+    return sql.SQL(PROBE_QUERIES[query]).format(jobs=sql.Identifier(schema, "jobs"))
+
+
 def vacuum_verbose(conn: psycopg.Connection) -> VacuumFigures:
     """`VACUUM (VERBOSE) jobs` on an autocommit connection, read from its notices."""
     capture = VerboseCapture()
     conn.add_notice_handler(capture)
     try:
-        conn.execute(PROBE_QUERIES["vacuum_verbose"])
+        conn.execute(vacuum_of(conn, "vacuum_verbose"))
     finally:
         conn.remove_notice_handler(capture)
     figures = parse_vacuum_verbose(capture.messages)
@@ -206,7 +212,7 @@ def run_holder(coordinator: psycopg.Connection, dsn: str, schema: str, run_id: s
     build_jobs_table(coordinator, schema, jobs + SPARE_JOBS)
     coordinator.execute(PROBE_QUERIES["autovacuum_off"])
     with ExitStack() as stack:
-        worker = connect(dsn, schema, run_id, "vacuum-worker", stack)
+        worker = connect(dsn, schema, run_id, "vacuum-worker", stack, worker=True)
         holding = connect(dsn, schema, run_id, "vacuum-holder", stack)
         with held_open(holder, holding, strategy) as pid:
             processed = process_jobs(worker, strategy, jobs, worker="vacuum-worker")
@@ -233,10 +239,10 @@ def archive(coordinator: psycopg.Connection, dsn: str, schema: str, run_id: str,
     build_jobs_table(coordinator, schema, jobs + ARCHIVE_TAIL_JOBS)
     coordinator.execute(PROBE_QUERIES["autovacuum_off"])
     with ExitStack() as stack:
-        worker = connect(dsn, schema, run_id, "archive-worker", stack)
+        worker = connect(dsn, schema, run_id, "archive-worker", stack, worker=True)
         process_jobs(worker, strategy, jobs, worker="archive-worker")
         flush_stats(worker)
-        coordinator.execute(PROBE_QUERIES["vacuum_plain"])
+        coordinator.execute(vacuum_of(coordinator, "vacuum_plain"))
         before = table_stats(coordinator)
         batches = deleted = 0
         while True:

@@ -145,11 +145,11 @@ def run_variant(dsn: str, schema: str, run_id: str, strategy: Strategy, variant:
     result = WakeResult(variant)
     shared = _Shared(result)
     with ExitStack() as stack:
-        producer = connect(dsn, schema, run_id, "wakeup-producer", stack)
-        worker = connect(dsn, schema, run_id, "wakeup-worker", stack)
+        producer = connect(dsn, schema, run_id, "wakeup-producer", stack, worker=True)
+        worker = connect(dsn, schema, run_id, "wakeup-worker", stack, worker=True)
         listener = None
         if variant.kind == "listen":
-            listener = connect(dsn, schema, run_id, "wakeup-listener", stack)
+            listener = connect(dsn, schema, run_id, "wakeup-listener", stack, worker=True)
             listen(listener, channel_name(run_id))
         threads = [threading.Thread(target=_produce, args=(producer, shared, enqueues), daemon=True),
                    threading.Thread(target=_consume, args=(worker, listener, strategy, shared, variant), daemon=True)]

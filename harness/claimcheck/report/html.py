@@ -241,6 +241,16 @@ def _conditions(conditions: list[dict]) -> str:
     return f'<div class="scroll"><table class="conditions"><tr>{head}</tr>{"".join(rows)}</table></div>'
 
 
+def _pooler(pooler: dict | None) -> str:
+    """The header's words for the pooler the workers went through, if any."""
+    if not pooler:
+        return ""
+    name = f"PgBouncer {pooler.get('version')}" if pooler.get("kind") == "pgbouncer" else "a pooler"
+    size = f", pool of {pooler['pool_size']}" if pooler.get("pool_size") else ""
+    how = "started by claimcheck" if pooler.get("started_by_claimcheck") else f"found: {pooler.get('evidence', '')}"
+    return escape(f", workers through {name} in {pooler.get('mode')} mode{size} ({how})")
+
+
 def render(doc: dict) -> str:
     """The whole report as one HTML string."""
     runs = doc.get("runs", [])
@@ -249,7 +259,7 @@ def render(doc: dict) -> str:
     flagged = [not r["exactly_once"] for r in runs]
     body = [
         f"<h1>claimcheck report</h1><p class=meta>PostgreSQL {escape(str(pg.get('version', '?')))} "
-        f"({escape(str(pg.get('source', '?')))}) · {escape(str(doc.get('created_at', '')))} · "
+        f"({escape(str(pg.get('source', '?')))}){_pooler(pg.get('pooler'))} · {escape(str(doc.get('created_at', '')))} · "
         f"<code>{escape(str(tool.get('command', '')))}</code></p>",
         conclusion(runs),
         "<h2>Runs</h2>", _summary_table(runs),

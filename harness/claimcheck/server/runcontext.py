@@ -4,14 +4,24 @@ Every connection of a run is named `claimcheck/<run id>/<role>` in `pg_stat_acti
 `coordinator`, `w07`, `sampler`, `reaper`, `monitor`, `s-<session>`, `vacuum-worker`, ...), and
 works inside the run's schema. The queries that look for a run's backends (the sampler, the
 fault injector, cleanup) match :meth:`RunContext.app_pattern`, so naming and matching cannot drift.
+
+Behind a connection pooler (see claimcheck.server.pooling) a connection may reach a different
+backend in each transaction, so it must keep no session state: a connection made through one is
+a :class:`StatelessConnection`, whose every statement carries its own search path (and, for a
+worker, isolation level) in the same implicit transaction, with no named prepared statement. Which
+DSNs go through a pooler, and where workers connect instead (a PgBouncer we started in front of the
+server), is this module's routing table (:func:`route`), filled in when the server is provided.
 """
 from __future__ import annotations
 
+import re
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Iterator
 
 import psycopg
-from psycopg import sql
+from psycopg import pq, sql
 
 APP_PREFIX = "claimcheck/"
 MAX_APP_NAME = 63  # PostgreSQL truncates application_name to NAMEDATALEN - 1 bytes
@@ -28,6 +38,38 @@ def app_pattern(run_id: str) -> str:
     """A LIKE pattern for the application_name of every connection of a run (run ids are
     [a-z0-9_], so `_` is the only character LIKE would read as a wildcard)."""
     return f"{APP_PREFIX}{run_id}/".replace("_", r"\_") + "%"
+
+
+@dataclass(frozen=True)
+class Route:
+    """How a DSN reaches its server."""
+
+    pooled: bool = False
+    """A pooler sits in between: a connection keeps no session state (see StatelessConnection)."""
+    workers: str | None = None
+    """Workers connect here instead (a pooler we started in front of the server), statelessly."""
+
+
+_ROUTES: dict[tuple, Route] = {}
+_DIRECT = Route()
+_NOT_ROUTING = ("dbname", "application_name", "connect_timeout")
+
+
+def _route_key(dsn: str) -> tuple:
+    """A DSN's server and credentials: its routes hold for every database there (a library's own)."""
+    return tuple(sorted((k, v) for k, v in psycopg.conninfo.conninfo_to_dict(dsn).items() if k not in _NOT_ROUTING))
+
+
+def route(dsn: str, via: Route | None) -> None:
+    """Connections to `dsn`'s server go `via` this route from now on (None: directly again)."""
+    if via is None:
+        _ROUTES.pop(_route_key(dsn), None)
+    else:
+        _ROUTES[_route_key(dsn)] = via
+
+
+def route_of(dsn: str) -> Route:
+    return _ROUTES.get(_route_key(dsn), _DIRECT)
 
 
 @dataclass(frozen=True)
@@ -49,10 +91,22 @@ class RunContext:
     def app_name(self, role: str) -> str:
         return f"{self.app_prefix}{role}"[:MAX_APP_NAME]
 
-    def role_dsn(self, role: str) -> str:
+    def role_dsn(self, role: str, *, worker: bool = False) -> str:
         """This run's DSN with `role`'s name, for a program that connects from a DSN string (a
-        queue library's own code)."""
-        return psycopg.conninfo.make_conninfo(self.dsn, application_name=self.app_name(role))
+        queue library's own code); a `worker`'s goes through the workers' pooler, if any."""
+        return psycopg.conninfo.make_conninfo(self._target(worker), application_name=self.app_name(role))
+
+    def _target(self, worker: bool) -> str:
+        """The DSN a connection uses: the workers' pooler's (in this DSN's database) for a worker."""
+        via = route_of(self.dsn).workers
+        if worker and via is not None:
+            return psycopg.conninfo.make_conninfo(via, dbname=psycopg.conninfo.conninfo_to_dict(self.dsn).get("dbname"))
+        return self.dsn
+
+    def stateless(self, *, worker: bool = False) -> bool:
+        """Does such a connection go through a pooler, so that it may keep no session state?"""
+        via = route_of(self.dsn)
+        return via.pooled or (worker and via.workers is not None)
 
     def app_pattern(self) -> str:
         return app_pattern(self.run_id)
@@ -60,9 +114,16 @@ class RunContext:
     def _options(self, role: str) -> dict:
         return {"autocommit": True, "application_name": self.app_name(role), "connect_timeout": CONNECT_TIMEOUT_S}
 
-    def connect(self, role: str, *, in_schema: bool = True) -> psycopg.Connection:
+    def connect(self, role: str, *, in_schema: bool = True, worker: bool = False,
+                isolation: str | None = None) -> psycopg.Connection:
         """An autocommit connection named for `role`, in the run's schema unless `in_schema` is False
-        (the schema may not exist yet, or may be gone)."""
+        (the schema may not exist yet, or may be gone). A `worker`'s goes through the workers' pooler,
+        if any; through a pooler, each of its transactions gets the search path (and `isolation`)
+        itself, and `isolation` is not set for the session."""
+        if self.stateless(worker=worker):
+            conn = StatelessConnection.connect(self._target(worker), prepare_threshold=None, **self._options(role))
+            conn.schema, conn.isolation = (self.schema if in_schema else None), isolation
+            return conn
         conn = psycopg.connect(self.dsn, **self._options(role))
         if in_schema:
             try:
@@ -102,7 +163,88 @@ class RunContext:
 
 def use_schema(conn: psycopg.Connection, schema: str) -> None:
     """Work inside `schema` on this connection (the run's tables, found by name)."""
+    if isinstance(conn, StatelessConnection):
+        conn.schema = schema  # each transaction sets it: the session may be another client's next
+        return
     conn.execute(_set_search_path(schema))
+
+
+_SEARCH_PATH = sql.SQL("SELECT pg_catalog.set_config('search_path', {}, true), pg_catalog.pg_backend_pid()")
+
+
+_ALONE = re.compile(r"(\s*--[^\n]*\n)*\s*(VACUUM|(CREATE|DROP|ALTER)\s+DATABASE|CREATE\s+INDEX\s+CONCURRENTLY"
+                    r"|REINDEX\s+.*CONCURRENTLY)\b", re.I | re.S)
+"""Statements PostgreSQL runs only outside a transaction block, so with no prelude in their message:
+they must name their tables with the schema."""
+
+
+class StatelessCursor(psycopg.ClientCursor):
+    """Sends each statement in one simple-protocol message (one round trip, one implicit transaction
+    unless an explicit one is open) behind the connection's prelude: SET TRANSACTION ISOLATION LEVEL
+    (outside an explicit transaction) and `set_config('search_path', schema, true)`, which ends with
+    the transaction. Never prepared by name: a pooler may hand the next transaction to a backend that
+    has a statement of that name, or lacks it. Records the backend that ran it (`conn.backend_pid`).
+
+    Why one message and client-side binding: the statement and its prelude must share a transaction,
+    and a parameterised statement cannot share a message with another in the extended protocol
+    outside pipeline mode, whose bookkeeping cost here about twice the statement's own round trip (a
+    claim's ten completions are ten statements). The parameters are bound as psycopg's
+    ClientCursor binds them: literals, typed as such."""
+
+    def execute(self, query, params=None, *, prepare=None, binary=None):  # noqa: D102 (psycopg's signature)
+        conn = self.connection
+        prelude = conn.prelude()
+        if not prelude or _ALONE.match(query if isinstance(query, str) else query.as_string(conn)):
+            return super().execute(query, params, prepare=False)
+        super().execute("; ".join([*prelude, self.mogrify(query, params)]), prepare=False)
+        for _ in range(len(prelude) - 1):
+            self.nextset()
+        if conn.schema is not None:
+            conn.backend_pid = self.fetchone()[1]
+        self.nextset()  # the statement's own result, as if it had been sent alone
+        return self
+
+    def executemany(self, query, params_seq, *, returning=False):  # noqa: D102
+        for params in params_seq:  # each its own statement, as in autocommit they are anyway
+            self.execute(query, params)
+
+
+class StatelessConnection(psycopg.Connection):
+    """A connection through a pooler: see StatelessCursor."""
+
+    schema: str | None = None
+    isolation: str | None = None
+    backend_pid: int | None = None
+    """The backend that ran the last statement (behind a transaction pooler, it changes)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.cursor_factory = StatelessCursor
+        self._preludes: dict[tuple, list[str]] = {}
+
+    def prelude(self) -> list[str]:
+        """The statements that go before each statement, in its message (SQL text): the isolation level
+        outside an explicit transaction, then the search path (which also returns the backend's pid).
+        The last one, when there is a schema, is the search path's."""
+        idle = self.pgconn.transaction_status == pq.TransactionStatus.IDLE
+        key = (self.schema, self.isolation, idle)
+        if key not in self._preludes:
+            parts = []
+            if self.isolation and idle:
+                parts.append(f"SET TRANSACTION ISOLATION LEVEL {self.isolation.upper()}")
+            if self.schema is not None:
+                parts.append(_SEARCH_PATH.format(sql.Literal(self.schema)).as_string(self))
+            self._preludes[key] = parts
+        return self._preludes[key]
+
+    @contextmanager
+    def transaction(self, *args, **kwargs) -> Iterator[psycopg.Transaction]:
+        """psycopg's transaction, whose first statement sets the search path for all of it: a statement
+        inside by a cursor of another kind (a ClientCursor, a stream) finds the run's tables too."""
+        with super().transaction(*args, **kwargs) as tx:
+            if self.schema is not None:
+                psycopg.Cursor(self).execute(_SEARCH_PATH.format(sql.Literal(self.schema)), prepare=False)
+            yield tx
 
 
 def _set_search_path(schema: str) -> sql.Composed:

@@ -56,10 +56,12 @@ SELECT (SELECT count(*) FROM pg_stat_activity
        (SELECT count(*) FROM pg_replication_slots WHERE xmin IS NOT NULL OR catalog_xmin IS NOT NULL) AS slots;
 
 -- name: vacuum_verbose
-VACUUM (VERBOSE) jobs;
+-- {jobs} is the run's table, schema-qualified: VACUUM runs alone, outside any transaction, so through
+-- a pooler it cannot share a message with the statement that sets the search path.
+VACUUM (VERBOSE) {jobs};
 
 -- name: vacuum_plain
-VACUUM jobs;
+VACUUM {jobs};
 
 -- name: read_one
 -- A holder's first read: in REPEATABLE READ it takes the transaction's snapshot.

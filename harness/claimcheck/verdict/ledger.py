@@ -89,6 +89,9 @@ class WorkerLog:
     """(job, attempt, max_attempts) of claims whose attempt was above the job's max_attempts."""
     unknown_keys: dict = field(default_factory=dict)
     """Number -> key text of claimed keys that were never seeded."""
+    backends: list = field(default_factory=list)
+    """(slot, backend pid) of claims made through a pooler (see claimcheck.server.runcontext), where
+    one client connection's transactions run on many backends and one backend serves many clients."""
     started_at: float = 0.0
     finished_at: float = 0.0
     cpu_s: float | None = None
@@ -161,6 +164,8 @@ class Claim:
     ended_at_s: float | None
     outcome: str
     reaped_at_s: float | None = None
+    backend_pid: int | None = None
+    """The backend that ran the claim, when it went through a pooler."""
 
 
 @dataclass(frozen=True)
@@ -240,6 +245,7 @@ class _Seen:
     server_at: float = math.nan
     """The server's clock right after the claim (only for claims that return their lease)."""
     lease_until: float = math.nan
+    backend_pid: int | None = None
 
 
 def judge(logs: list[WorkerLog], first_id: int, last_id: int, *, drained: bool, origin: float = 0.0,
@@ -334,11 +340,13 @@ def _history(logs: list[WorkerLog], jobs: set[int]) -> dict[int, list[_Seen]]:
         return found
     for log in logs:
         leases = {slot: (at, until) for slot, at, until in log.leases}
+        backends = dict(log.backends)
         for i, job in enumerate(log.job):
             if job in jobs:
                 server_at, until = leases.get(i, (math.nan, math.nan))
                 found.setdefault(job, []).append(_Seen(log.worker, log.attempt[i], log.claimed_at[i],
-                                                       log.ended_at[i], log.outcome[i], server_at, until))
+                                                       log.ended_at[i], log.outcome[i], server_at, until,
+                                                       backends.get(i)))
     return found
 
 
@@ -404,5 +412,6 @@ def _evidence(job: int, kind: str, seen: list[_Seen], reaped: dict, origin: floa
     return Violation(job=job, kind=kind, times_claimed=len(seen), claims=tuple(
         Claim(worker=c.worker, attempt=c.attempt, claimed_at_s=round(c.claimed_at - origin, 6),
               ended_at_s=shown(c.ended_at), outcome=OUTCOME_NAMES[c.outcome],
-              reaped_at_s=shown(reaped[(job, c.attempt)]) if (job, c.attempt) in reaped else None)
+              reaped_at_s=shown(reaped[(job, c.attempt)]) if (job, c.attempt) in reaped else None,
+              backend_pid=c.backend_pid)
         for c in seen[:MAX_CLAIMS_SHOWN]))

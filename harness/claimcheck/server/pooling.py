@@ -1,0 +1,118 @@
+"""Is there a connection pooler between us and the server, and how does it pool? Found by behaviour.
+
+A pooler is not told apart by its port or its name but by what it does to backends:
+
+- **transaction pooling**: two client connections run their transactions on the same backend (the
+  same `pg_backend_pid()`), or one client connection's backend changes between its transactions;
+- **statement pooling**: as transaction pooling, and an explicit transaction block is refused
+  (PgBouncer: SQLSTATE 08P01, "transaction blocks not allowed in statement pooling mode");
+- **session pooling**: each client connection keeps one backend, but a new client connection gets
+  the backend a closed one had (a direct server starts a new backend, a new pid, for each).
+
+The result is shown in the report header (`postgres.pooler`) and decides how the run connects
+(see claimcheck.server.runcontext: through a pooler every transaction carries its own search path).
+For a PgBouncer we started, the mode and pool size are known and not probed.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import psycopg
+
+from claimcheck.errors import ServerError, UsageError
+from claimcheck.server.redaction import redact_dsn, scrub
+
+CONNECT_TIMEOUT_S = 5
+TRIES = 3
+RELEASE_WAIT_S = 0.05
+_PID = "SELECT pg_backend_pid()"
+
+
+@dataclass(frozen=True)
+class Pooler:
+    """The pooler in front of the workers' connections."""
+
+    mode: str
+    """transaction, session or statement."""
+    started: bool
+    """We started it (`--pooler`): only the workers connect through it. Else every connection does."""
+    evidence: str
+    """What showed it (for one we started: its configuration)."""
+    kind: str = "unknown"
+    """`pgbouncer` when we started it; a pooler found by its behaviour is not named."""
+    version: str | None = None
+    pool_size: int | None = None
+    """Server connections in the pool, when known."""
+
+    def as_dict(self) -> dict:
+        return {"kind": self.kind, "mode": self.mode, "started_by_claimcheck": self.started,
+                "version": self.version, "pool_size": self.pool_size, "evidence": self.evidence}
+
+    def label(self) -> str:
+        """One line for the header: "PgBouncer 1.18.0 in transaction mode, 4 server connections"."""
+        name = f"PgBouncer {self.version}" if self.kind == "pgbouncer" else "a pooler"
+        size = f", {self.pool_size} server connections" if self.pool_size else ""
+        who = "started by claimcheck for the workers" if self.started else f"found by behaviour: {self.evidence}"
+        return f"{name} in {self.mode} mode{size} ({who})"
+
+
+def _connect(dsn: str) -> psycopg.Connection:
+    return psycopg.connect(dsn, autocommit=True, prepare_threshold=None, connect_timeout=CONNECT_TIMEOUT_S,
+                           application_name="claimcheck/pooler-probe")
+
+
+def _pid(conn: psycopg.Connection) -> int:
+    return conn.execute(_PID).fetchone()[0]
+
+
+def detect(dsn: str) -> Pooler | None:
+    """The pooler between us and the server at `dsn`, or None when we reach the server directly."""
+    try:
+        return _probe(dsn)
+    except psycopg.Error as exc:
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ServerError(f"{redact_dsn(dsn)}: the probe for a connection pooler (a few short connections) "
+                          f"failed: {scrub(message)}") from None
+
+
+def _probe(dsn: str) -> Pooler | None:
+    with _connect(dsn) as a, _connect(dsn) as b:
+        for _ in range(TRIES):
+            first, other, again = _pid(a), _pid(b), _pid(a)
+            if first == other or first != again:
+                seen = (f"two client connections ran on backend {first}" if first == other
+                        else f"one client connection ran on backends {first} and {again}")
+                return Pooler(mode="statement" if _refuses_blocks(dsn) else "transaction", started=False,
+                              evidence=seen)
+        held = {first, other}
+    for _ in range(TRIES):
+        time.sleep(RELEASE_WAIT_S)  # the pooler takes back a closed client's backend asynchronously
+        with _connect(dsn) as c:
+            inherited = _pid(c)
+        if inherited in held:
+            return Pooler(mode="session", started=False,
+                          evidence=f"a new client connection got backend {inherited}, which a closed one had")
+        held.add(inherited)
+    return None
+
+
+def _refuses_blocks(dsn: str) -> bool:
+    """Does the pooler refuse an explicit transaction block (statement pooling)?"""
+    try:
+        with _connect(dsn) as conn:
+            conn.execute("BEGIN")
+            conn.execute("ROLLBACK")
+    except psycopg.Error as exc:
+        return exc.sqlstate == "08P01" or "statement pooling" in str(exc)
+    return False
+
+
+def refuse_statement_mode(dsn: str, pooler: Pooler) -> None:
+    """A run needs transaction blocks for its own setup (the schema, the seed, the validation of the
+    file, rolled back); a pooler in statement mode refuses them, so say so before anything is made."""
+    if pooler.mode == "statement":
+        raise UsageError(f"{redact_dsn(dsn)} goes through a pooler in statement mode ({pooler.evidence}, and it "
+                         "refuses transaction blocks). claimcheck builds its schema, seeds and validates in "
+                         "transactions: point --dsn at the server or at a transaction or session pool, and put "
+                         "a pooler in front of the workers with --pooler pgbouncer:transaction")

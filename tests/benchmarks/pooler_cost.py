@@ -1,0 +1,75 @@
+"""What a pooler costs skip-locked, and which part of that is claimcheck's own: jobs/s at 8 and 16
+workers, lease and lock mode, in four set-ups run one after the other, round after round:
+
+- direct: the workers' usual connections (libpq fast path, named prepared statements);
+- stateless: the same server, directly, but the workers connect as they do through a pooler
+  (claimcheck.server.runcontext.StatelessConnection: a search path and isolation per transaction,
+  nothing prepared by name): claimcheck's own part of the cost;
+- pgbouncer: `--pooler pgbouncer` (transaction mode, its default pool: half the workers);
+- pgbouncer, pool = workers: as many server connections as workers (the pooler's hop, no waiting).
+
+    .venv/bin/python tests/benchmarks/pooler_cost.py [--dsn DSN] [--rounds 2] [--jobs 5000]
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+from contextlib import contextmanager
+
+from rich.console import Console
+
+from claimcheck.server.pgbouncer import PoolerSpec
+from claimcheck.server.provision import provide_server
+from claimcheck.server.runcontext import Route, route
+from claimcheck.server.session import run_all
+from claimcheck.settings import RunSettings
+from claimcheck.contract.strategy import load_strategy
+
+WORKERS = (8, 16)
+MODES = ("lease", "lock")
+SETUPS = ("direct", "stateless", "pgbouncer", "pgbouncer, pool = workers")
+
+
+@contextmanager
+def setup(name: str, dsn: str | None, workers: int):
+    if name.startswith("pgbouncer"):
+        size = workers if "pool" in name else None
+        with provide_server(dsn=dsn, pooler=PoolerSpec("transaction", size), workers=workers) as server:
+            yield server
+        return
+    with provide_server(dsn=dsn) as server:
+        if name == "stateless":
+            route(server.dsn, Route(pooled=True))  # every connection as through a pooler, none in between
+        try:
+            yield server
+        finally:
+            route(server.dsn, None)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--dsn")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--jobs", type=int, default=5000)
+    args = parser.parse_args()
+    strategy, quiet = load_strategy("skip-locked"), Console(stderr=True, quiet=True)
+    rates: dict[tuple, list[float]] = {}
+    for _ in range(args.rounds):
+        for workers in WORKERS:
+            for name in SETUPS:
+                with setup(name, args.dsn, workers) as server:
+                    grid = [RunSettings(workers=workers, jobs=args.jobs, mode=mode) for mode in MODES]
+                    for result in run_all(server, [strategy], grid, quiet):
+                        assert result.exactly_once
+                        rates.setdefault((name, workers, result.settings.mode), []).append(
+                            result.throughput_jobs_per_s)
+    print("| set-up | workers | lease jobs/s | lock jobs/s |\n|---|---|---|---|")
+    for workers in WORKERS:
+        for name in SETUPS:
+            cells = [" / ".join(f"{r:,.0f}" for r in rates[(name, workers, mode)])
+                     + f" (median {statistics.median(rates[(name, workers, mode)]):,.0f})" for mode in MODES]
+            print(f"| {name} | {workers} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()

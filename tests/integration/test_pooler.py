@@ -1,0 +1,159 @@
+"""Runs through a real PgBouncer: the one `--pooler` starts, and one the test starts itself and hands
+over as a plain DSN (a pooler claimcheck did not start, found by its behaviour).
+
+Behind transaction pooling a session advisory lock belongs to a backend that serves every client in
+turn: que 0.14's and good_job's designs hand one job to several workers, and the evidence names the
+backend they shared. In session mode the same files hold; skip-locked holds in every mode. Small
+runs (4 workers, a few hundred jobs, a pool of 2), so the file costs a few seconds.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from claimcheck.engine.driver import run_strategy
+from claimcheck.engine.fastpath import InlineStatement
+from claimcheck.errors import ServerError, UsageError
+from claimcheck.server.pgbouncer import PgBouncer, PoolerSpec, pgbouncer_path
+from claimcheck.server.provision import provide_server
+from claimcheck.server.runcontext import Route, RunContext, route
+from claimcheck.server.session import run_schema
+from claimcheck.settings import RunSettings
+from claimcheck.contract.strategy import load_strategy
+
+
+def _missing() -> str | None:
+    try:
+        pgbouncer_path()
+    except ServerError:
+        return "PgBouncer is not installed here (apt-get install pgbouncer; .ci/run installs it)"
+    return None
+
+
+pytestmark = pytest.mark.skipif(_missing() is not None, reason=_missing() or "")
+
+FIELD = Path(__file__).parents[1] / "field"
+SESSION_ADVISORY = ["que_0_14_session_advisory.sql", "good_job_3_99_advisory_uuid.sql"]
+SMALL = {"workers": 4, "jobs": 200, "batch": 1}
+SESSION = {"workers": 2, "jobs": 200, "batch": 1}
+"""As many workers as the pool has connections: in session mode a third would wait for one to leave."""
+POOL = 2
+
+
+@contextmanager
+def pooled(server, mode: str):
+    """The test's server with `--pooler pgbouncer:MODE --pool-size 2` in front of its workers."""
+    with provide_server(dsn=server.dsn, pooler=PoolerSpec(mode, POOL)) as through:
+        yield through
+
+
+def _run(server, strategy: str, **settings):
+    with run_schema(server) as (conn, schema, run_id):
+        return run_strategy(conn, server, schema, run_id, load_strategy(strategy), RunSettings(**settings))
+
+
+@pytest.mark.parametrize("design", SESSION_ADVISORY)
+def test_session_advisory_locks_are_shared_by_the_workers_of_a_transaction_pool(server, design):
+    with pooled(server, "transaction") as through:
+        assert through.pooler.mode == "transaction" and through.pooler.started
+        result = _run(through, str(FIELD / design), **SMALL)
+    assert not result.exactly_once
+    shared = [v for v in result.verdict.violations
+              if len({c.worker for c in v.claims}) > 1 and len({c.backend_pid for c in v.claims}) == 1]
+    assert shared, "no double claim whose claims ran on one backend"
+    assert shared[0].claims[0].backend_pid is not None
+
+
+def test_a_plain_claims_evidence_names_its_backends_too(server):
+    """naive-single's claims take the worker's fast path (one claim statement, one completion)."""
+    with pooled(server, "transaction") as through:
+        result = _run(through, "naive-single", workers=4, jobs=200)
+    assert not result.exactly_once
+    assert all(c.backend_pid is not None for v in result.verdict.violations for c in v.claims)
+
+
+@pytest.mark.parametrize("design", [*SESSION_ADVISORY, "skip-locked"])
+def test_session_mode_keeps_each_worker_on_its_backend(server, design):
+    strategy = str(FIELD / design) if design.endswith(".sql") else design
+    with pooled(server, "session") as through:
+        result = _run(through, strategy, **SESSION)
+    assert result.exactly_once, result.verdict.violations[:1]
+    assert result.verdict.unclaimed_jobs == 0
+
+
+@pytest.mark.parametrize("mode", ["lease", "lock"])
+def test_skip_locked_holds_behind_a_transaction_pool(server, mode):
+    with pooled(server, "transaction") as through:
+        result = _run(through, "skip-locked", workers=4, jobs=400, mode=mode)
+    assert result.exactly_once and result.jobs_done == 400
+
+
+def test_a_dsn_to_a_pgbouncer_we_did_not_start_is_found_and_run_through(server):
+    bouncer = PgBouncer(server.dsn, PoolerSpec("transaction"), POOL)
+    bouncer.start()
+    try:
+        with provide_server(dsn=bouncer.dsn) as foreign:
+            assert foreign.pooler is not None and not foreign.pooler.started
+            assert foreign.pooler.mode == "transaction", foreign.pooler
+            # Everything goes through it: the schema, the seed, the validation, the workers.
+            held = _run(foreign, "skip-locked", workers=4, jobs=200)
+            broken = _run(foreign, str(FIELD / "que_0_14_session_advisory.sql"), **SMALL)
+    finally:
+        bouncer.stop()
+    assert held.exactly_once and held.jobs_done == 200
+    assert not broken.exactly_once
+
+
+def test_a_session_pool_is_found_by_a_new_client_inheriting_a_backend(server):
+    bouncer = PgBouncer(server.dsn, PoolerSpec("session"), POOL)
+    bouncer.start()
+    try:
+        with provide_server(dsn=bouncer.dsn) as foreign:
+            assert foreign.pooler is not None and foreign.pooler.mode == "session", foreign.pooler
+    finally:
+        bouncer.stop()
+    with provide_server(dsn=server.dsn) as direct:
+        assert direct.pooler is None
+
+
+def test_a_statement_pool_in_front_of_the_dsn_is_refused_before_anything_is_made(server):
+    bouncer = PgBouncer(server.dsn, PoolerSpec("statement"), POOL)  # not offered by --pooler; a user's may be
+    bouncer.start()
+    try:
+        with pytest.raises(UsageError, match="statement mode"):
+            with provide_server(dsn=bouncer.dsn):
+                pass
+    finally:
+        bouncer.stop()
+
+
+@pytest.mark.parametrize("given, error", [("pgbouncer:statement", "the mode is one of"), ("pgpool", "is pgbouncer"),
+                                          ("pgbouncer:session", None)])
+def test_the_pooler_option_names_what_it_accepts(given, error):
+    if error is None:
+        assert PoolerSpec.parse(given, 3) == PoolerSpec("session", 3)
+        return
+    with pytest.raises(UsageError, match=error):
+        PoolerSpec.parse(given)
+
+
+def test_an_inline_statement_binds_quoted_literals_where_psycopg_reads_placeholders(server):
+    """The worker's fast path through a pooler: `%(name)s` as psycopg reads it (a `$1` or `%%` inside the
+    SQL's own literal is text), each value quoted, the run's search path and isolation in the same
+    message, the backend recorded."""
+    run = RunContext(server.dsn, "inline")
+    route(server.dsn, Route(pooled=True))  # as through a pooler, none in between
+    try:
+        with run.connect("w00", in_schema=False, worker=True, isolation="repeatable read") as conn:
+            conn.schema = "pg_catalog"
+            statement = InlineStatement(conn, "SELECT %(n)s::int + 1, %(text)s, '$1 100%%', current_setting("
+                                              "'search_path'), current_setting('transaction_isolation')")
+            rows = statement.rows(statement.bind({"n": 41, "text": "it's"}))
+            assert rows == [(b"42", b"it's", b"$1 100%", b"pg_catalog", b"repeatable read")]
+            assert conn.backend_pid == conn.info.backend_pid  # directly, the connection's own backend
+            counts, _, error = statement.rowcount_each([[b"1", b"a"], [b"x", b"b"]])
+            assert counts == [1] and error is not None and error.sqlstate == "22P02"
+    finally:
+        route(server.dsn, None)
