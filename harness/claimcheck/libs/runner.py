@@ -198,7 +198,10 @@ class _Run:
         logs, reaps, executions = to_ledger(files, self.deaths, adapter.stall_release_s,
                                             _terminations(injector, files), adapter.completion_lag_s,
                                             adapter.lease_s)
-        verdict = judge(logs, 1, settings.jobs, drained=stopped_by == "drained", origin=origin, reaps=reaps)
+        # A library that stopped moving with jobs left (stalled) has lost them as surely as one that
+        # drained without them: judged as a drain, its unrun jobs are lost, never "kept its promise".
+        verdict = judge(logs, 1, settings.jobs, drained=stopped_by in ("drained", "stalled"), origin=origin,
+                        reaps=reaps)
         events = injector.events if injector else []
         if events:
             key_ids = dict(zip(range(1, settings.jobs + 1), ids))
