@@ -90,8 +90,10 @@ def test_the_next_run_sweeps_what_a_killed_coordinator_left(cli):
     cli.run_id = killed + "n"
     after = cli("interleave", _spec(cli, 0))
     assert after.code == 0, after.stderr
-    assert f"swept schema claimcheck_{killed}" in after.stderr
     cli.assert_nothing_left()
+    # Every run sweeps a dead owner's leftovers: on a server shared with the suite's other xdist
+    # workers one of their runs may sweep it first, so the proof is that it is gone, whoever swept it
+    # (ours says so when it was ours).
     cli.run_id = killed
     cli.assert_nothing_left()
 
