@@ -1,0 +1,22 @@
+"""What a plain install carries: every folder of the package is listed in pyproject.toml's packages.
+
+The list is explicit (the built-in strategies in scenarios/ are mapped into `claimcheck.scenarios`, which
+setuptools' package finder cannot express beside the harness/ source root), so a new subpackage is easy to
+forget: the editable install of `make test` still finds it, and only a wheel lacks it (the plain-install step
+of .ci/run failed so once, on `claimcheck.plans`).
+"""
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_every_folder_of_the_package_is_installed():
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    package = ROOT / "harness" / "claimcheck"
+    folders = {".".join(("claimcheck", *d.relative_to(package).parts)).rstrip(".")
+               for d in [package, *package.rglob("*")] if d.is_dir() and d.name != "__pycache__"}
+    folders |= {"claimcheck.scenarios", "claimcheck.scenarios.specs"}
+    assert folders - listed == set(), "add these to [tool.setuptools] packages in pyproject.toml"
