@@ -21,6 +21,7 @@ from claimcheck.errors import ClaimcheckError, Interrupted, ServerError, UsageEr
 from claimcheck.server import interrupts
 from claimcheck.server.interrupts import shielded
 from claimcheck.engine.faults import FaultEvent, FaultInjector, fates
+from claimcheck.engine import producer as producing
 from claimcheck.verdict.ledger import Verdict, WorkerLog, judge
 from claimcheck.engine.logstream import apply_summary, merge_delta
 from claimcheck.server.provision import Server
@@ -51,14 +52,19 @@ def run_strategy(conn: psycopg.Connection, server: Server, schema: str, run_id: 
     """Seed, check, run and judge one strategy x setting. `conn` is the coordinator's, in `schema`.
     `seeded`: the tables are built already (a planner condition's, see claimcheck.plans)."""
     check_fail_rate(strategy, settings)
+    check_rate(strategy, settings)
     seeded = seeded or seed(conn, schema, run_id, strategy, settings.jobs)
     shape = validate(server.dsn, run_id, schema, strategy, seeded.count)
     settings = reaper_for(strategy, shape, settings)
-    _check_headroom(conn, settings.workers + (1 if settings.faults else 0))
+    _check_headroom(conn, settings.workers + (1 if settings.faults else 0) + (1 if settings.rate_per_s else 0))
     plan = WorkerPlan(run=RunContext(server.dsn, run_id), strategy=strategy, settings=settings, shape=shape,
                       keys=seeded.keys)
-    run = _Run(plan, server.restart, on_progress, RunWatch(seeded.first_id, seeded.last_id,
-                                                           proves=plan.stops_on_proof))
+    # The producer's keys are reserved now, after the seeded ones: the watch knows them before any is enqueued.
+    feed = None if settings.rate_per_s is None else producing.ProducerPlan(
+        run=plan.run, strategy=strategy, rate_per_s=settings.rate_per_s, duration_s=settings.produce_s,
+        first_key=seeded.last_id + 1)
+    run = _Run(plan, server.restart, on_progress, RunWatch(seeded.first_id, feed.last_key if feed else seeded.last_id,
+                                                           proves=plan.stops_on_proof), feed)
     run.go()
     if any(f.kind == "restart" for f in run.faults):
         with coordinator_connection(server.dsn, run_id, schema) as fresh:  # the restart closed the coordinator's connection too
@@ -86,6 +92,13 @@ def reaper_for(strategy: Strategy, shape: ClaimShape, settings: RunSettings) -> 
 def check_fail_rate(strategy: Strategy, settings: RunSettings) -> None:
     if settings.fail_rate and not strategy.has("fail"):
         raise UsageError(f"--fail-rate needs a 'fail' section in {strategy.source}")
+
+
+def check_rate(strategy: Strategy, settings: RunSettings) -> None:
+    if settings.rate_per_s is not None and strategy.own_schema:
+        raise UsageError(f"{strategy.source} brings its own tables: --rate feeds claimcheck's own jobs table only "
+                         "for now (an `enqueue` section on a file's own tables is not supported yet; see "
+                         "docs/producers.md)")
 
 
 def validate(dsn: str, run_id: str, schema: str, strategy: Strategy, seeded: int | None = None) -> ClaimShape:
@@ -136,6 +149,11 @@ def judge_run(conn: psycopg.Connection, run: "_Run", strategy: Strategy, setting
     master's). `releases`: see WorkerPlan.releases; `unreaped`: no reaper returns a dead claimer's
     jobs (see _unrecorded)."""
     logs = run.logs
+    fed = None
+    if run.feed is not None:
+        # The producer commits in key order: what it enqueued is exactly the keys after the seeded ones up to its last.
+        fed = producing.outcome(run.feed, run.feed_log, logs)
+        seeded = dataclasses.replace(seeded, last_id=seeded.last_id + fed.enqueued, count=seeded.count + fed.enqueued)
     outcome = _table_outcome(conn, strategy, seeded, logs)
     started, finished = run_span(logs)
     # A run ended early (a proven violation, no progress, its time or claim limit) did not drain:
@@ -164,7 +182,7 @@ def judge_run(conn: psycopg.Connection, run: "_Run", strategy: Strategy, setting
         # Over the workers' whole time, past the last job: a stall or a slow end shows as empty buckets.
         claims_over_time=claims_over_time(logs, started, max(log.finished_at for log in logs) - started),
         stop_reason=run.stop_reason(started),
-        cpu_s=cpu_use(logs, run.coordinator_cpu_s),
+        cpu_s=cpu_use(logs, run.coordinator_cpu_s), producer=fed,
     )
 
 
@@ -216,7 +234,8 @@ def _check_headroom(conn: psycopg.Connection, workers: int) -> None:
 class _Run:
     """The processes, shared memory and background threads of one run."""
 
-    def __init__(self, plan: WorkerPlan, restart, on_progress, watch: RunWatch) -> None:
+    def __init__(self, plan: WorkerPlan, restart, on_progress, watch: RunWatch,
+                 feed: "producing.ProducerPlan | None" = None) -> None:
         self.plan, self.settings, self.restart, self.on_progress = plan, plan.settings, restart, on_progress
         self.watch = watch
         """Progress and proven violations, from the records as they arrive."""
@@ -234,7 +253,13 @@ class _Run:
         self.shared = Shared(stop=self.ctx.Value("b", 0, lock=False),
                              progress=self.ctx.Array("q", slots, lock=False),
                              stall=self.ctx.Array("b", slots, lock=False),
-                             stalled_job=self.ctx.Array("q", slots, lock=False))
+                             stalled_job=self.ctx.Array("q", slots, lock=False),
+                             producing=self.ctx.Value("b", 1 if feed else 0, lock=False))
+        self.feed = feed
+        """The open-loop producer's plan, or None (the seeded jobs only)."""
+        self.feed_log = producing.ProducerLog()
+        self.feed_process: multiprocessing.Process | None = None
+        self.feed_receiver: multiprocessing.connection.Connection | None = None
         self.processes: dict[int, multiprocessing.Process] = {}
         self.receivers: dict[int, multiprocessing.connection.Connection] = {}
         # One selector for the whole run: building one per wait (multiprocessing.connection.wait)
@@ -290,12 +315,14 @@ class _Run:
 
     def go(self) -> None:
         settings = self.settings
-        barrier = self.ctx.Barrier(settings.workers + 1)
+        barrier = self.ctx.Barrier(settings.workers + 1 + (1 if self.feed else 0))
         sampler = reaper = None
         done = False
         try:
             for index in range(settings.workers):
                 self._spawn(index, barrier)
+            if self.feed is not None:
+                self._spawn_producer(barrier)
             sampler = self.sampler = LockWaitSampler(self.plan.run)
             sampler.start()
             try:
@@ -312,6 +339,7 @@ class _Run:
             injector = FaultInjector(settings.faults, settings.jobs, self.plan.run, started,
                                      self.restart) if settings.faults else None
             self._monitor(started, injector)
+            self._receive_producer()
             if not self.shared.stop.value and any(log.drained for log in self.logs):
                 self.stopped_by = "drained"  # before its --duration or --claims-per-worker
             self.coordinator_cpu_s = time.process_time() - cpu_started
@@ -325,6 +353,8 @@ class _Run:
             errors = [log.error for log in self.logs if log.error]
             if errors:
                 raise ClaimcheckError(f"a worker failed mid-run, so the run is not judged: {errors[0]}")
+            if self.feed_log.error:
+                raise ClaimcheckError(f"{self.feed_log.error}; the run is not judged without its producer")
             done = True
         except KeyboardInterrupt:
             raise Interrupted("interrupted: workers stopped before the run finished") from None
@@ -333,10 +363,34 @@ class _Run:
                 if thread is not None:
                     thread.stop()
             with shielded():  # a second Ctrl-C must not leave workers behind
-                _reap(list(self.processes.values()), graceful=done)
+                _reap(list(self.processes.values()) + ([self.feed_process] if self.feed_process else []),
+                      graceful=done)
             self.selector.close()
+            if self.feed_receiver is not None:
+                self.feed_receiver.close()
             for receiver in self.receivers.values():
                 receiver.close()
+
+    def _spawn_producer(self, barrier) -> None:
+        receiver, sender = self.ctx.Pipe(duplex=False)
+        process = self.ctx.Process(target=producing.producer_main, args=(self.feed, barrier, self.shared, sender),
+                                   name="claimcheck-producer", daemon=True)
+        with interrupts.deferred():
+            process.start()
+            sender.close()
+            self.feed_process, self.feed_receiver = process, receiver
+
+    def _receive_producer(self) -> None:
+        """The producer's log, once the workers are done (it ended before they could drain)."""
+        if self.feed_receiver is None:
+            return
+        try:
+            if self.feed_receiver.poll(JOIN_TIMEOUT_S):
+                self.feed_log = self.feed_receiver.recv()[1]
+            else:
+                self.feed_log.error = "the producer did not report its enqueues"
+        except (EOFError, OSError):
+            self.feed_log.error = f"the producer died without a word (exit code {self.feed_process.exitcode})"
 
     def _monitor(self, started: float, injector: FaultInjector | None) -> None:
         settings = self.settings
@@ -364,6 +418,8 @@ class _Run:
                 last_progress, last_progress_at = self.watch.progress, now
             if self.on_progress:
                 self.on_progress(claims, now - started)
+            if self.feed_process is not None and self.shared.producing.value and not self.feed_process.is_alive():
+                self.shared.producing.value = 0  # died before its finally: the workers may drain (its error is reported)
             # Every fault whose mark has passed, not one per tick: a fast run can pass several marks
             # in one tick and drain before the next (lock mode lost its restart that way).
             while injector is not None and injector.due(claims) and not self.shared.stop.value:

@@ -101,6 +101,9 @@ class Shared:
     """The coordinator sets a worker's slot to 1 to make it stall after its next claim."""
     stalled_job: Any = None
     """The job a worker stalled on, for the fault report."""
+    producing: Any = None
+    """1 while the open-loop producer may still enqueue (see claimcheck.engine.producer): an empty
+    queue then is not drained."""
 
 
 def worker_role(index: int) -> str:
@@ -319,7 +322,9 @@ class Loop:
                 self.log.empty_claims += 1
                 # The drain check runs at the strategy's isolation level too, so it can fail like a claim.
                 # A run with a time or claim limit ends at the drain too: nothing is left to measure.
-                if not self._remaining():
+                # Read before the drain check: 0 means the producer's last commit came before it.
+                producing = self.shared.producing is not None and self.shared.producing.value
+                if not self._remaining() and not producing:
                     self.log.drained = True
                     return
             except psycopg.Error as exc:

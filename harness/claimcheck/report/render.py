@@ -156,6 +156,24 @@ def results_table(runs: list[RunResult], title: str, wide: bool = True) -> Table
     return table
 
 
+def print_producer(console: Console, run: RunResult) -> None:
+    """A rate run's producer (`check --rate`): offered and achieved rate, pickup and end-to-end latency
+    from the scheduled enqueue time, and, in red, a producer that did not keep up."""
+    p = run.producer
+    if p is None:
+        return
+
+    def pct(lat: dict) -> str:
+        return "/".join(_ms(lat[k]) for k in ("p50", "p95", "p99", "max"))
+
+    console.print(Text(f"producer: offered {p.rate_per_s:g} jobs/s for {p.duration_s:g}s, achieved "
+                       f"{p.achieved_rate_per_s:,.1f} jobs/s ({p.enqueued:,} of {p.scheduled:,} enqueued, max lag "
+                       f"{p.max_lag_ms:,.1f} ms); latency ms from the scheduled enqueue, p50/p95/p99/max: pickup "
+                       f"{pct(p.pickup_latency_ms)}, end-to-end {pct(p.end_to_end_latency_ms)} ({p.clock})"))
+    if p.behind:
+        console.print(Text(p.behind, style="bold red"))
+
+
 def run_label(run: RunResult) -> Text:
     """The strategy's name, and the planner condition the run was made under (Text: a name is never markup)."""
     return Text(run.strategy.name + (f" under {run.condition}" if run.condition else ""))
