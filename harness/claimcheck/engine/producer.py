@@ -129,6 +129,8 @@ class ProducerOutcome:
     achieved_rate_per_s: float
     max_lag_ms: float
     kept_up: bool
+    claimed_before_last_enqueue: int
+    """Produced jobs whose first claim committed before the producer's last commit: jobs that arrived mid-run."""
     pickup_latency_ms: dict
     end_to_end_latency_ms: dict
     clock: str = "monotonic clock of this host (producer and workers are processes on it)"
@@ -150,6 +152,7 @@ class ProducerOutcome:
                 "producer_duration_s": self.duration_s, "scheduled_jobs": self.scheduled,
                 "enqueued_jobs": self.enqueued, "producer_max_lag_ms": round(self.max_lag_ms, 3),
                 "producer_kept_up": self.kept_up, "producer_behind": self.behind,
+                "claimed_before_last_enqueue": self.claimed_before_last_enqueue,
                 "pickup_latency_ms": self.pickup_latency_ms, "end_to_end_latency_ms": self.end_to_end_latency_ms,
                 "latency_clock": self.clock}
 
@@ -166,8 +169,9 @@ def _summary(h: HdrHistogram) -> dict:
             "max": round(h.get_max_value() / 1000, 3)}
 
 
-def latencies(plan: ProducerPlan, log: ProducerLog, logs: list[WorkerLog]) -> tuple[HdrHistogram, HdrHistogram]:
-    """(pickup, end-to-end) latency histograms of the produced jobs, from their scheduled time to the
+def latencies(plan: ProducerPlan, log: ProducerLog, logs: list[WorkerLog]) -> tuple[HdrHistogram, HdrHistogram, int]:
+    """(pickup, end-to-end) latency histograms, and how many of them were claimed before the last
+    enqueue committed; the histograms are of the produced jobs, from their scheduled time to the
     commit of their first claim and to their first finish, in microseconds. Built by the coordinator
     from every worker's streamed records (a job's first claim counts, by whichever worker), not
     recorded inside each worker and merged: see docs/producers.md."""
@@ -181,16 +185,18 @@ def latencies(plan: ProducerPlan, log: ProducerLog, logs: list[WorkerLog]) -> tu
                 if how in (DONE, CLAIM_IS_COMPLETION):
                     done[k] = min(done[k], ended)
     pickup, end_to_end = _histogram(), _histogram()
+    last = log.committed_at[-1] if log.enqueued else -math.inf
+    early = sum(1 for at in first if at < last)
     for k in range(log.enqueued):
         due = log.started_at + k / plan.rate_per_s
         for h, at in ((pickup, first[k]), (end_to_end, done[k])):
             if at != math.inf:
                 h.record_value(max(1, min(HISTOGRAM_MAX_US, round((at - due) * 1e6))))
-    return pickup, end_to_end
+    return pickup, end_to_end, early
 
 
 def outcome(plan: ProducerPlan, log: ProducerLog, logs: list[WorkerLog]) -> ProducerOutcome:
-    pickup, end_to_end = latencies(plan, log, logs)
+    pickup, end_to_end, early = latencies(plan, log, logs)
     lags = [at - (log.started_at + k / plan.rate_per_s) for k, at in enumerate(log.committed_at)]
     max_lag_ms = max(lags, default=0.0) * 1000
     span = (log.committed_at[-1] - log.started_at) if log.enqueued else 0.0
@@ -199,5 +205,5 @@ def outcome(plan: ProducerPlan, log: ProducerLog, logs: list[WorkerLog]) -> Prod
     kept_up = log.enqueued == plan.scheduled and max_lag_ms <= LAG_LIMIT_S * 1000
     return ProducerOutcome(rate_per_s=plan.rate_per_s, duration_s=plan.duration_s, scheduled=plan.scheduled,
                            enqueued=log.enqueued, achieved_rate_per_s=achieved, max_lag_ms=max_lag_ms,
-                           kept_up=kept_up, pickup_latency_ms=_summary(pickup),
+                           kept_up=kept_up, claimed_before_last_enqueue=early, pickup_latency_ms=_summary(pickup),
                            end_to_end_latency_ms=_summary(end_to_end))
