@@ -150,9 +150,9 @@ def judge_run(conn: psycopg.Connection, run: "_Run", strategy: Strategy, setting
     jobs (see _unrecorded)."""
     logs = run.logs
     fed = None
-    if run.feed is not None:
+    if getattr(run, "feed", None) is not None:  # the Locust master's run has no producer
         # The producer commits in key order: what it enqueued is exactly the keys after the seeded ones up to its last.
-        fed = producing.outcome(run.feed, run.feed_log, logs)
+        fed = producing.outcome(run.feed, run.producer.log, logs)
         seeded = dataclasses.replace(seeded, last_id=seeded.last_id + fed.enqueued, count=seeded.count + fed.enqueued)
     outcome = _table_outcome(conn, strategy, seeded, logs)
     started, finished = run_span(logs)
@@ -257,9 +257,7 @@ class _Run:
                              producing=self.ctx.Value("b", 1 if feed else 0, lock=False))
         self.feed = feed
         """The open-loop producer's plan, or None (the seeded jobs only)."""
-        self.feed_log = producing.ProducerLog()
-        self.feed_process: multiprocessing.Process | None = None
-        self.feed_receiver: multiprocessing.connection.Connection | None = None
+        self.producer: producing.ProducerProcess | None = None
         self.processes: dict[int, multiprocessing.Process] = {}
         self.receivers: dict[int, multiprocessing.connection.Connection] = {}
         # One selector for the whole run: building one per wait (multiprocessing.connection.wait)
@@ -322,7 +320,7 @@ class _Run:
             for index in range(settings.workers):
                 self._spawn(index, barrier)
             if self.feed is not None:
-                self._spawn_producer(barrier)
+                self.producer = producing.ProducerProcess(self.ctx, self.feed, barrier, self.shared)
             sampler = self.sampler = LockWaitSampler(self.plan.run)
             sampler.start()
             try:
@@ -339,7 +337,8 @@ class _Run:
             injector = FaultInjector(settings.faults, settings.jobs, self.plan.run, started,
                                      self.restart) if settings.faults else None
             self._monitor(started, injector)
-            self._receive_producer()
+            if self.producer is not None:
+                self.producer.receive(JOIN_TIMEOUT_S)
             if not self.shared.stop.value and any(log.drained for log in self.logs):
                 self.stopped_by = "drained"  # before its --duration or --claims-per-worker
             self.coordinator_cpu_s = time.process_time() - cpu_started
@@ -353,8 +352,8 @@ class _Run:
             errors = [log.error for log in self.logs if log.error]
             if errors:
                 raise ClaimcheckError(f"a worker failed mid-run, so the run is not judged: {errors[0]}")
-            if self.feed_log.error:
-                raise ClaimcheckError(f"{self.feed_log.error}; the run is not judged without its producer")
+            if self.producer is not None and self.producer.log.error:
+                raise ClaimcheckError(f"{self.producer.log.error}; the run is not judged without its producer")
             done = True
         except KeyboardInterrupt:
             raise Interrupted("interrupted: workers stopped before the run finished") from None
@@ -363,34 +362,13 @@ class _Run:
                 if thread is not None:
                     thread.stop()
             with shielded():  # a second Ctrl-C must not leave workers behind
-                _reap(list(self.processes.values()) + ([self.feed_process] if self.feed_process else []),
+                _reap(list(self.processes.values()) + ([self.producer.process] if self.producer else []),
                       graceful=done)
             self.selector.close()
-            if self.feed_receiver is not None:
-                self.feed_receiver.close()
+            if self.producer is not None:
+                self.producer.receiver.close()
             for receiver in self.receivers.values():
                 receiver.close()
-
-    def _spawn_producer(self, barrier) -> None:
-        receiver, sender = self.ctx.Pipe(duplex=False)
-        process = self.ctx.Process(target=producing.producer_main, args=(self.feed, barrier, self.shared, sender),
-                                   name="claimcheck-producer", daemon=True)
-        with interrupts.deferred():
-            process.start()
-            sender.close()
-            self.feed_process, self.feed_receiver = process, receiver
-
-    def _receive_producer(self) -> None:
-        """The producer's log, once the workers are done (it ended before they could drain)."""
-        if self.feed_receiver is None:
-            return
-        try:
-            if self.feed_receiver.poll(JOIN_TIMEOUT_S):
-                self.feed_log = self.feed_receiver.recv()[1]
-            else:
-                self.feed_log.error = "the producer did not report its enqueues"
-        except (EOFError, OSError):
-            self.feed_log.error = f"the producer died without a word (exit code {self.feed_process.exitcode})"
 
     def _monitor(self, started: float, injector: FaultInjector | None) -> None:
         settings = self.settings
@@ -418,8 +396,8 @@ class _Run:
                 last_progress, last_progress_at = self.watch.progress, now
             if self.on_progress:
                 self.on_progress(claims, now - started)
-            if self.feed_process is not None and self.shared.producing.value and not self.feed_process.is_alive():
-                self.shared.producing.value = 0  # died before its finally: the workers may drain (its error is reported)
+            if self.producer is not None:
+                self.producer.watch()
             # Every fault whose mark has passed, not one per tick: a fast run can pass several marks
             # in one tick and drain before the next (lock mode lost its restart that way).
             while injector is not None and injector.due(claims) and not self.shared.stop.value:

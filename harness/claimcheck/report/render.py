@@ -169,7 +169,7 @@ def print_producer(console: Console, run: RunResult) -> None:
     console.print(Text(f"producer: offered {p.rate_per_s:g} jobs/s for {p.duration_s:g}s, achieved "
                        f"{p.achieved_rate_per_s:,.1f} jobs/s ({p.enqueued:,} of {p.scheduled:,} enqueued, max lag "
                        f"{p.max_lag_ms:,.1f} ms); latency ms from the scheduled enqueue, p50/p95/p99/max: pickup "
-                       f"{pct(p.pickup_latency_ms)}, end-to-end {pct(p.end_to_end_latency_ms)} ({p.clock})"))
+                       f"{pct(p.pickup_latency_ms)}, end-to-end {pct(p.end_to_end_latency_ms)}; on {p.clock}"))
     if p.behind:
         console.print(Text(p.behind, style="bold red"))
 
