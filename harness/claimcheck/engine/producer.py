@@ -75,11 +75,11 @@ class ProducerLog:
 def enqueue(conn: psycopg.Connection, strategy: Strategy, key: int) -> None:
     """One job with key `key`, in its own transaction: the file's `enqueue` section, or our jobs table's.
     The section must return the key it created, one row."""
-    with conn.transaction():
-        if strategy.has("enqueue"):
+    if strategy.has("enqueue"):
+        with conn.transaction():
             rows = execute_section(conn, strategy, "enqueue", {"key": key}).fetchall()
-        else:
-            rows = conn.execute(QUERIES["enqueue_job"], {"key": key}).fetchall()
+    else:  # one statement on an autocommit connection is its own transaction: one round trip, not three
+        rows = conn.execute(QUERIES["enqueue_job"], {"key": key}, prepare=True).fetchall()
     if [tuple(r) for r in rows] != [(key,)]:
         raise ValueError(f"section 'enqueue' returned {rows[:3]!r} for key {key}; it must create the job with "
                          "key %(key)s and return that key, one row (INSERT ... RETURNING id)")

@@ -138,6 +138,9 @@ def results_table(runs: list[RunResult], title: str, wide: bool = True) -> Table
             table.add_column("ratio", justify="right", no_wrap=True)
         if name == "verdict" and any(run.plan for run in runs):
             table.add_column("plan", justify="left", no_wrap=True)
+        if name == "verdict" and any(run.producer for run in runs):
+            table.add_column("rate/s\noffered/\nachieved", justify="right", no_wrap=True)
+            table.add_column("end-to-end ms\np50/p95/p99/max", justify="right", no_wrap=True)
         table.add_column(name, justify=justify, no_wrap=name not in ("verdict", "strategy"))
     for run in runs:
         v, lat = run.verdict, run.claim_latency_ms
@@ -151,6 +154,7 @@ def results_table(runs: list[RunResult], title: str, wide: bool = True) -> Table
             str(run.waits.max_waiting_workers),
             *_parity_cells(run, any(r.pgbench for r in runs)),
             *_plan_cells(run, any(r.plan for r in runs)),
+            *_rate_cells(run, any(r.producer for r in runs)),
             verdict_text(run),
         )
     return table
@@ -200,6 +204,18 @@ def _compact_table(runs: list[RunResult], title: str) -> Table:
     lines = [f"{_NOTES[n][0]} {_NOTES[n][1]}" for n in shown]
     table.caption = "\n".join(lines + ["--wide: every column (claims, done, p50/p99, lock waits)"])
     return table
+
+
+def _rate_cells(run: RunResult, shown: bool) -> list[Text]:
+    """A rate run's offered and achieved rate (red when the producer fell behind) and end-to-end latency."""
+    if not shown:
+        return []
+    p = run.producer
+    if p is None:
+        return [Text("-"), Text("-")]
+    lat = p.end_to_end_latency_ms
+    return [Text(f"{p.rate_per_s:g}/{p.achieved_rate_per_s:,.0f}", style="" if p.kept_up else "red"),
+            Text("/".join(_ms(lat[k]) for k in ("p50", "p95", "p99", "max")))]
 
 
 def _parity_cells(run: RunResult, shown: bool) -> list[str]:
