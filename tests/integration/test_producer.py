@@ -11,7 +11,7 @@ from rich.console import Console
 from claimcheck.report.render import results_table
 from claimcheck.report.schema import schema as report_schema
 from claimcheck.settings import RunSettings
-from claimcheck.errors import UsageError
+from claimcheck.errors import ClaimcheckError, UsageError
 
 SKIP_LOCKED = Path(__file__).resolve().parents[2] / "scenarios" / "skip_locked.sql"
 SLOW_ENQUEUE = """
@@ -62,6 +62,14 @@ def test_a_producer_that_cannot_keep_up_is_reported(run, tmp_path):
     assert not p.kept_up and p.enqueued < p.scheduled == 100
     assert "could not keep up" in p.behind and "not enqueued" in p.behind
     assert result.seeded.count == 5 + p.enqueued and result.jobs_done == 5 + p.enqueued
+
+
+def test_an_enqueue_that_returns_another_key_leaves_the_run_unjudged(run, tmp_path):
+    path = tmp_path / "wrong.sql"
+    path.write_text(SKIP_LOCKED.read_text() + SLOW_ENQUEUE.replace("pg_sleep(0.05)", "1").replace(
+        "RETURNING id", "RETURNING id + 1"))
+    with pytest.raises(ClaimcheckError, match="the producer failed: section 'enqueue' returned"):
+        run(str(path), workers=2, jobs=5, batch=5, rate_per_s=50, produce_s=0.5)
 
 
 def test_rate_needs_a_duration_and_refuses_limits():

@@ -411,6 +411,8 @@ class _Run:
                 self.shared.stop.value = 1
             elif settings.time_cap_s is not None and now - started >= settings.time_cap_s:
                 self.shared.stop.value, self.stopped_by = 1, "duration"
+            elif self.shared.producing.value:  # a slow --rate's idle queue is no stall; the producer ends in time
+                last_change = last_progress_at = now
             elif now - last_change > stall_limit or now - last_progress_at > stall_limit:
                 self._halt_without_progress(now - last_change, now - last_progress_at, stall_limit)
             if self.shared.stop.value:
