@@ -57,12 +57,12 @@ def run_strategy(conn: psycopg.Connection, server: Server, schema: str, run_id: 
     shape = validate(server.dsn, run_id, schema, strategy, seeded.count)
     settings = reaper_for(strategy, shape, settings)
     _check_headroom(conn, settings.workers + (1 if settings.faults else 0) + (1 if settings.rate_per_s else 0))
-    plan = WorkerPlan(run=RunContext(server.dsn, run_id), strategy=strategy, settings=settings, shape=shape,
-                      keys=seeded.keys)
+    context = RunContext(server.dsn, run_id)
     # The producer's keys are reserved now, after the seeded ones: the watch knows them before any is enqueued.
     feed = None if settings.rate_per_s is None else producing.ProducerPlan(
-        run=plan.run, strategy=strategy, rate_per_s=settings.rate_per_s, duration_s=settings.produce_s,
+        run=context, strategy=strategy, rate_per_s=settings.rate_per_s, duration_s=settings.produce_s,
         first_key=seeded.last_id + 1)
+    plan = WorkerPlan(run=context, strategy=strategy, settings=settings, shape=shape, keys=seeded.keys, feed=feed)
     run = _Run(plan, server.restart, on_progress, RunWatch(seeded.first_id, feed.last_key if feed else seeded.last_id,
                                                            proves=plan.stops_on_proof), feed)
     run.go()
@@ -254,7 +254,8 @@ class _Run:
                              progress=self.ctx.Array("q", slots, lock=False),
                              stall=self.ctx.Array("b", slots, lock=False),
                              stalled_job=self.ctx.Array("q", slots, lock=False),
-                             producing=self.ctx.Value("b", 1 if feed else 0, lock=False))
+                             producing=self.ctx.Value("b", 1 if feed else 0, lock=False),
+                             feed_start=self.ctx.Value("d", float("nan"), lock=False))
         self.feed = feed
         """The open-loop producer's plan, or None (the seeded jobs only)."""
         self.producer: producing.ProducerProcess | None = None

@@ -14,8 +14,9 @@ transaction. So the ledger's range is known up front (the watch proves on it mid
 the producer commits in key order, the keys it did commit are exactly `first_key ..
 first_key + enqueued - 1`: the range judged after the run.
 
-Latency (see :func:`latencies`) is measured from each job's *scheduled* time, so it includes the
-producer's own lag (coordinated-omission free by construction; no HDR correction is applied on top).
+Latency (:meth:`ProducerPlan.histograms`, recorded in each worker's process and merged by
+:func:`merged`) is measured from each job's *scheduled* time, so it includes the producer's own
+lag (coordinated-omission free by construction; no HDR correction is applied on top).
 """
 from __future__ import annotations
 
@@ -57,6 +58,22 @@ class ProducerPlan:
     def last_key(self) -> int:
         return self.first_key + self.scheduled - 1
 
+    def histograms(self, start: float, log: WorkerLog) -> tuple[bytes, bytes] | None:
+        """A worker's own (pickup, end-to-end) HDR histograms, encoded, at its end: every claim it made of a
+        produced job, from the job's scheduled time to the claim's commit and to its finish (microseconds).
+        None if the producer never started (`start` is NaN)."""
+        if math.isnan(start):
+            return None
+        pickup, end_to_end = _histogram(), _histogram()
+        for job, claimed, ended, how in zip(log.job, log.claimed_at, log.ended_at, log.outcome):
+            k = job - self.first_key if isinstance(job, int) else -1
+            if 0 <= k < self.scheduled:
+                due = start + k / self.rate_per_s
+                _record(pickup, claimed - due)
+                if how in (DONE, CLAIM_IS_COMPLETION):
+                    _record(end_to_end, ended - due)
+        return pickup.encode(), end_to_end.encode()
+
 
 @dataclass
 class ProducerLog:
@@ -97,7 +114,7 @@ def producer_main(plan: ProducerPlan, barrier, shared, sender) -> None:
             return
         with conn:
             barrier.wait(BARRIER_TIMEOUT_S)
-            start = log.started_at = time.monotonic()
+            start = log.started_at = shared.feed_start.value = time.monotonic()  # before any job exists
             end = start + plan.duration_s + LAG_LIMIT_S  # a late job is sent late; one later than this is not sent
             clock, sleep, rate, stop = time.monotonic, time.sleep, plan.rate_per_s, shared.stop
             for i in range(plan.scheduled):
@@ -200,34 +217,34 @@ def _summary(h: HdrHistogram) -> dict:
             "max": round(h.get_max_value() / 1000, 3)}
 
 
-def latencies(plan: ProducerPlan, log: ProducerLog, logs: list[WorkerLog]) -> tuple[HdrHistogram, HdrHistogram, int]:
-    """(pickup, end-to-end) latency histograms, and how many of them were claimed before the last
-    enqueue committed; the histograms are of the produced jobs, from their scheduled time to the
-    commit of their first claim and to their first finish, in microseconds. Built by the coordinator
-    from every worker's streamed records (a job's first claim counts, by whichever worker), not
-    recorded inside each worker and merged: see docs/producers.md."""
-    first = [math.inf] * log.enqueued
-    done = [math.inf] * log.enqueued
-    for w in logs:
-        for job, claimed, ended, how in zip(w.job, w.claimed_at, w.ended_at, w.outcome):
-            k = job - plan.first_key if isinstance(job, int) else -1
-            if 0 <= k < log.enqueued:
-                first[k] = min(first[k], claimed)
-                if how in (DONE, CLAIM_IS_COMPLETION):
-                    done[k] = min(done[k], ended)
+def _record(h: HdrHistogram, seconds: float) -> None:
+    h.record_value(max(1, min(HISTOGRAM_MAX_US, round(seconds * 1e6))))
+
+
+def merged(logs: list[WorkerLog]) -> tuple[HdrHistogram, HdrHistogram]:
+    """The workers' (pickup, end-to-end) histograms, each recorded in its own process, merged."""
     pickup, end_to_end = _histogram(), _histogram()
+    for w in logs:
+        if w.latency_histograms is not None:
+            for into, encoded in zip((pickup, end_to_end), w.latency_histograms):
+                into.add(HdrHistogram.decode(encoded))
+    return pickup, end_to_end
+
+
+def claimed_mid_run(plan: ProducerPlan, log: ProducerLog, logs: list[WorkerLog]) -> int:
+    """Produced jobs whose first claim committed before the producer's last commit."""
     last = log.committed_at[-1] if log.enqueued else -math.inf
-    early = sum(1 for at in first if at < last)
-    for k in range(log.enqueued):
-        due = log.started_at + k / plan.rate_per_s
-        for h, at in ((pickup, first[k]), (end_to_end, done[k])):
-            if at != math.inf:
-                h.record_value(max(1, min(HISTOGRAM_MAX_US, round((at - due) * 1e6))))
-    return pickup, end_to_end, early
+    early = set()
+    for w in logs:
+        for job, claimed in zip(w.job, w.claimed_at):
+            if isinstance(job, int) and 0 <= job - plan.first_key < log.enqueued and claimed < last:
+                early.add(job)
+    return len(early)
 
 
 def outcome(plan: ProducerPlan, log: ProducerLog, logs: list[WorkerLog]) -> ProducerOutcome:
-    pickup, end_to_end, early = latencies(plan, log, logs)
+    pickup, end_to_end = merged(logs)
+    early = claimed_mid_run(plan, log, logs)
     lags = [at - (log.started_at + k / plan.rate_per_s) for k, at in enumerate(log.committed_at)]
     max_lag_ms = max(lags, default=0.0) * 1000
     span = (log.committed_at[-1] - log.started_at) if log.enqueued else 0.0

@@ -64,6 +64,8 @@ class WorkerPlan:
     """What the claim returns (learnt by validation)."""
     keys: KeySpace | None = None
     """The seeded keys (inherited through fork, never sent); None: integer keys used as they are."""
+    feed: Any = None
+    """A rate run's claimcheck.engine.producer.ProducerPlan: the worker records its produced jobs' latencies."""
 
     @property
     def releases(self) -> bool:
@@ -101,6 +103,8 @@ class Shared:
     """The coordinator sets a worker's slot to 1 to make it stall after its next claim."""
     stalled_job: Any = None
     """The job a worker stalled on, for the fault report."""
+    feed_start: Any = None
+    """The producer's schedule start (monotonic), written once it is released."""
     producing: Any = None
     """1 while the open-loop producer may still enqueue (see claimcheck.engine.producer): an empty
     queue then is not drained."""
@@ -180,6 +184,8 @@ def worker_main(plan: WorkerPlan, index: int, barrier: Any, shared: Shared, pipe
             except Exception:
                 pass
     finally:
+        if plan.feed is not None:
+            log.latency_histograms = plan.feed.histograms(shared.feed_start.value, log)
         send_end(log, stream, pipe, loop)
 
 
