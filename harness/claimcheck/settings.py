@@ -17,6 +17,8 @@ MAX_BATCH = 10_000
 MAX_CLAIMS_PER_WORKER = 100_000_000
 MAX_MS = 60_000.0
 """--work-ms (each of its numbers) and --poll-ms."""
+MAX_RATE = 100_000.0
+"""--rate, jobs per second: one producer process does some thousands at most."""
 MAX_FAULTS = 32
 """Faults of each kind in one run (a kill starts a replacement worker; the driver has 32 slots for them)."""
 MAX_SECONDS = 86_400.0
@@ -138,6 +140,11 @@ class RunSettings:
     reap_every_s: float | None = None
     """Run the reaper (expired leases back to the queue) this often; None: no reaper."""
     faults: FaultPlan | None = None
+    rate_per_s: float | None = None
+    """Open-loop producer: enqueue this many jobs per second while the workers claim (see
+    claimcheck.engine.producer); None: the seeded jobs only."""
+    produce_s: float | None = None
+    """How long the producer enqueues (`--duration` with `--rate`); the workers then drain."""
     stop_early: bool = False
     """Stop once a violation is proven (`check`'s default; `--drain` turns it off). Applies only where
     nothing releases a claim (no reaper, failures or faults): see claimcheck.engine.watch."""
@@ -164,6 +171,17 @@ class RunSettings:
             positive("--reap-every", self.reap_every_s, minimum=0, maximum=MAX_SECONDS, above_minimum=True)
         if self.faults is not None:
             self.faults.check()
+        if self.rate_per_s is not None:
+            positive("--rate", self.rate_per_s, minimum=0, maximum=MAX_RATE, above_minimum=True)
+            if self.produce_s is None:
+                raise UsageError("--rate needs --duration: how many seconds the producer enqueues at that rate")
+            positive("--duration", self.produce_s, minimum=0, maximum=MAX_SECONDS, above_minimum=True)
+            if self.rate_per_s * self.produce_s > MAX_JOBS:
+                raise UsageError(f"--rate {_num(self.rate_per_s)} for --duration {_num(self.produce_s)} would enqueue "
+                                 f"more than {_num(MAX_JOBS)} jobs (the bound of --jobs too); lower one of them")
+            if self.duration_s is not None or self.claims_per_worker is not None or self.faults is not None:
+                raise UsageError("--rate runs until the producer's --duration ends and the workers drain: it does not "
+                                 "combine with --claims-per-worker or --faults")
 
     @property
     def lifecycle(self) -> bool:

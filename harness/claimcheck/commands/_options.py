@@ -160,8 +160,12 @@ def settings_grid(args: argparse.Namespace, faults: FaultPlan | None = None,
     # `is None`, not `or`: an explicit 0 must reach RunSettings' check and be refused, not replaced.
     lease = args.lease_seconds if args.lease_seconds is not None else (FAULT_LEASE_S if faults else DEFAULT_LEASE_S)
     reap = args.reap_every if args.reap_every is not None else (FAULT_REAP_EVERY_S if faults else None)
+    # With --rate, --duration is the producer's: the workers drain after it (see claimcheck.engine.producer).
+    rate = getattr(args, "rate", None)
+    duration, produce = (None, args.duration) if rate is not None else (args.duration, None)
     return [RunSettings(workers=w, jobs=args.jobs, batch=b, mode=m, work=work, poll_ms=args.poll_ms,
-                        lease_seconds=lease, duration_s=args.duration, claims_per_worker=args.claims_per_worker,
+                        lease_seconds=lease, duration_s=duration, claims_per_worker=args.claims_per_worker,
+                        rate_per_s=rate, produce_s=produce,
                         fail_rate=args.fail_rate, backoff_unit_s=args.backoff_unit, backoff_cap_s=args.backoff_cap,
                         reap_every_s=reap, faults=faults, stop_early=stop_early)
             for m, w, b in itertools.product(args.mode, args.workers, args.batch)]

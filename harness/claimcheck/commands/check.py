@@ -16,8 +16,9 @@ from claimcheck.plans.explore import run_with_plans
 from claimcheck.report.plans import print_conditions
 from claimcheck.server.provision import provide_server
 from claimcheck.report.publish import plain_settings
-from claimcheck.report.render import document, print_server, print_stop, server_title, write_json
+from claimcheck.report.render import document, print_producer, print_server, print_stop, server_title, write_json
 from claimcheck.server.session import run_all
+from claimcheck.errors import UsageError
 from claimcheck.settings import FaultPlan
 from claimcheck.contract.strategy import load_strategy
 
@@ -38,6 +39,10 @@ def register(verbs: argparse._SubParsersAction) -> None:
                    help="planner conditions to run the claim under besides the run as seeded (stale statistics on "
                         "a small queue, join methods off, generic plans, a queue with history; see docs/plans.md): "
                         "default, all (more enable_* combinations), or none (the run as seeded only)")
+    p.add_argument("--rate", type=float,
+                   help="open loop: one producer enqueues this many jobs per second for --duration seconds while "
+                        "the workers claim (after the --jobs seeded ones), then the workers drain; the run is the "
+                        "as-seeded condition only (see docs/producers.md)")
     p.add_argument("--drain", action="store_true",
                    help="run until every job is claimed even after a violation is proven (by default a check "
                         "stops at the first proven double claim and reports what it saw)")
@@ -62,6 +67,8 @@ def register(verbs: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, console: Console, err: Console) -> int:
+    if args.rate is not None and (args.engine == "locust" or args.search):
+        raise UsageError("--rate runs the fork engine's load run: it does not combine with --engine locust or --search")
     if args.engine == "locust":
         from claimcheck.locust.engine import run_check
 
@@ -74,6 +81,8 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     if args.search:
         return run_search(args, strategy, console, err)
     conditions = PLAN_CHOICES[args.plans]
+    if args.rate is not None:
+        conditions = rate_conditions(args, err)
     with provide(args) as server:
         print_server(err, server)
         if conditions:
@@ -87,9 +96,20 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
             print_conditions(console, outcomes, strategy.name)
     for result in results:
         print_stop(console, result)
+        print_producer(console, result)
     held = all(r.exactly_once for r in results)
     console.print("[bold green]exactly-once held[/]" if held else "[bold red]exactly-once violated[/]")
     return 0 if held else 1
+
+
+def rate_conditions(args: argparse.Namespace, err: Console) -> tuple:
+    """A rate run is the as-seeded condition only: the planner conditions are built from a seeded
+    table (docs/plans.md), which a producer changes under them. `--plans all` is refused with it."""
+    if args.plans == "all":
+        raise UsageError("--rate runs the as-seeded condition only: use --plans none (or leave --plans out)")
+    if args.plans == "default":
+        err.print("--rate: the run as seeded only, no planner conditions (docs/producers.md)")
+    return ()
 
 
 def run_search(args: argparse.Namespace, strategy, console: Console, err: Console) -> int:

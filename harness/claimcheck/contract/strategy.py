@@ -34,6 +34,7 @@ SECTION_PARAMS: dict[str, set[str]] = {
     "extend": {"id", "attempts", "worker", "lease_seconds"},
     "after_commit": {"id", "attempts", "worker"},
     "reap": set(),
+    "enqueue": {"key"},
 }
 OWN_SCHEMA_SECTIONS = ("schema", "seed", "remaining")
 """A file that brings its own tables has all three; without them it runs on our `jobs` table."""

@@ -21,6 +21,7 @@ from claimcheck.errors import ClaimcheckError, Interrupted, ServerError, UsageEr
 from claimcheck.server import interrupts
 from claimcheck.server.interrupts import shielded
 from claimcheck.engine.faults import FaultEvent, FaultInjector, fates
+from claimcheck.engine import producer as producing
 from claimcheck.verdict.ledger import Verdict, WorkerLog, judge
 from claimcheck.engine.logstream import apply_summary, merge_delta
 from claimcheck.server.provision import Server
@@ -51,14 +52,19 @@ def run_strategy(conn: psycopg.Connection, server: Server, schema: str, run_id: 
     """Seed, check, run and judge one strategy x setting. `conn` is the coordinator's, in `schema`.
     `seeded`: the tables are built already (a planner condition's, see claimcheck.plans)."""
     check_fail_rate(strategy, settings)
+    check_rate(strategy, settings)
     seeded = seeded or seed(conn, schema, run_id, strategy, settings.jobs)
     shape = validate(server.dsn, run_id, schema, strategy, seeded.count)
     settings = reaper_for(strategy, shape, settings)
-    _check_headroom(conn, settings.workers + (1 if settings.faults else 0))
-    plan = WorkerPlan(run=RunContext(server.dsn, run_id), strategy=strategy, settings=settings, shape=shape,
-                      keys=seeded.keys)
-    run = _Run(plan, server.restart, on_progress, RunWatch(seeded.first_id, seeded.last_id,
-                                                           proves=plan.stops_on_proof))
+    _check_headroom(conn, settings.workers + (1 if settings.faults else 0) + (1 if settings.rate_per_s else 0))
+    context = RunContext(server.dsn, run_id)
+    # The producer's keys are reserved now, after the seeded ones: the watch knows them before any is enqueued.
+    feed = None if settings.rate_per_s is None else producing.ProducerPlan(
+        run=context, strategy=strategy, rate_per_s=settings.rate_per_s, duration_s=settings.produce_s,
+        first_key=seeded.last_id + 1)
+    plan = WorkerPlan(run=context, strategy=strategy, settings=settings, shape=shape, keys=seeded.keys, feed=feed)
+    run = _Run(plan, server.restart, on_progress, RunWatch(seeded.first_id, feed.last_key if feed else seeded.last_id,
+                                                           proves=plan.stops_on_proof), feed)
     run.go()
     if any(f.kind == "restart" for f in run.faults):
         with coordinator_connection(server.dsn, run_id, schema) as fresh:  # the restart closed the coordinator's connection too
@@ -86,6 +92,13 @@ def reaper_for(strategy: Strategy, shape: ClaimShape, settings: RunSettings) -> 
 def check_fail_rate(strategy: Strategy, settings: RunSettings) -> None:
     if settings.fail_rate and not strategy.has("fail"):
         raise UsageError(f"--fail-rate needs a 'fail' section in {strategy.source}")
+
+
+def check_rate(strategy: Strategy, settings: RunSettings) -> None:
+    if settings.rate_per_s is not None and strategy.own_schema:
+        raise UsageError(f"{strategy.source} brings its own tables: --rate feeds claimcheck's own jobs table only "
+                         "for now (an `enqueue` section on a file's own tables is not supported yet; see "
+                         "docs/producers.md)")
 
 
 def validate(dsn: str, run_id: str, schema: str, strategy: Strategy, seeded: int | None = None) -> ClaimShape:
@@ -136,6 +149,11 @@ def judge_run(conn: psycopg.Connection, run: "_Run", strategy: Strategy, setting
     master's). `releases`: see WorkerPlan.releases; `unreaped`: no reaper returns a dead claimer's
     jobs (see _unrecorded)."""
     logs = run.logs
+    fed = None
+    if getattr(run, "feed", None) is not None:  # the Locust master's run has no producer
+        # The producer commits in key order: what it enqueued is exactly the keys after the seeded ones up to its last.
+        fed = producing.outcome(run.feed, run.producer.log, logs)
+        seeded = dataclasses.replace(seeded, last_id=seeded.last_id + fed.enqueued, count=seeded.count + fed.enqueued)
     outcome = _table_outcome(conn, strategy, seeded, logs)
     started, finished = run_span(logs)
     # A run ended early (a proven violation, no progress, its time or claim limit) did not drain:
@@ -164,7 +182,7 @@ def judge_run(conn: psycopg.Connection, run: "_Run", strategy: Strategy, setting
         # Over the workers' whole time, past the last job: a stall or a slow end shows as empty buckets.
         claims_over_time=claims_over_time(logs, started, max(log.finished_at for log in logs) - started),
         stop_reason=run.stop_reason(started),
-        cpu_s=cpu_use(logs, run.coordinator_cpu_s),
+        cpu_s=cpu_use(logs, run.coordinator_cpu_s), producer=fed,
     )
 
 
@@ -216,7 +234,8 @@ def _check_headroom(conn: psycopg.Connection, workers: int) -> None:
 class _Run:
     """The processes, shared memory and background threads of one run."""
 
-    def __init__(self, plan: WorkerPlan, restart, on_progress, watch: RunWatch) -> None:
+    def __init__(self, plan: WorkerPlan, restart, on_progress, watch: RunWatch,
+                 feed: "producing.ProducerPlan | None" = None) -> None:
         self.plan, self.settings, self.restart, self.on_progress = plan, plan.settings, restart, on_progress
         self.watch = watch
         """Progress and proven violations, from the records as they arrive."""
@@ -234,7 +253,12 @@ class _Run:
         self.shared = Shared(stop=self.ctx.Value("b", 0, lock=False),
                              progress=self.ctx.Array("q", slots, lock=False),
                              stall=self.ctx.Array("b", slots, lock=False),
-                             stalled_job=self.ctx.Array("q", slots, lock=False))
+                             stalled_job=self.ctx.Array("q", slots, lock=False),
+                             producing=self.ctx.Value("b", 1 if feed else 0, lock=False),
+                             feed_start=self.ctx.Value("d", float("nan"), lock=False))
+        self.feed = feed
+        """The open-loop producer's plan, or None (the seeded jobs only)."""
+        self.producer: producing.ProducerProcess | None = None
         self.processes: dict[int, multiprocessing.Process] = {}
         self.receivers: dict[int, multiprocessing.connection.Connection] = {}
         # One selector for the whole run: building one per wait (multiprocessing.connection.wait)
@@ -290,12 +314,14 @@ class _Run:
 
     def go(self) -> None:
         settings = self.settings
-        barrier = self.ctx.Barrier(settings.workers + 1)
+        barrier = self.ctx.Barrier(settings.workers + 1 + (1 if self.feed else 0))
         sampler = reaper = None
         done = False
         try:
             for index in range(settings.workers):
                 self._spawn(index, barrier)
+            if self.feed is not None:
+                self.producer = producing.ProducerProcess(self.ctx, self.feed, barrier, self.shared)
             sampler = self.sampler = LockWaitSampler(self.plan.run)
             sampler.start()
             try:
@@ -312,6 +338,8 @@ class _Run:
             injector = FaultInjector(settings.faults, settings.jobs, self.plan.run, started,
                                      self.restart) if settings.faults else None
             self._monitor(started, injector)
+            if self.producer is not None:
+                self.producer.receive(JOIN_TIMEOUT_S)
             if not self.shared.stop.value and any(log.drained for log in self.logs):
                 self.stopped_by = "drained"  # before its --duration or --claims-per-worker
             self.coordinator_cpu_s = time.process_time() - cpu_started
@@ -325,6 +353,8 @@ class _Run:
             errors = [log.error for log in self.logs if log.error]
             if errors:
                 raise ClaimcheckError(f"a worker failed mid-run, so the run is not judged: {errors[0]}")
+            if self.producer is not None and self.producer.log.error:
+                raise ClaimcheckError(f"{self.producer.log.error}; the run is not judged without its producer")
             done = True
         except KeyboardInterrupt:
             raise Interrupted("interrupted: workers stopped before the run finished") from None
@@ -333,8 +363,11 @@ class _Run:
                 if thread is not None:
                     thread.stop()
             with shielded():  # a second Ctrl-C must not leave workers behind
-                _reap(list(self.processes.values()), graceful=done)
+                _reap(list(self.processes.values()) + ([self.producer.process] if self.producer else []),
+                      graceful=done)
             self.selector.close()
+            if self.producer is not None:
+                self.producer.receiver.close()
             for receiver in self.receivers.values():
                 receiver.close()
 
@@ -364,6 +397,8 @@ class _Run:
                 last_progress, last_progress_at = self.watch.progress, now
             if self.on_progress:
                 self.on_progress(claims, now - started)
+            if self.producer is not None:
+                self.producer.watch()
             # Every fault whose mark has passed, not one per tick: a fast run can pass several marks
             # in one tick and drain before the next (lock mode lost its restart that way).
             while injector is not None and injector.due(claims) and not self.shared.stop.value:
@@ -377,6 +412,8 @@ class _Run:
                 self.shared.stop.value = 1
             elif settings.time_cap_s is not None and now - started >= settings.time_cap_s:
                 self.shared.stop.value, self.stopped_by = 1, "duration"
+            elif self.shared.producing.value:  # a slow --rate's idle queue is no stall; the producer ends in time
+                last_change = last_progress_at = now
             elif now - last_change > stall_limit or now - last_progress_at > stall_limit:
                 self._halt_without_progress(now - last_change, now - last_progress_at, stall_limit)
             if self.shared.stop.value:

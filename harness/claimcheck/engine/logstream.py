@@ -58,7 +58,8 @@ class LogStream:
 
 
 SUMMARY_FIELDS = ("claim_latency_ms", "claim_statements", "empty_claims", "serialization_failures", "deadlocks",
-                  "reconnects", "sqlstates", "started_at", "finished_at", "cpu_s", "error", "drained")
+                  "reconnects", "sqlstates", "started_at", "finished_at", "cpu_s", "error", "drained",
+                  "latency_histograms")
 """What a worker sends once, at its end: everything in its log but what it streamed (its claims
 and their notes)."""
 

@@ -64,6 +64,8 @@ class WorkerPlan:
     """What the claim returns (learnt by validation)."""
     keys: KeySpace | None = None
     """The seeded keys (inherited through fork, never sent); None: integer keys used as they are."""
+    feed: Any = None
+    """A rate run's claimcheck.engine.producer.ProducerPlan: the worker records its produced jobs' latencies."""
 
     @property
     def releases(self) -> bool:
@@ -101,6 +103,11 @@ class Shared:
     """The coordinator sets a worker's slot to 1 to make it stall after its next claim."""
     stalled_job: Any = None
     """The job a worker stalled on, for the fault report."""
+    feed_start: Any = None
+    """The producer's schedule start (monotonic), written once it is released."""
+    producing: Any = None
+    """1 while the open-loop producer may still enqueue (see claimcheck.engine.producer): an empty
+    queue then is not drained."""
 
 
 def worker_role(index: int) -> str:
@@ -177,6 +184,8 @@ def worker_main(plan: WorkerPlan, index: int, barrier: Any, shared: Shared, pipe
             except Exception:
                 pass
     finally:
+        if plan.feed is not None:
+            log.latency_histograms = plan.feed.histograms(shared.feed_start.value, log)
         send_end(log, stream, pipe, loop)
 
 
@@ -319,7 +328,9 @@ class Loop:
                 self.log.empty_claims += 1
                 # The drain check runs at the strategy's isolation level too, so it can fail like a claim.
                 # A run with a time or claim limit ends at the drain too: nothing is left to measure.
-                if not self._remaining():
+                # Read before the drain check: 0 means the producer's last commit came before it.
+                producing = self.shared.producing is not None and self.shared.producing.value
+                if not self._remaining() and not producing:
                     self.log.drained = True
                     return
             except psycopg.Error as exc:

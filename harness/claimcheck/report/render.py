@@ -138,6 +138,9 @@ def results_table(runs: list[RunResult], title: str, wide: bool = True) -> Table
             table.add_column("ratio", justify="right", no_wrap=True)
         if name == "verdict" and any(run.plan for run in runs):
             table.add_column("plan", justify="left", no_wrap=True)
+        if name == "verdict" and any(run.producer for run in runs):
+            table.add_column("rate/s\noffered/\nachieved", justify="right", no_wrap=True)
+            table.add_column("end-to-end ms\np50/p95/p99/max", justify="right", no_wrap=True)
         table.add_column(name, justify=justify, no_wrap=name not in ("verdict", "strategy"))
     for run in runs:
         v, lat = run.verdict, run.claim_latency_ms
@@ -151,9 +154,28 @@ def results_table(runs: list[RunResult], title: str, wide: bool = True) -> Table
             str(run.waits.max_waiting_workers),
             *_parity_cells(run, any(r.pgbench for r in runs)),
             *_plan_cells(run, any(r.plan for r in runs)),
+            *_rate_cells(run, any(r.producer for r in runs)),
             verdict_text(run),
         )
     return table
+
+
+def print_producer(console: Console, run: RunResult) -> None:
+    """A rate run's producer (`check --rate`): offered and achieved rate, pickup and end-to-end latency
+    from the scheduled enqueue time, and, in red, a producer that did not keep up."""
+    p = run.producer
+    if p is None:
+        return
+
+    def pct(lat: dict) -> str:
+        return "/".join(_ms(lat[k]) for k in ("p50", "p95", "p99", "max"))
+
+    console.print(Text(f"producer: offered {p.rate_per_s:g} jobs/s for {p.duration_s:g}s, achieved "
+                       f"{p.achieved_rate_per_s:,.1f} jobs/s ({p.enqueued:,} of {p.scheduled:,} enqueued, max lag "
+                       f"{p.max_lag_ms:,.1f} ms); latency ms from the scheduled enqueue, p50/p95/p99/max: pickup "
+                       f"{pct(p.pickup_latency_ms)}, end-to-end {pct(p.end_to_end_latency_ms)}; on {p.clock}"))
+    if p.behind:
+        console.print(Text(p.behind, style="bold red"))
 
 
 def run_label(run: RunResult) -> Text:
@@ -182,6 +204,18 @@ def _compact_table(runs: list[RunResult], title: str) -> Table:
     lines = [f"{_NOTES[n][0]} {_NOTES[n][1]}" for n in shown]
     table.caption = "\n".join(lines + ["--wide: every column (claims, done, p50/p99, lock waits)"])
     return table
+
+
+def _rate_cells(run: RunResult, shown: bool) -> list[Text]:
+    """A rate run's offered and achieved rate (red when the producer fell behind) and end-to-end latency."""
+    if not shown:
+        return []
+    p = run.producer
+    if p is None:
+        return [Text("-"), Text("-")]
+    lat = p.end_to_end_latency_ms
+    return [Text(f"{p.rate_per_s:g}/{p.achieved_rate_per_s:,.0f}", style="" if p.kept_up else "red"),
+            Text("/".join(_ms(lat[k]) for k in ("p50", "p95", "p99", "max")))]
 
 
 def _parity_cells(run: RunResult, shown: bool) -> list[str]:

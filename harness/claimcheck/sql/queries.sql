@@ -27,6 +27,13 @@ INSERT INTO jobs (payload, run_at)
 SELECT jsonb_build_object('n', g), now() - (%(jobs)s - g) * interval '1 microsecond'
 FROM generate_series(1, %(jobs)s) AS g;
 
+-- name: enqueue_job
+-- The producer's default `enqueue` (see claimcheck.engine.producer): one job with the key it was
+-- given (reserved after the seeded ones, so an explicit id past the identity's own values).
+INSERT INTO jobs (id, payload) OVERRIDING SYSTEM VALUE
+VALUES (%(key)s, jsonb_build_object('n', %(key)s))
+RETURNING id;
+
 -- name: add_primary_key
 ALTER TABLE jobs ADD PRIMARY KEY (id);
 

@@ -100,6 +100,8 @@ class WorkerLog:
     error: str | None = None
     drained: bool = False
     """The worker stopped because it found no job left (not at a limit or a stop)."""
+    latency_histograms: tuple[bytes, bytes] | None = None
+    """A rate run's (pickup, end-to-end) HDR histograms of this worker's claims, encoded (see claimcheck.engine.producer)."""
 
     def record(self, job: int, attempt: int, claimed_at: float, ended_at: float = math.nan,
                outcome: int = LIVE) -> int:

@@ -16,6 +16,7 @@ from claimcheck.contract.strategy import Strategy
 
 if TYPE_CHECKING:
     from claimcheck.engine.pgbench import PgbenchResult
+    from claimcheck.engine.producer import ProducerOutcome
     from claimcheck.plans.shape import PlanShape
     from claimcheck.probes.explain import PlanVerdict
 
@@ -80,6 +81,8 @@ class RunResult:
     """The planner condition this run was made under (`check --plans`, see claimcheck.plans), or None."""
     condition_plan: "PlanShape | None" = None
     """The claim's plan under that condition, from EXPLAIN before the run."""
+    producer: "ProducerOutcome | None" = None
+    """The open-loop producer's figures (`check --rate`): rates, lag, pickup and end-to-end latency."""
 
     @property
     def pgbench_ratio(self) -> float | None:
@@ -182,6 +185,8 @@ class RunResult:
             data["library"] = self.library
         if self.plan is not None:
             data.update({"plan_shape_ok": self.plan.shape_ok, "plan_reasons": self.plan.reasons})
+        if self.producer is not None:  # `check --rate`: the open-loop producer's rates and latencies
+            data.update(self.producer.as_dict())
         if s.lifecycle:
             data.update({
                 "redeliveries": v.redeliveries, "stale_completion_violations": v.stale_completion_violations,

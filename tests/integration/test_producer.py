@@ -1,0 +1,79 @@
+"""`check --rate`: an open-loop producer feeds the queue while the workers claim (claimcheck.engine.producer).
+Small, short runs on a real server: the point is that jobs arriving mid-run are judged like seeded
+ones, that an unsafe claim is still caught under arrivals, and that a producer that falls behind
+its schedule says so."""
+from pathlib import Path
+
+import jsonschema
+import pytest
+from rich.console import Console
+
+from claimcheck.report.render import results_table
+from claimcheck.report.schema import schema as report_schema
+from claimcheck.settings import RunSettings
+from claimcheck.errors import ClaimcheckError, UsageError
+
+SKIP_LOCKED = Path(__file__).resolve().parents[2] / "scenarios" / "skip_locked.sql"
+SLOW_ENQUEUE = """
+-- name: enqueue
+SELECT pg_sleep(0.05);
+INSERT INTO jobs (id, payload) OVERRIDING SYSTEM VALUE VALUES (%(key)s, '{}') RETURNING id;
+"""
+
+
+def test_a_rate_run_judges_jobs_enqueued_mid_run_exactly_once(run):
+    # stop_early as `check` runs: the watch must know the producer's keys before they are enqueued.
+    result = run("skip-locked", workers=3, jobs=20, batch=5, rate_per_s=200, produce_s=1.5, stop_early=True)
+    p = result.producer
+    assert result.exactly_once and result.stopped_by == "drained", result.verdict.violations[:3]
+    assert p.kept_up and p.enqueued == p.scheduled == 300 and p.behind is None
+    assert result.seeded.count == 20 + 300 and result.jobs_done == 320 and result.verdict.unclaimed_jobs == 0
+    # The workers claimed while the producer fed them: most produced jobs were taken before its last enqueue.
+    assert p.claimed_before_last_enqueue > 200
+    assert p.pickup_latency_ms["count"] == 300 and p.end_to_end_latency_ms["count"] == 300
+    assert 0 < p.pickup_latency_ms["p50"] <= p.end_to_end_latency_ms["p50"] <= p.end_to_end_latency_ms["max"]
+    assert 150 < p.achieved_rate_per_s < 250
+    data = result.as_dict()
+    assert data["offered_rate_per_s"] == 200 and set(data["end_to_end_latency_ms"]) >= {"p50", "p95", "p99", "max"}
+    shown = Console(width=250, record=True)
+    shown.print(results_table([result], "rate"))
+    text = shown.export_text()
+    assert "end-to-end ms" in text and "200/" in text
+    defs = report_schema()["$defs"]
+    jsonschema.validate(data, {**defs["run"], "$defs": defs})
+
+
+def test_an_unsafe_claim_is_caught_while_a_producer_runs(run):
+    # One seeded job, and the run goes on past the first proof (the seeded job's, often): some double
+    # claims are of jobs that arrived while the workers polled for them. No poll pause: idle workers
+    # race for each job as it arrives.
+    result = run("naive-subquery", workers=4, jobs=1, batch=1, poll_ms=0, rate_per_s=400, produce_s=1)
+    assert not result.exactly_once and result.verdict.double_claimed_jobs > 0
+    first_produced = result.seeded.first_id + 1
+    assert any(x.job >= first_produced for x in result.verdict.violations), result.verdict.violations[:3]
+
+
+def test_a_producer_that_cannot_keep_up_is_reported(run, tmp_path):
+    path = tmp_path / "slow.sql"
+    path.write_text(SKIP_LOCKED.read_text() + SLOW_ENQUEUE)
+    result = run(str(path), workers=2, jobs=5, batch=5, rate_per_s=100, produce_s=1.0)
+    p = result.producer
+    assert result.exactly_once  # what it did enqueue is judged, and drained
+    assert not p.kept_up and p.enqueued < p.scheduled == 100
+    assert "could not keep up" in p.behind and "not enqueued" in p.behind
+    assert result.seeded.count == 5 + p.enqueued and result.jobs_done == 5 + p.enqueued
+
+
+def test_an_enqueue_that_returns_another_key_leaves_the_run_unjudged(run, tmp_path):
+    path = tmp_path / "wrong.sql"
+    path.write_text(SKIP_LOCKED.read_text() + SLOW_ENQUEUE.replace("pg_sleep(0.05)", "1").replace(
+        "RETURNING id", "RETURNING id + 1"))
+    with pytest.raises(ClaimcheckError, match="the producer failed: section 'enqueue' returned"):
+        run(str(path), workers=2, jobs=5, batch=5, rate_per_s=50, produce_s=0.5)
+
+
+def test_rate_needs_a_duration_and_refuses_limits():
+    with pytest.raises(UsageError, match="--rate needs --duration"):
+        RunSettings(rate_per_s=10)
+    with pytest.raises(UsageError, match="does not combine"):
+        RunSettings(rate_per_s=10, produce_s=1, claims_per_worker=5)
