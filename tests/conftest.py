@@ -20,6 +20,20 @@ MARKERS = {
 }
 
 
+@pytest.fixture(autouse=True)
+def _secrets_of_this_test_only():
+    """The passwords a run has seen are hidden for the rest of its process (claimcheck.server.redaction).
+    A CLI run is its own process; in-process tests are not: a fuzzed DSN whose password was
+    `claimcheck` or `000` made every later message of that xdist worker read `***: error: ... 60,***`.
+    Each test starts from the secrets the process had before it."""
+    from claimcheck.server import redaction
+
+    before = set(redaction._known)
+    yield
+    redaction._known.clear()
+    redaction._known.update(before)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--test-dsn", default=os.environ.get(DSN_ENV),
                      help=f"server to test against (default ${DSN_ENV}; else an embedded server)")
