@@ -65,7 +65,9 @@ def test_a_pg_boss_handler_that_outlives_its_expiry_runs_beside_its_retry(server
     settings = lib_settings(workers=1, jobs=2, work_ms=str(EXPIRE_S * 1000 + 1500), duration_s=EXPIRE_S + 1.5)
     result = run_library(server, node_libs["pg-boss"], settings)
     v = result.verdict
-    assert not result.exactly_once and v.double_claimed_jobs == 2, v.violations
+    # How many of the two jobs get their retry fetched before the run's end depends on pg-boss's
+    # maintenance tick (1 s) against the cap: one is the proof, either may be it.
+    assert not result.exactly_once and v.double_claimed_jobs >= 1, v.violations
     assert {x.kind for x in v.violations} == {"concurrent"}
     assert v.redeliveries == 0  # no worker failed: nothing allowed it
 
