@@ -99,9 +99,10 @@ def measure(page: str, width: int, scratch: Path) -> tuple[dict, Path]:
 
 @pytest.mark.parametrize("document", DOCUMENTS)
 @pytest.mark.parametrize("width", WIDTHS_PX)
-def test_report_fits_the_window_in_chromium(width, document, record_property):
-    scratch = Path(tempfile.mkdtemp(prefix="cc-report-"))
-    measured, shot = measure(render(DOCUMENTS[document]()), width, scratch)
+def test_report_fits_the_window_in_chromium(width, document, record_property, tmp_path):
+    # pytest's tmp_path keeps the screenshot to look at (its last three runs), then removes it:
+    # a folder of tempfile's own stayed in /tmp after every run.
+    measured, shot = measure(render(DOCUMENTS[document]()), width, tmp_path)
     record_property(f"report screenshot ({document}) at {width} px", str(shot))
     assert measured["width"] == width
     assert measured["problems"] == [], measured["problems"][:10]
