@@ -318,12 +318,13 @@ class _Run:
         sampler = reaper = None
         done = False
         try:
+            # Connected before any worker: a refused connection is then a worker's, reported as such.
+            sampler = self.sampler = LockWaitSampler(self.plan.run)
+            sampler.start()
             for index in range(settings.workers):
                 self._spawn(index, barrier)
             if self.feed is not None:
                 self.producer = producing.ProducerProcess(self.ctx, self.feed, barrier, self.shared)
-            sampler = self.sampler = LockWaitSampler(self.plan.run)
-            sampler.start()
             try:
                 barrier.wait(BARRIER_TIMEOUT_S)
             except threading.BrokenBarrierError:
