@@ -44,6 +44,8 @@ class KeySpace:
     keys: list | None = None
     """Number - 1 -> key, sorted, so a key's number is found by bisection: no second table (and no
     million int objects) next to the keys themselves. None when the keys are `first..last`."""
+    duplicates: int = 0
+    """Rows `collect` read whose key an earlier row had already given (a seed must return none)."""
 
     @classmethod
     def of(cls, keys: list, key_is_int: bool) -> "KeySpace":
@@ -56,12 +58,13 @@ class KeySpace:
         keys = [canonical(row[0], key_is_int) for row in rows]
         keys.sort()
         unique = [k for i, k in enumerate(keys) if i == 0 or k != keys[i - 1]]
-        if len(unique) != len(keys):
+        duplicates = len(keys) - len(unique)
+        if duplicates:
             keys = unique
         del unique
         if key_is_int and keys and keys[-1] - keys[0] + 1 == len(keys):
-            return cls(first=keys[0], last=keys[-1])  # a contiguous range: its own numbers
-        return cls(first=1, last=len(keys), key_is_int=key_is_int, keys=keys)
+            return cls(first=keys[0], last=keys[-1], duplicates=duplicates)  # a contiguous range: its own numbers
+        return cls(first=1, last=len(keys), key_is_int=key_is_int, keys=keys, duplicates=duplicates)
 
     def number(self, key: object) -> int:
         """The dense number of a canonical key; a negative one for a key never seeded."""

@@ -194,13 +194,12 @@ def build_own_tables(conn: psycopg.Connection, schema: str, strategy, jobs: int,
                                    "of each job it created, one row per job (INSERT ... RETURNING id); see "
                                    "docs/contracts.md, section 1. Nothing was run.")
             key_is_int = cur.description[0].type_code in INT_TYPES
-            returned = itertools.count()
-            space = KeySpace.collect(((next(returned), row)[1] for row in
-                                      itertools.chain([first] if first is not None else [], rows)), key_is_int)
+            space = KeySpace.collect(itertools.chain([first] if first is not None else [], rows), key_is_int)
             if while_seeding is not None:
                 while_seeding()
     except psycopg.Error as exc:
         raise SqlFileError(server_message(strategy, section, step, exc)) from None
-    _check_seeded(strategy, jobs, next(returned), space.last - space.first + 1)
+    distinct = space.last - space.first + 1
+    _check_seeded(strategy, jobs, distinct + space.duplicates, distinct)
     return SeededJobs(first_id=space.first, last_id=space.last, count=space.last - space.first + 1,
                       seconds=time.perf_counter() - started, keys=space if space.keys is not None else None)
