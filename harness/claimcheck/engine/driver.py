@@ -28,14 +28,14 @@ from claimcheck.server.provision import Server
 from claimcheck.contract.queries import QUERIES
 from claimcheck.engine.reaper import Reaper
 from claimcheck.verdict.result import RunResult, TableOutcome
-from claimcheck.engine.sampler import LockWaitSampler, WaitSamples
+from claimcheck.engine.sampler import LockWaitSampler, StuckBackend, stuck_backends, WaitSamples
 from claimcheck.server.runcontext import RunContext
 from claimcheck.server.schema import SeededJobs, build_jobs_table, build_own_tables, key_base
 from claimcheck.settings import RunSettings
 from claimcheck.verdict.stats import latency_summary
 from claimcheck.contract.strategy import ClaimShape, Strategy, execute_section, validate_on_server
 from claimcheck.report.timeline import claims_over_time
-from claimcheck.engine.watch import RunWatch, StuckBackend, stuck_backends
+from claimcheck.engine.watch import RunWatch
 from claimcheck.engine.worker import BARRIER_TIMEOUT_S, Shared, WorkerPlan, worker_main
 
 MONITOR_INTERVAL_S = 0.1
@@ -432,18 +432,17 @@ class _Run:
         returns) makes it `no-progress`, a failure, naming the worker; its backend is ended, or the
         run would wait for the statement (an hour, or forever) and the workers blocked behind it."""
         self.shared.stop.value = 1
-        self.stuck = stuck_backends(self.sampler.latest if self.sampler is not None else [], limit)
+        try:
+            with self.plan.run.connect("monitor", in_schema=False) as conn:
+                self.stuck = stuck_backends(conn, self.plan.run, limit)
+                for backend in self.stuck:
+                    conn.execute(QUERIES["terminate_backend"], {"pid": backend.pid})
+        except psycopg.Error:
+            pass  # unseen, or not ended: stuck workers' processes are terminated after JOIN_TIMEOUT_S (_monitor)
         if self.stuck or since_claim <= limit:
             self.stopped_by, self.no_progress_s = "no-progress", since_progress
         else:
             self.stopped_by = "stalled"
-        if self.stuck:
-            try:
-                with self.plan.run.connect("monitor", in_schema=False) as conn:
-                    for backend in self.stuck:
-                        conn.execute(QUERIES["terminate_backend"], {"pid": backend.pid})
-            except psycopg.Error:
-                pass  # the stuck workers' processes are terminated after JOIN_TIMEOUT_S (see _monitor)
 
     def _drain_messages(self, timeout: float = 0.0, deadline: float | None = None) -> None:
         """Receive what workers sent; a worker's log is finished by its `end` message or its death."""

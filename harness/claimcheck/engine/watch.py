@@ -16,14 +16,10 @@ message), so the coordinator can end a run that has already decided its verdict:
   what it saw. With releases in play, a re-claim is judged only after the run, when every release
   (the reaper's included) is known.
 
-A third comes from the sampler's view of `pg_stat_activity`, when the first answer is no: **is a
-worker stuck in one statement?** (a `pg_sleep`, a lock never released, a `complete` that never
-returns). :func:`stuck_backends` names them, so a run that ends for want of progress says which
-worker held it up, its backend and what it waits on.
+When the first answer is no, the coordinator asks the server which worker is stuck in one
+statement (claimcheck.engine.sampler.stuck_backends).
 """
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 from claimcheck.verdict.ledger import ABANDONED, CLAIM_IS_COMPLETION, DONE, FAILED, STALE, WorkerLog
 
@@ -94,30 +90,3 @@ class RunWatch:
         if self.proof is None:
             self.proof, self.proof_at = what, at
 
-
-@dataclass(frozen=True)
-class StuckBackend:
-    """A worker's backend that has been in one state (a statement, or a transaction left open) for long."""
-
-    worker: str
-    pid: int
-    state: str
-    wait: str | None
-    for_s: float
-    query: str
-
-    def __str__(self) -> str:
-        wait = f"wait event {self.wait}" if self.wait else "no wait event (running)"
-        return (f"worker {self.worker} (backend pid {self.pid}) has been {self.state} for {self.for_s:.0f}s, "
-                f"{wait}: {' '.join(self.query.split())[:60]}")
-
-
-def stuck_backends(sample: list[tuple], at_least_s: float) -> list[StuckBackend]:
-    """The workers' backends of a sampler snapshot (rows of sample_activity) in one state for at
-    least `at_least_s`, longest first."""
-    found = [StuckBackend(worker=app.rsplit("/", 1)[-1], pid=pid, state=state or "?",
-                          wait=f"{wait_type}/{wait_event}" if wait_type else None, for_s=for_s or 0.0,
-                          query=query or "")
-             for wait_type, wait_event, app, pid, state, for_s, query in sample
-             if for_s is not None and for_s >= at_least_s]
-    return sorted(found, key=lambda s: -s.for_s)

@@ -685,7 +685,7 @@ class Loop:
     def _reconnect(self) -> None:
         """The connection is gone (terminated backend, restarting server): open a new one, unless
         the run is stopping (the coordinator ends the backend of a worker stuck in a statement, see
-        claimcheck.engine.watch.stuck_backends: reconnecting would run that statement again)."""
+        claimcheck.engine.sampler.stuck_backends: reconnecting would run that statement again)."""
         if self.shared.stop.value:
             raise _Stopping
         self.log.reconnects += 1

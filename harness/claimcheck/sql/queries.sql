@@ -60,14 +60,24 @@ SELECT count(*) FILTER (WHERE status = 'done')    AS done,
 FROM jobs;
 
 -- name: sample_activity
--- One sample for the lock-wait sampler: the wait of every busy backend of this run, and what the
--- coordinator names when no job progresses (the backend, its state, for how long, its statement).
-SELECT wait_event_type, wait_event, application_name, pid, state,
-       extract(epoch FROM clock_timestamp() - state_change)::float8 AS for_s, left(query, 80) AS query
+-- One sample for the lock-wait sampler: the wait of every busy backend of this run.
+SELECT wait_event_type, wait_event
 FROM pg_stat_activity
 WHERE application_name LIKE %(app_prefix)s AND application_name ~ '/w[0-9]+$'
   AND state <> 'idle'
   AND pid <> pg_backend_pid();
+
+-- name: stuck_worker_backends
+-- Asked once, when no job progresses: the run's worker backends in one state (a statement, or a
+-- transaction left open) for at least %(at_least_s)s, longest first.
+SELECT application_name, pid, state, wait_event_type, wait_event,
+       extract(epoch FROM clock_timestamp() - state_change)::float8 AS for_s, left(query, 80) AS query
+FROM pg_stat_activity
+WHERE application_name LIKE %(app_prefix)s AND application_name ~ '/w[0-9]+$'
+  AND state <> 'idle'
+  AND pid <> pg_backend_pid()
+  AND clock_timestamp() - state_change >= make_interval(secs => %(at_least_s)s)
+ORDER BY state_change;
 
 -- name: busy_worker_backends
 -- Worker backends inside a transaction, the ones a terminate fault should hit mid-transaction.
