@@ -170,8 +170,10 @@ class LibraryAdapter:
 
     def final_status(self, conn: psycopg.Connection, ids: dict[int, object]) -> dict[int, tuple[str, int]]:
         """For the fault report: of the keys given (key -> the library's job id), key -> (status in
-        the library's own words, its attempt count)."""
-        raise NotImplementedError
+        the library's own words, its attempt count): the `<name>_status` query of sql/libs.sql, by
+        our keys (the jobs' payload). An adapter whose query takes the library's ids overrides it."""
+        rows = conn.execute(LIB_QUERIES[f"{self.sql_name}_status"], {"keys": list(ids)}).fetchall()
+        return {key: (status, attempts) for key, status, attempts in rows}
 
     def pgbench_cycle(self, work_us: int) -> LibraryCycle:
         """One cycle of the library's worker loop as a pgbench script, with the statements taken

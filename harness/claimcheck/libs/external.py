@@ -38,7 +38,6 @@ import psycopg
 from claimcheck.contract.dialect import rows_as_cte
 from claimcheck.errors import UsageError
 from claimcheck.libs._adapter import LibraryAdapter, LibraryCycle, WorkerConfig
-from claimcheck.libs._sql import LIB_QUERIES
 
 PROTOCOL = 1
 SCRIPTS = Path(__file__).parent / "node"
@@ -177,11 +176,6 @@ class ExternalAdapter(LibraryAdapter):
         if count != len(keys):
             raise UsageError(f"{self.package} enqueue reported {count} jobs enqueued, not {len(keys)}")
         return list(keys)  # the SQL reads find a job by its key (in the payload)
-
-    def final_status(self, conn: psycopg.Connection, ids: dict[int, object]) -> dict[int, tuple[str, int]]:
-        """The `<name>_status` query of sql/libs.sql, by our keys (the jobs' payload)."""
-        rows = conn.execute(LIB_QUERIES[f"{self.sql_name}_status"], {"keys": list(ids)}).fetchall()
-        return {key: (status, attempts) for key, status, attempts in rows}
 
     def library_sql(self) -> dict:
         """The statements the installed library's worker sends, as its script's `sql` prints them."""
