@@ -25,6 +25,7 @@ from typing import ClassVar
 
 import psycopg
 
+from claimcheck.contract.dialect import rows_as_cte
 from claimcheck.errors import UsageError
 from claimcheck.libs._sql import LIB_QUERIES
 from claimcheck.verdict.result import TableOutcome
@@ -105,6 +106,17 @@ class LibraryCycle:
     """Variable -> a statement of the library run once per client before pgbench starts (a worker's
     registration); the variable holds their first columns as an array literal, client c's value
     being element c + 1."""
+
+
+def fetch_then_complete(fetch: str, gather: str, complete: str, work_us: int, jobs: int,
+                        statements: str) -> LibraryCycle:
+    """A pgbench cycle of a worker that fetches (one statement whose rows `gather` reads into pgbench
+    variables from `cc_rows`, `cc_n` their count), works, then completes (one statement) when it got any."""
+    lines = [rows_as_cte(fetch, "cc_rows", gather), "\\gset", "\\if :cc_n > 0"]
+    if work_us:
+        lines.append(f"\\sleep {work_us} us")
+    lines += [complete.strip() + ";", "\\endif"]
+    return LibraryCycle(script="\n".join(lines) + "\n", jobs=jobs, statements=statements)
 
 
 class LibraryAdapter:

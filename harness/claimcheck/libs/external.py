@@ -35,9 +35,8 @@ from typing import ClassVar
 
 import psycopg
 
-from claimcheck.contract.dialect import rows_as_cte
 from claimcheck.errors import UsageError
-from claimcheck.libs._adapter import LibraryAdapter, LibraryCycle, WorkerConfig
+from claimcheck.libs._adapter import LibraryAdapter, WorkerConfig
 
 PROTOCOL = 1
 SCRIPTS = Path(__file__).parent / "node"
@@ -185,17 +184,6 @@ class ExternalAdapter(LibraryAdapter):
         """The command line of one worker process (`work`); its stdout is its records file."""
         return self._argv("work", {**asdict(config), "dsn": node_url(config.dsn), "modules": str(self.modules()),
                                    "work": work, "options": self.options(config.faults, config.worker)})
-
-
-def fetch_then_complete(fetch: str, gather: str, complete: str, work_us: int, jobs: int,
-                        statements: str) -> LibraryCycle:
-    """A pgbench cycle of a worker that fetches (one statement whose rows `gather` reads into pgbench
-    variables from `cc_rows`, `cc_n` their count), works, then completes (one statement) when it got any."""
-    lines = [rows_as_cte(fetch, "cc_rows", gather), "\\gset", "\\if :cc_n > 0"]
-    if work_us:
-        lines.append(f"\\sleep {work_us} us")
-    lines += [complete.strip() + ";", "\\endif"]
-    return LibraryCycle(script="\n".join(lines) + "\n", jobs=jobs, statements=statements)
 
 
 def spawn(adapter: ExternalAdapter, config: WorkerConfig, work, stderr) -> subprocess.Popen:

@@ -39,7 +39,7 @@ import psycopg
 
 from claimcheck.contract.dialect import substitute_numbered
 from claimcheck.libs import external
-from claimcheck.libs._adapter import LibraryCycle
+from claimcheck.libs._adapter import LibraryCycle, fetch_then_complete
 from claimcheck.libs._sql import LIB_QUERIES
 from claimcheck.libs.external import ExternalAdapter
 from claimcheck.verdict.result import TableOutcome
@@ -101,7 +101,7 @@ class GraphileWorkerAdapter(ExternalAdapter):
         pool = "('pool-pgbench-' || :client_id)"
         tasks = f"(SELECT array_agg(id) FROM graphile_worker._private_tasks WHERE identifier = '{said['task']}')"
         # `returning *` of an UPDATE ... FROM j returns j's columns too: two columns named id (equal)
-        return external.fetch_then_complete(
+        return fetch_then_complete(
             substitute_numbered(said["get_job"], {1: pool, 2: tasks}.__getitem__),
             "SELECT count(*) AS cc_n, coalesce(max((to_jsonb(cc_rows) ->> 'id')::bigint), 0) AS cc_id FROM cc_rows",
             substitute_numbered(said["complete_job"], {1: "CAST(:cc_id AS bigint)"}.__getitem__), work_us, 1,

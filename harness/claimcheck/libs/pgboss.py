@@ -37,8 +37,7 @@ polling interval (no SQL), and what runs on timers (maintenance, the queue-state
 from __future__ import annotations
 
 from claimcheck.contract.dialect import substitute_numbered
-from claimcheck.libs import external
-from claimcheck.libs._adapter import LibraryCycle
+from claimcheck.libs._adapter import LibraryCycle, fetch_then_complete
 from claimcheck.libs.external import ExternalAdapter
 
 RETRY_LIMIT = 5
@@ -77,7 +76,7 @@ class PgBossAdapter(ExternalAdapter):
     def pgbench_cycle(self, work_us: int) -> LibraryCycle:
         said = self.library_sql()
         queue = "'" + QUEUE + "'"
-        return external.fetch_then_complete(
+        return fetch_then_complete(
             substitute_numbered(said["fetch"], {1: queue, 2: str(BATCH_SIZE)}.__getitem__),
             "SELECT count(*) AS cc_n, coalesce(array_agg(id), '{}') AS cc_ids FROM cc_rows",
             substitute_numbered(said["complete"], {1: queue, 2: "CAST(:cc_ids AS uuid[])", 3: "NULL"}.__getitem__),
