@@ -161,7 +161,7 @@ class LibraryAdapter:
         """Run the library's own worker loop with a task that calls `recorder.execute`, until `stop` is set."""
         raise NotImplementedError
 
-    def recover(self, dsn: str, dead: dict[int, Path] | None = None) -> list[int]:
+    def recover(self, dsn: str, dead: dict[int, Path]) -> list[int]:
         """The library's documented way to give back jobs of crashed workers, when it wants the
         user to run one (procrastinate's stalled jobs, graphile-worker's force_unlock_workers);
         `dead` maps each worker whose process has died so far to its records file. Returns the

@@ -78,10 +78,10 @@ class GraphileWorkerAdapter(ExternalAdapter):
         self.enqueued = len(keys)
         return found
 
-    def recover(self, dsn: str, dead: dict[int, Path] | None = None) -> list[int]:
+    def recover(self, dsn: str, dead: dict[int, Path]) -> list[int]:
         """WorkerUtils.forceUnlockWorkers (its own SQL) for the worker pools of the processes that died,
         as each said in its hello."""
-        workers = sorted({h["library_worker"] for path in (dead or {}).values()
+        workers = sorted({h["library_worker"] for path in dead.values()
                           if (h := external.hello(path)) and h.get("library_worker")})
         if not workers:
             return []

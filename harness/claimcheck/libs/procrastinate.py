@@ -105,7 +105,7 @@ class ProcrastinateAdapter(LibraryAdapter):
             if worker.done() and not worker.cancelled() and worker.exception():
                 raise worker.exception()
 
-    def recover(self, dsn: str, dead: dict[int, Path] | None = None) -> list[int]:
+    def recover(self, dsn: str, dead: dict[int, Path]) -> list[int]:
         """The how-to's periodic task, run by the coordinator: retry the jobs of stalled workers."""
         async def go() -> list[int]:
             app = _app(dsn)
