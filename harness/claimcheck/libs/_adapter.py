@@ -31,6 +31,12 @@ from claimcheck.libs._sql import LIB_QUERIES
 from claimcheck.verdict.result import TableOutcome
 from claimcheck.settings import WorkTime
 
+STOP_GRACE_S = 10.0
+"""After SIGTERM (the library's graceful stop), how long the coordinator waits before it kills a worker."""
+WORKER_GRACE_S = STOP_GRACE_S - 2
+"""How long an external worker gives its library's graceful stop before it exits by itself (exit 4):
+less than the coordinator's wait, so it leaves on its own before the SIGKILL."""
+
 
 @dataclass(frozen=True)
 class WorkerConfig:

@@ -36,7 +36,7 @@ from typing import ClassVar
 import psycopg
 
 from claimcheck.errors import UsageError
-from claimcheck.libs._adapter import LibraryAdapter, WorkerConfig
+from claimcheck.libs._adapter import WORKER_GRACE_S, LibraryAdapter, WorkerConfig
 
 PROTOCOL = 1
 SCRIPTS = Path(__file__).parent / "node"
@@ -93,9 +93,10 @@ class ExternalAdapter(LibraryAdapter):
     def distribution(self) -> str:  # shown with every result, as a Python library's distribution
         return f"{self.package} (npm)"
 
-    def options(self, faults: bool, worker: int | None) -> dict:
-        """The adapter's settings the script reads as `config.options`."""
-        return {}
+    def options(self) -> dict:
+        """The adapter's settings the script reads as `config.options`: these, shared by every
+        script, and what an adapter adds to them."""
+        return {"pool_size": 4, "enqueue_batch": 1000, "stop_grace_s": WORKER_GRACE_S}
 
     def version(self) -> str:
         return self.pinned
@@ -153,7 +154,7 @@ class ExternalAdapter(LibraryAdapter):
         return [shutil.which(self.runtime) or self.runtime, str(SCRIPTS / self.script), command, json.dumps(config)]
 
     def _step(self, command: str, dsn: str, **extra) -> list[dict]:
-        config = {"dsn": node_url(dsn), "modules": str(self.modules()), "options": self.options(False, None), **extra}
+        config = {"dsn": node_url(dsn), "modules": str(self.modules()), "options": self.options(), **extra}
         try:
             done = subprocess.run(self._argv(command, config), stdin=subprocess.DEVNULL, capture_output=True,
                                   text=True, timeout=STEP_TIMEOUT_S, env=runtime_env(dsn))
@@ -183,7 +184,7 @@ class ExternalAdapter(LibraryAdapter):
     def worker_argv(self, config: WorkerConfig, work: dict) -> list[str]:
         """The command line of one worker process (`work`); its stdout is its records file."""
         return self._argv("work", {**asdict(config), "dsn": node_url(config.dsn), "modules": str(self.modules()),
-                                   "work": work, "options": self.options(config.faults, config.worker)})
+                                   "work": work, "options": self.options()})
 
 
 def spawn(adapter: ExternalAdapter, config: WorkerConfig, work, stderr) -> subprocess.Popen:

@@ -70,8 +70,8 @@ class GraphileWorkerAdapter(ExternalAdapter):
         self.enqueued = 0
         """graphile-worker deletes a job when it succeeds: done is what was enqueued less what is left."""
 
-    def options(self, faults: bool, worker: int | None) -> dict:
-        return {"max_attempts": MAX_ATTEMPTS, "poll_ms": POLL_MS, "pool_size": 4, "enqueue_batch": 1000, "stop_grace_s": 8}
+    def options(self) -> dict:
+        return {**super().options(), "max_attempts": MAX_ATTEMPTS, "poll_ms": POLL_MS}
 
     def enqueue(self, dsn: str, keys: range) -> list:
         found = super().enqueue(dsn, keys)

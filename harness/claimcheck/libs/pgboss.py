@@ -69,9 +69,9 @@ class PgBossAdapter(ExternalAdapter):
     completion_lag_s = 0.2
     """The batch is completed in one statement once all its jobs returned."""
 
-    def options(self, faults: bool, worker: int | None) -> dict:
-        return {"retry_limit": RETRY_LIMIT, "expire_s": EXPIRE_S, "maintenance_s": MAINTENANCE_S, "batch_size": BATCH_SIZE,
-                "polling_s": POLLING_S, "pool_size": 4, "enqueue_batch": 1000, "stop_grace_s": 8}
+    def options(self) -> dict:
+        return {**super().options(), "retry_limit": RETRY_LIMIT, "expire_s": EXPIRE_S, "maintenance_s": MAINTENANCE_S,
+                "batch_size": BATCH_SIZE, "polling_s": POLLING_S}
 
     def pgbench_cycle(self, work_us: int) -> LibraryCycle:
         said = self.library_sql()

@@ -30,7 +30,7 @@ from claimcheck.engine.faults import FaultInjector, fates
 from claimcheck.server.interrupts import die_with_parent
 from claimcheck.verdict.ledger import judge
 from claimcheck.libs import external
-from claimcheck.libs._adapter import LibraryAdapter, WorkerConfig
+from claimcheck.libs._adapter import STOP_GRACE_S, LibraryAdapter, WorkerConfig
 from claimcheck.libs.external import ExternalAdapter
 from claimcheck.libs.database import run_database
 from claimcheck.libs.parity import run_cycle
@@ -52,7 +52,6 @@ RECOVER_EVERY_S = 0.5
 """How often the library's documented recovery runs under --faults; the JSON shows it as `reap_every_s`
 (library runs are lifecycle runs: jobs may come back, so results carry redeliveries)."""
 NO_PROGRESS_S = 30.0
-STOP_GRACE_S = 10.0
 MAX_REPLACEMENTS = 40
 """A library whose workers keep dying is broken here; say so instead of respawning forever."""
 RESTART_WAIT_S = 30.0
