@@ -103,9 +103,20 @@ class ExternalAdapter(LibraryAdapter):
 
     # -- the runtime and the library, installed on first use --------------------------------------
 
+    _modules: Path | None = None
+    _library_sql: dict | None = None
+    """What modules() and library_sql() found, kept by the instance: both run processes (the
+    runtime's --version, npm; the script's `sql`), and they are asked on every spawn, step and cycle."""
+
     def modules(self) -> Path:
         """The cache directory holding the pinned library (installed now if it is not yet); a
-        UsageError saying what is missing when the runtime, its package manager or the registry is."""
+        UsageError saying what is missing when the runtime, its package manager or the registry is.
+        Found once per instance."""
+        if self._modules is None:
+            self._modules = self._find_modules()
+        return self._modules
+
+    def _find_modules(self) -> Path:
         runtime = shutil.which(self.runtime)
         if runtime is None:
             raise UsageError(f"claimcheck lib {self.name} runs {self.package}'s own worker, which needs "
@@ -178,8 +189,10 @@ class ExternalAdapter(LibraryAdapter):
         return list(keys)  # the SQL reads find a job by its key (in the payload)
 
     def library_sql(self) -> dict:
-        """The statements the installed library's worker sends, as its script's `sql` prints them."""
-        return next(r for r in self._step("sql", "") if r.get("event") == "sql")
+        """The statements the installed library's worker sends, as its script's `sql` prints them (asked once)."""
+        if self._library_sql is None:
+            self._library_sql = next(r for r in self._step("sql", "") if r.get("event") == "sql")
+        return self._library_sql
 
     def worker_argv(self, config: WorkerConfig, work: dict) -> list[str]:
         """The command line of one worker process (`work`); its stdout is its records file."""
