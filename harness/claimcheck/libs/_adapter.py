@@ -154,6 +154,10 @@ class LibraryAdapter:
         """The prefix of the adapter's statements in sql/libs.sql (a name there has no hyphen)."""
         return self.name.replace("-", "_")
 
+    def prepare(self) -> None:
+        """When the adapter is loaded, before anything starts: whatever the library needs besides
+        its Python package (a UsageError saying what is missing). Nothing, for a Python library."""
+
     def install(self, dsn: str) -> None:
         """Create the library's schema with its own installer."""
         raise NotImplementedError

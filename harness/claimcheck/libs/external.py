@@ -101,6 +101,10 @@ class ExternalAdapter(LibraryAdapter):
     def version(self) -> str:
         return self.pinned
 
+    def prepare(self) -> None:
+        """The runtime and the library, installed now if they are not yet."""
+        self.modules()
+
     # -- the runtime and the library, installed on first use --------------------------------------
 
     _modules: Path | None = None
