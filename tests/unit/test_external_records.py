@@ -36,3 +36,16 @@ def test_a_libpq_dsn_becomes_the_url_node_postgres_reads_and_its_password_an_env
     assert node_url("host='/tmp/pg sock' port=5433 user=u password=p@ss dbname=d") \
         == "postgresql://u@%2Ftmp%2Fpg%20sock:5433/d"
     assert runtime_env("host=h user=u password=p@ss dbname=d")["PGPASSWORD"] == "p@ss"
+
+
+def test_a_workers_command_line_carries_its_work_time_once_as_the_scripts_work_object(tmp_path):
+    from claimcheck.libs._adapter import WorkerConfig
+    from claimcheck.libs.pgboss import PgBossAdapter
+
+    adapter = PgBossAdapter()
+    adapter._modules = tmp_path  # as if the library were installed there
+    config = WorkerConfig(library="pg-boss", dsn="host=/tmp dbname=cc", worker=3, records=str(tmp_path / "w03.tsv"),
+                          stall_flag=str(tmp_path / "stall-w03"), work_ms="1-5", stall_s=0.0, faults=False)
+    said = json.loads(adapter.worker_argv(config)[-1])
+    assert said["work"] == {"kind": "uniform", "a_ms": 1.0, "b_ms": 5.0}
+    assert "work_ms" not in said and said["worker"] == 3

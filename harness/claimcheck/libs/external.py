@@ -37,6 +37,7 @@ import psycopg
 
 from claimcheck.errors import UsageError
 from claimcheck.libs._adapter import WORKER_GRACE_S, LibraryAdapter, WorkerConfig
+from claimcheck.settings import WorkTime
 
 PROTOCOL = 1
 SCRIPTS = Path(__file__).parent / "node"
@@ -198,17 +199,21 @@ class ExternalAdapter(LibraryAdapter):
             self._library_sql = next(r for r in self._step("sql", "") if r.get("event") == "sql")
         return self._library_sql
 
-    def worker_argv(self, config: WorkerConfig, work: dict) -> list[str]:
-        """The command line of one worker process (`work`); its stdout is its records file."""
-        return self._argv("work", {**asdict(config), "dsn": node_url(config.dsn), "modules": str(self.modules()),
-                                   "work": work, "options": self.options()})
+    def worker_argv(self, config: WorkerConfig) -> list[str]:
+        """The command line of one worker process (`work`); its stdout is its records file. The
+        config's work time goes as the `work` object the script draws from (kind, a_ms, b_ms)."""
+        work = WorkTime.parse(config.work_ms)
+        said = {k: v for k, v in asdict(config).items() if k != "work_ms"}
+        return self._argv("work", {**said, "dsn": node_url(config.dsn), "modules": str(self.modules()),
+                                   "work": {"kind": work.kind, "a_ms": work.a_ms, "b_ms": work.b_ms},
+                                   "options": self.options()})
 
 
-def spawn(adapter: ExternalAdapter, config: WorkerConfig, work, stderr) -> subprocess.Popen:
+def spawn(adapter: ExternalAdapter, config: WorkerConfig, stderr) -> subprocess.Popen:
     """Start one external worker: its stdout goes to `<records>.jsonl` beside the records file."""
     from claimcheck.server.interrupts import die_with_parent
 
-    argv = adapter.worker_argv(config, {"kind": work.kind, "a_ms": work.a_ms, "b_ms": work.b_ms})
+    argv = adapter.worker_argv(config)
     with open(config.records + ".jsonl", "ab") as out:
         return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=stderr, env=runtime_env(config.dsn),
                                 preexec_fn=die_with_parent)  # SIGTERM if the coordinator dies

@@ -151,7 +151,7 @@ class _Run:
             faults=self.settings.faults is not None)
         stderr = open(self.tmp / f"w{index:02d}.err", "wb")
         if isinstance(self.adapter, ExternalAdapter):  # a worker in another language (claimcheck.libs.external)
-            popen = external.spawn(self.adapter, config, self.settings.work, stderr)
+            popen = external.spawn(self.adapter, config, stderr)
         else:
             popen = subprocess.Popen([sys.executable, "-m", "claimcheck.libs._worker", json.dumps(config.__dict__)],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
