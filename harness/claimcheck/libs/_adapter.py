@@ -16,10 +16,13 @@ never a start: the coordinator reads those files after the run and feeds them to
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
+import subprocess
+import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
@@ -214,3 +217,19 @@ class LibraryAdapter:
         from importlib.metadata import version
 
         return version(self.distribution)
+
+    def spawn(self, config: WorkerConfig, stderr) -> subprocess.Popen:
+        """Start one worker process running the library's loop (`python -m claimcheck.libs._worker`,
+        which appends to `config.records` itself); its stderr goes to `stderr`."""
+        from claimcheck.server.interrupts import die_with_parent
+
+        return subprocess.Popen([sys.executable, "-m", "claimcheck.libs._worker", json.dumps(asdict(config))],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
+                                preexec_fn=die_with_parent)  # SIGTERM if the coordinator dies
+
+    def worker_records(self, directory: Path) -> tuple[dict[int, str], str]:
+        """After the run: every worker's records in the recording task's lines (worker -> text), and
+        the library version they ran."""
+        from claimcheck.libs.records import read_worker_files
+
+        return read_worker_files(directory), self.version()

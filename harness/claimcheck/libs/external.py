@@ -183,6 +183,27 @@ class ExternalAdapter(LibraryAdapter):
 
     # -- the adapter interface ---------------------------------------------------------------------
 
+    def spawn(self, config: WorkerConfig, stderr) -> subprocess.Popen:
+        """Start one external worker: its stdout goes to `<records>.jsonl` beside the records file."""
+        from claimcheck.server.interrupts import die_with_parent
+
+        with open(config.records + ".jsonl", "ab") as out:
+            return subprocess.Popen(self.worker_argv(config), stdin=subprocess.DEVNULL, stdout=out, stderr=stderr,
+                                    env=runtime_env(config.dsn), preexec_fn=die_with_parent)  # SIGTERM if we die
+
+    def worker_records(self, directory: Path) -> tuple[dict[int, str], str]:
+        """Every worker's protocol lines in the recording task's lines (worker -> text), and the
+        version the workers said they ran (their hellos), else the pinned one."""
+        offset = time.time() - time.monotonic()
+        files, hellos = {}, []
+        for path in sorted(directory.glob("w*.tsv.jsonl")):
+            text, hello = to_records(path.read_text(errors="replace"), offset)
+            files[int(path.name[1:].split(".")[0])] = text
+            if hello:
+                hellos.append(hello)
+        said = sorted({str(h.get("version")) for h in hellos if h.get("version")})
+        return files, ", ".join(said) if said else self.pinned
+
     def install(self, dsn: str) -> None:
         self._step("install", dsn)
 
@@ -207,16 +228,6 @@ class ExternalAdapter(LibraryAdapter):
         return self._argv("work", {**said, "dsn": node_url(config.dsn), "modules": str(self.modules()),
                                    "work": {"kind": work.kind, "a_ms": work.a_ms, "b_ms": work.b_ms},
                                    "options": self.options()})
-
-
-def spawn(adapter: ExternalAdapter, config: WorkerConfig, stderr) -> subprocess.Popen:
-    """Start one external worker: its stdout goes to `<records>.jsonl` beside the records file."""
-    from claimcheck.server.interrupts import die_with_parent
-
-    argv = adapter.worker_argv(config)
-    with open(config.records + ".jsonl", "ab") as out:
-        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=stderr, env=runtime_env(config.dsn),
-                                preexec_fn=die_with_parent)  # SIGTERM if the coordinator dies
 
 
 def to_records(text: str, offset_s: float) -> tuple[str, dict | None]:
@@ -257,21 +268,3 @@ def hello(records: Path) -> dict | None:
     except FileNotFoundError:
         pass
     return None
-
-
-def read_records(directory: Path) -> tuple[dict[int, str], list[dict]]:
-    """Every external worker's records in the recording task's lines (worker -> text), and their hellos."""
-    offset = time.time() - time.monotonic()
-    files, hellos = {}, []
-    for path in sorted(directory.glob("w*.tsv.jsonl")):
-        text, hello = to_records(path.read_text(errors="replace"), offset)
-        files[int(path.name[1:].split(".")[0])] = text
-        if hello:
-            hellos.append(hello)
-    return files, hellos
-
-
-def ran_version(hellos: list[dict], adapter: ExternalAdapter) -> str:
-    """The version the workers said they ran (their hello), else the pinned one."""
-    said = sorted({str(h.get("version")) for h in hellos if h.get("version")})
-    return ", ".join(said) if said else adapter.pinned

@@ -12,11 +12,9 @@ With `pgbench`, the library's own SQL then runs through pgbench in the same data
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -27,14 +25,11 @@ import psycopg
 
 from claimcheck.errors import ServerError
 from claimcheck.engine.faults import FaultInjector, fates
-from claimcheck.server.interrupts import die_with_parent
 from claimcheck.verdict.ledger import judge
-from claimcheck.libs import external
 from claimcheck.libs._adapter import STOP_GRACE_S, LibraryAdapter, WorkerConfig
-from claimcheck.libs.external import ExternalAdapter
 from claimcheck.libs.database import run_database
 from claimcheck.libs.parity import run_cycle
-from claimcheck.libs.records import read_worker_files, to_ledger
+from claimcheck.libs.records import to_ledger
 from claimcheck.server.provision import Server
 from claimcheck.verdict.result import RunResult
 from claimcheck.server.runcontext import RunContext
@@ -150,12 +145,7 @@ class _Run:
             stall_s=(self.settings.faults.stall_factor * self.adapter.lease_s) if self.settings.faults else 0.0,
             faults=self.settings.faults is not None)
         stderr = open(self.tmp / f"w{index:02d}.err", "wb")
-        if isinstance(self.adapter, ExternalAdapter):  # a worker in another language (claimcheck.libs.external)
-            popen = external.spawn(self.adapter, config, stderr)
-        else:
-            popen = subprocess.Popen([sys.executable, "-m", "claimcheck.libs._worker", json.dumps(config.__dict__)],
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
-                                     preexec_fn=die_with_parent)  # SIGTERM if the coordinator dies
+        popen = self.adapter.spawn(config, stderr)
         stderr.close()
         self.procs[index] = _Proc(popen, time.monotonic())
         return index
@@ -190,10 +180,7 @@ class _Run:
         self.conn = conn = self.run.reconnected(self.conn, in_schema=False, wait_s=RESTART_WAIT_S)
         table = adapter.outcome(conn)
         unfinished = adapter.unfinished(conn, UNFINISHED_SHOWN)
-        files, version = read_worker_files(self.tmp), adapter.version()
-        if isinstance(adapter, ExternalAdapter):
-            files, hellos = external.read_records(self.tmp)
-            version = external.ran_version(hellos, adapter)
+        files, version = adapter.worker_records(self.tmp)
         logs, reaps, executions = to_ledger(files, self.deaths, adapter.stall_release_s,
                                             _terminations(injector, files), adapter.completion_lag_s,
                                             adapter.lease_s)
