@@ -49,3 +49,17 @@ def test_a_workers_command_line_carries_its_work_time_once_as_the_scripts_work_o
     said = json.loads(adapter.worker_argv(config)[-1])
     assert said["work"] == {"kind": "uniform", "a_ms": 1.0, "b_ms": 5.0}
     assert "work_ms" not in said and said["worker"] == 3
+
+
+def test_an_external_workers_records_file_is_its_protocol_lines_read_as_every_workers(tmp_path):
+    from claimcheck.libs.graphile import GraphileWorkerAdapter
+    from claimcheck.libs.external import hello
+
+    (tmp_path / "w02.tsv").write_text(lines(
+        {"event": "hello", "protocol": 1, "library": "graphile-worker", "version": "9.9.9", "worker": 2, "pid": 1,
+         "library_worker": "pool-1"},
+        {"event": "start", "run": 1, "key": 7, "job": "7", "attempt": 1, "t": 100.0, "claimed_at": None},
+        {"event": "end", "run": 1, "key": 7, "t": 100.5}))
+    files, version = GraphileWorkerAdapter().worker_records(tmp_path)
+    assert list(files) == [2] and [line.split("\t")[:2] for line in files[2].splitlines()] == [["S", "7"], ["E", "7"]]
+    assert version == "9.9.9" and hello(tmp_path / "w02.tsv")["library_worker"] == "pool-1"

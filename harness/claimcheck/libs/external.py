@@ -184,21 +184,22 @@ class ExternalAdapter(LibraryAdapter):
     # -- the adapter interface ---------------------------------------------------------------------
 
     def spawn(self, config: WorkerConfig, stderr) -> subprocess.Popen:
-        """Start one external worker: its stdout goes to `<records>.jsonl` beside the records file."""
+        """Start one external worker: its stdout is its records file, `config.records`."""
         from claimcheck.server.interrupts import die_with_parent
 
-        with open(config.records + ".jsonl", "ab") as out:
+        with open(config.records, "ab") as out:
             return subprocess.Popen(self.worker_argv(config), stdin=subprocess.DEVNULL, stdout=out, stderr=stderr,
                                     env=runtime_env(config.dsn), preexec_fn=die_with_parent)  # SIGTERM if we die
 
     def worker_records(self, directory: Path) -> tuple[dict[int, str], str]:
         """Every worker's protocol lines in the recording task's lines (worker -> text), and the
         version the workers said they ran (their hellos), else the pinned one."""
+        from claimcheck.libs.records import read_worker_files
+
         offset = time.time() - time.monotonic()
         files, hellos = {}, []
-        for path in sorted(directory.glob("w*.tsv.jsonl")):
-            text, hello = to_records(path.read_text(errors="replace"), offset)
-            files[int(path.name[1:].split(".")[0])] = text
+        for worker, said in read_worker_files(directory).items():
+            files[worker], hello = to_records(said, offset)
             if hello:
                 hellos.append(hello)
         said = sorted({str(h.get("version")) for h in hellos if h.get("version")})
@@ -261,7 +262,7 @@ def to_records(text: str, offset_s: float) -> tuple[str, dict | None]:
 def hello(records: Path) -> dict | None:
     """The hello of the worker whose records file is `records` (None before it said it)."""
     try:
-        with open(str(records) + ".jsonl", errors="replace") as lines:
+        with open(records, errors="replace") as lines:
             for raw in lines:
                 if '"hello"' in raw:
                     return to_records(raw, 0.0)[1]

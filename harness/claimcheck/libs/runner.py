@@ -135,11 +135,15 @@ class _Run:
         self.conn: psycopg.Connection | None = None
         """The coordinator's connection to the run's database (replaced after a restart fault)."""
 
+    def _records(self, index: int) -> Path:
+        """Worker `index`'s records file (claimcheck.libs.records reads them all as w*.tsv)."""
+        return self.tmp / f"w{index:02d}.tsv"
+
     def _spawn(self) -> int:
         index = self.next_index
         self.next_index += 1
         config = WorkerConfig(
-            library=self.adapter.name, worker=index, records=str(self.tmp / f"w{index:02d}.tsv"),
+            library=self.adapter.name, worker=index, records=str(self._records(index)),
             dsn=self.run.role_dsn(worker_role(index), worker=True),
             stall_flag=str(self.shared.stall.path(index)), work_ms=str(self.settings.work),
             stall_s=(self.settings.faults.stall_factor * self.adapter.lease_s) if self.settings.faults else 0.0,
@@ -240,7 +244,7 @@ class _Run:
             if settings.faults and now >= next_recover:
                 next_recover = now + RECOVER_EVERY_S
                 try:
-                    recovered += len(adapter.recover(self.dsn, {i: self.tmp / f"w{i:02d}.tsv" for i in self.deaths}))
+                    recovered += len(adapter.recover(self.dsn, {i: self._records(i) for i in self.deaths}))
                 except psycopg.OperationalError:
                     pass  # the server is restarting; the next round recovers
 
