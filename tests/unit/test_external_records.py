@@ -63,3 +63,15 @@ def test_an_external_workers_records_file_is_its_protocol_lines_read_as_every_wo
     files, version = GraphileWorkerAdapter().worker_records(tmp_path)
     assert list(files) == [2] and [line.split("\t")[:2] for line in files[2].splitlines()] == [["S", "7"], ["E", "7"]]
     assert version == "9.9.9" and hello(tmp_path / "w02.tsv")["library_worker"] == "pool-1"
+
+
+def test_a_worker_whose_hello_speaks_another_protocol_is_refused_in_words(tmp_path):
+    import pytest
+
+    from claimcheck.errors import UsageError
+    from claimcheck.libs.pgboss import PgBossAdapter
+
+    (tmp_path / "w00.tsv").write_text(lines(
+        {"event": "hello", "protocol": 2, "library": "pg-boss", "version": "1", "worker": 0, "pid": 1}))
+    with pytest.raises(UsageError, match="speaks protocol 2 .* reads protocol 1"):
+        PgBossAdapter().worker_records(tmp_path)

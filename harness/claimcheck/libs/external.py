@@ -40,6 +40,7 @@ from claimcheck.libs._adapter import WORKER_GRACE_S, LibraryAdapter, WorkerConfi
 from claimcheck.settings import WorkTime
 
 PROTOCOL = 1
+"""The protocol version this coordinator reads; every worker's hello says the one it speaks."""
 SCRIPTS = Path(__file__).parent / "node"
 INSTALL_TIMEOUT_S = 300
 STEP_TIMEOUT_S = 300
@@ -202,6 +203,11 @@ class ExternalAdapter(LibraryAdapter):
             files[worker], hello = to_records(said, offset)
             if hello:
                 hellos.append(hello)
+        spoken = sorted({str(h.get("protocol")) for h in hellos} - {str(PROTOCOL)})
+        if spoken:
+            raise UsageError(f"claimcheck lib {self.name}: its worker script ({self.script}) speaks protocol "
+                             f"{', '.join(spoken)} of the external adapter protocol, and this claimcheck reads "
+                             f"protocol {PROTOCOL} (docs/contracts.md): the script and claimcheck are of different versions")
         said = sorted({str(h.get("version")) for h in hellos if h.get("version")})
         return files, ", ".join(said) if said else self.pinned
 
