@@ -42,6 +42,5 @@ def load_adapter(name: str) -> LibraryAdapter:
             f"Install it the way its users do, with claimcheck's extra: pip install 'claimcheck[{name}]'"
         ) from None
     adapter = module.ADAPTER
-    if name in EXTERNAL:  # a worker in another runtime: the runtime and the library, before anything starts
-        adapter.modules()
+    adapter.prepare()  # e.g. a worker in another runtime: the runtime and the library, before anything starts
     return adapter

@@ -16,19 +16,29 @@ never a start: the coordinator reads those files after the run and feeds them to
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
+import subprocess
+import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
 import psycopg
 
+from claimcheck.contract.dialect import rows_as_cte
 from claimcheck.errors import UsageError
 from claimcheck.libs._sql import LIB_QUERIES
 from claimcheck.verdict.result import TableOutcome
 from claimcheck.settings import WorkTime
+
+STOP_GRACE_S = 10.0
+"""After SIGTERM (the library's graceful stop), how long the coordinator waits before it kills a worker."""
+WORKER_GRACE_S = STOP_GRACE_S - 2
+"""How long an external worker gives its library's graceful stop before it exits by itself (exit 4):
+less than the coordinator's wait, so it leaves on its own before the SIGKILL."""
 
 
 @dataclass(frozen=True)
@@ -107,6 +117,17 @@ class LibraryCycle:
     being element c + 1."""
 
 
+def fetch_then_complete(fetch: str, gather: str, complete: str, work_us: int, jobs: int,
+                        statements: str) -> LibraryCycle:
+    """A pgbench cycle of a worker that fetches (one statement whose rows `gather` reads into pgbench
+    variables from `cc_rows`, `cc_n` their count), works, then completes (one statement) when it got any."""
+    lines = [rows_as_cte(fetch, "cc_rows", gather), "\\gset", "\\if :cc_n > 0"]
+    if work_us:
+        lines.append(f"\\sleep {work_us} us")
+    lines += [complete.strip() + ";", "\\endif"]
+    return LibraryCycle(script="\n".join(lines) + "\n", jobs=jobs, statements=statements)
+
+
 class LibraryAdapter:
     """One queue library under the ledger. Subclasses set the class attributes and implement
     the methods; everything runs against the run's own database (`dsn`)."""
@@ -136,6 +157,10 @@ class LibraryAdapter:
         """The prefix of the adapter's statements in sql/libs.sql (a name there has no hyphen)."""
         return self.name.replace("-", "_")
 
+    def prepare(self) -> None:
+        """When the adapter is loaded, before anything starts: whatever the library needs besides
+        its Python package (a UsageError saying what is missing). Nothing, for a Python library."""
+
     def install(self, dsn: str) -> None:
         """Create the library's schema with its own installer."""
         raise NotImplementedError
@@ -149,7 +174,7 @@ class LibraryAdapter:
         """Run the library's own worker loop with a task that calls `recorder.execute`, until `stop` is set."""
         raise NotImplementedError
 
-    def recover(self, dsn: str, dead: dict[int, Path] | None = None) -> list[int]:
+    def recover(self, dsn: str, dead: dict[int, Path]) -> list[int]:
         """The library's documented way to give back jobs of crashed workers, when it wants the
         user to run one (procrastinate's stalled jobs, graphile-worker's force_unlock_workers);
         `dead` maps each worker whose process has died so far to its records file. Returns the
@@ -170,8 +195,10 @@ class LibraryAdapter:
 
     def final_status(self, conn: psycopg.Connection, ids: dict[int, object]) -> dict[int, tuple[str, int]]:
         """For the fault report: of the keys given (key -> the library's job id), key -> (status in
-        the library's own words, its attempt count)."""
-        raise NotImplementedError
+        the library's own words, its attempt count): the `<name>_status` query of sql/libs.sql, by
+        our keys (the jobs' payload). An adapter whose query takes the library's ids overrides it."""
+        rows = conn.execute(LIB_QUERIES[f"{self.sql_name}_status"], {"keys": list(ids)}).fetchall()
+        return {key: (status, attempts) for key, status, attempts in rows}
 
     def pgbench_cycle(self, work_us: int) -> LibraryCycle:
         """One cycle of the library's worker loop as a pgbench script, with the statements taken
@@ -190,3 +217,19 @@ class LibraryAdapter:
         from importlib.metadata import version
 
         return version(self.distribution)
+
+    def spawn(self, config: WorkerConfig, stderr) -> subprocess.Popen:
+        """Start one worker process running the library's loop (`python -m claimcheck.libs._worker`,
+        which appends to `config.records` itself); its stderr goes to `stderr`."""
+        from claimcheck.server.interrupts import die_with_parent
+
+        return subprocess.Popen([sys.executable, "-m", "claimcheck.libs._worker", json.dumps(asdict(config))],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
+                                preexec_fn=die_with_parent)  # SIGTERM if the coordinator dies
+
+    def worker_records(self, directory: Path) -> tuple[dict[int, str], str]:
+        """After the run: every worker's records in the recording task's lines (worker -> text), and
+        the library version they ran."""
+        from claimcheck.libs.records import read_worker_files
+
+        return read_worker_files(directory), self.version()

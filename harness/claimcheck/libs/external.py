@@ -35,12 +35,12 @@ from typing import ClassVar
 
 import psycopg
 
-from claimcheck.contract.dialect import rows_as_cte
 from claimcheck.errors import UsageError
-from claimcheck.libs._adapter import LibraryAdapter, LibraryCycle, WorkerConfig
-from claimcheck.libs._sql import LIB_QUERIES
+from claimcheck.libs._adapter import WORKER_GRACE_S, LibraryAdapter, WorkerConfig
+from claimcheck.settings import WorkTime
 
 PROTOCOL = 1
+"""The protocol version this coordinator reads; every worker's hello says the one it speaks."""
 SCRIPTS = Path(__file__).parent / "node"
 INSTALL_TIMEOUT_S = 300
 STEP_TIMEOUT_S = 300
@@ -95,18 +95,34 @@ class ExternalAdapter(LibraryAdapter):
     def distribution(self) -> str:  # shown with every result, as a Python library's distribution
         return f"{self.package} (npm)"
 
-    def options(self, faults: bool, worker: int | None) -> dict:
-        """The adapter's settings the script reads as `config.options`."""
-        return {}
+    def options(self) -> dict:
+        """The adapter's settings the script reads as `config.options`: these, shared by every
+        script, and what an adapter adds to them."""
+        return {"pool_size": 4, "enqueue_batch": 1000, "stop_grace_s": WORKER_GRACE_S}
 
     def version(self) -> str:
         return self.pinned
 
+    def prepare(self) -> None:
+        """The runtime and the library, installed now if they are not yet."""
+        self.modules()
+
     # -- the runtime and the library, installed on first use --------------------------------------
+
+    _modules: Path | None = None
+    _library_sql: dict | None = None
+    """What modules() and library_sql() found, kept by the instance: both run processes (the
+    runtime's --version, npm; the script's `sql`), and they are asked on every spawn, step and cycle."""
 
     def modules(self) -> Path:
         """The cache directory holding the pinned library (installed now if it is not yet); a
-        UsageError saying what is missing when the runtime, its package manager or the registry is."""
+        UsageError saying what is missing when the runtime, its package manager or the registry is.
+        Found once per instance."""
+        if self._modules is None:
+            self._modules = self._find_modules()
+        return self._modules
+
+    def _find_modules(self) -> Path:
         runtime = shutil.which(self.runtime)
         if runtime is None:
             raise UsageError(f"claimcheck lib {self.name} runs {self.package}'s own worker, which needs "
@@ -155,7 +171,7 @@ class ExternalAdapter(LibraryAdapter):
         return [shutil.which(self.runtime) or self.runtime, str(SCRIPTS / self.script), command, json.dumps(config)]
 
     def _step(self, command: str, dsn: str, **extra) -> list[dict]:
-        config = {"dsn": node_url(dsn), "modules": str(self.modules()), "options": self.options(False, None), **extra}
+        config = {"dsn": node_url(dsn), "modules": str(self.modules()), "options": self.options(), **extra}
         try:
             done = subprocess.run(self._argv(command, config), stdin=subprocess.DEVNULL, capture_output=True,
                                   text=True, timeout=STEP_TIMEOUT_S, env=runtime_env(dsn))
@@ -168,6 +184,33 @@ class ExternalAdapter(LibraryAdapter):
 
     # -- the adapter interface ---------------------------------------------------------------------
 
+    def spawn(self, config: WorkerConfig, stderr) -> subprocess.Popen:
+        """Start one external worker: its stdout is its records file, `config.records`."""
+        from claimcheck.server.interrupts import die_with_parent
+
+        with open(config.records, "ab") as out:
+            return subprocess.Popen(self.worker_argv(config), stdin=subprocess.DEVNULL, stdout=out, stderr=stderr,
+                                    env=runtime_env(config.dsn), preexec_fn=die_with_parent)  # SIGTERM if we die
+
+    def worker_records(self, directory: Path) -> tuple[dict[int, str], str]:
+        """Every worker's protocol lines in the recording task's lines (worker -> text), and the
+        version the workers said they ran (their hellos), else the pinned one."""
+        from claimcheck.libs.records import read_worker_files
+
+        offset = time.time() - time.monotonic()
+        files, hellos = {}, []
+        for worker, said in read_worker_files(directory).items():
+            files[worker], hello = to_records(said, offset)
+            if hello:
+                hellos.append(hello)
+        spoken = sorted({str(h.get("protocol")) for h in hellos} - {str(PROTOCOL)})
+        if spoken:
+            raise UsageError(f"claimcheck lib {self.name}: its worker script ({self.script}) speaks protocol "
+                             f"{', '.join(spoken)} of the external adapter protocol, and this claimcheck reads "
+                             f"protocol {PROTOCOL} (docs/contracts.md): the script and claimcheck are of different versions")
+        said = sorted({str(h.get("version")) for h in hellos if h.get("version")})
+        return files, ", ".join(said) if said else self.pinned
+
     def install(self, dsn: str) -> None:
         self._step("install", dsn)
 
@@ -178,40 +221,20 @@ class ExternalAdapter(LibraryAdapter):
             raise UsageError(f"{self.package} enqueue reported {count} jobs enqueued, not {len(keys)}")
         return list(keys)  # the SQL reads find a job by its key (in the payload)
 
-    def final_status(self, conn: psycopg.Connection, ids: dict[int, object]) -> dict[int, tuple[str, int]]:
-        """The `<name>_status` query of sql/libs.sql, by our keys (the jobs' payload)."""
-        rows = conn.execute(LIB_QUERIES[f"{self.sql_name}_status"], {"keys": list(ids)}).fetchall()
-        return {key: (status, attempts) for key, status, attempts in rows}
-
     def library_sql(self) -> dict:
-        """The statements the installed library's worker sends, as its script's `sql` prints them."""
-        return next(r for r in self._step("sql", "") if r.get("event") == "sql")
+        """The statements the installed library's worker sends, as its script's `sql` prints them (asked once)."""
+        if self._library_sql is None:
+            self._library_sql = next(r for r in self._step("sql", "") if r.get("event") == "sql")
+        return self._library_sql
 
-    def worker_argv(self, config: WorkerConfig, work: dict) -> list[str]:
-        """The command line of one worker process (`work`); its stdout is its records file."""
-        return self._argv("work", {**asdict(config), "dsn": node_url(config.dsn), "modules": str(self.modules()),
-                                   "work": work, "options": self.options(config.faults, config.worker)})
-
-
-def fetch_then_complete(fetch: str, gather: str, complete: str, work_us: int, jobs: int,
-                        statements: str) -> LibraryCycle:
-    """A pgbench cycle of a worker that fetches (one statement whose rows `gather` reads into pgbench
-    variables from `cc_rows`, `cc_n` their count), works, then completes (one statement) when it got any."""
-    lines = [rows_as_cte(fetch, "cc_rows", gather), "\\gset", "\\if :cc_n > 0"]
-    if work_us:
-        lines.append(f"\\sleep {work_us} us")
-    lines += [complete.strip() + ";", "\\endif"]
-    return LibraryCycle(script="\n".join(lines) + "\n", jobs=jobs, statements=statements)
-
-
-def spawn(adapter: ExternalAdapter, config: WorkerConfig, work, stderr) -> subprocess.Popen:
-    """Start one external worker: its stdout goes to `<records>.jsonl` beside the records file."""
-    from claimcheck.server.interrupts import die_with_parent
-
-    argv = adapter.worker_argv(config, {"kind": work.kind, "a_ms": work.a_ms, "b_ms": work.b_ms})
-    with open(config.records + ".jsonl", "ab") as out:
-        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=stderr, env=runtime_env(config.dsn),
-                                preexec_fn=die_with_parent)  # SIGTERM if the coordinator dies
+    def worker_argv(self, config: WorkerConfig) -> list[str]:
+        """The command line of one worker process (`work`); its stdout is its records file. The
+        config's work time goes as the `work` object the script draws from (kind, a_ms, b_ms)."""
+        work = WorkTime.parse(config.work_ms)
+        said = {k: v for k, v in asdict(config).items() if k != "work_ms"}
+        return self._argv("work", {**said, "dsn": node_url(config.dsn), "modules": str(self.modules()),
+                                   "work": {"kind": work.kind, "a_ms": work.a_ms, "b_ms": work.b_ms},
+                                   "options": self.options()})
 
 
 def to_records(text: str, offset_s: float) -> tuple[str, dict | None]:
@@ -245,28 +268,10 @@ def to_records(text: str, offset_s: float) -> tuple[str, dict | None]:
 def hello(records: Path) -> dict | None:
     """The hello of the worker whose records file is `records` (None before it said it)."""
     try:
-        with open(str(records) + ".jsonl", errors="replace") as lines:
+        with open(records, errors="replace") as lines:
             for raw in lines:
                 if '"hello"' in raw:
                     return to_records(raw, 0.0)[1]
     except FileNotFoundError:
         pass
     return None
-
-
-def read_records(directory: Path) -> tuple[dict[int, str], list[dict]]:
-    """Every external worker's records in the recording task's lines (worker -> text), and their hellos."""
-    offset = time.time() - time.monotonic()
-    files, hellos = {}, []
-    for path in sorted(directory.glob("w*.tsv.jsonl")):
-        text, hello = to_records(path.read_text(errors="replace"), offset)
-        files[int(path.name[1:].split(".")[0])] = text
-        if hello:
-            hellos.append(hello)
-    return files, hellos
-
-
-def ran_version(hellos: list[dict], adapter: ExternalAdapter) -> str:
-    """The version the workers said they ran (their hello), else the pinned one."""
-    said = sorted({str(h.get("version")) for h in hellos if h.get("version")})
-    return ", ".join(said) if said else adapter.pinned

@@ -39,7 +39,7 @@ import psycopg
 
 from claimcheck.contract.dialect import substitute_numbered
 from claimcheck.libs import external
-from claimcheck.libs._adapter import LibraryCycle
+from claimcheck.libs._adapter import LibraryCycle, fetch_then_complete
 from claimcheck.libs._sql import LIB_QUERIES
 from claimcheck.libs.external import ExternalAdapter
 from claimcheck.verdict.result import TableOutcome
@@ -70,18 +70,18 @@ class GraphileWorkerAdapter(ExternalAdapter):
         self.enqueued = 0
         """graphile-worker deletes a job when it succeeds: done is what was enqueued less what is left."""
 
-    def options(self, faults: bool, worker: int | None) -> dict:
-        return {"max_attempts": MAX_ATTEMPTS, "poll_ms": POLL_MS, "pool_size": 4, "enqueue_batch": 1000, "stop_grace_s": 8}
+    def options(self) -> dict:
+        return {**super().options(), "max_attempts": MAX_ATTEMPTS, "poll_ms": POLL_MS}
 
     def enqueue(self, dsn: str, keys: range) -> list:
         found = super().enqueue(dsn, keys)
         self.enqueued = len(keys)
         return found
 
-    def recover(self, dsn: str, dead: dict[int, Path] | None = None) -> list[int]:
+    def recover(self, dsn: str, dead: dict[int, Path]) -> list[int]:
         """WorkerUtils.forceUnlockWorkers (its own SQL) for the worker pools of the processes that died,
         as each said in its hello."""
-        workers = sorted({h["library_worker"] for path in (dead or {}).values()
+        workers = sorted({h["library_worker"] for path in dead.values()
                           if (h := external.hello(path)) and h.get("library_worker")})
         if not workers:
             return []
@@ -101,7 +101,7 @@ class GraphileWorkerAdapter(ExternalAdapter):
         pool = "('pool-pgbench-' || :client_id)"
         tasks = f"(SELECT array_agg(id) FROM graphile_worker._private_tasks WHERE identifier = '{said['task']}')"
         # `returning *` of an UPDATE ... FROM j returns j's columns too: two columns named id (equal)
-        return external.fetch_then_complete(
+        return fetch_then_complete(
             substitute_numbered(said["get_job"], {1: pool, 2: tasks}.__getitem__),
             "SELECT count(*) AS cc_n, coalesce(max((to_jsonb(cc_rows) ->> 'id')::bigint), 0) AS cc_id FROM cc_rows",
             substitute_numbered(said["complete_job"], {1: "CAST(:cc_id AS bigint)"}.__getitem__), work_us, 1,

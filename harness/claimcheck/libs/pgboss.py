@@ -37,8 +37,7 @@ polling interval (no SQL), and what runs on timers (maintenance, the queue-state
 from __future__ import annotations
 
 from claimcheck.contract.dialect import substitute_numbered
-from claimcheck.libs import external
-from claimcheck.libs._adapter import LibraryCycle
+from claimcheck.libs._adapter import LibraryCycle, fetch_then_complete
 from claimcheck.libs.external import ExternalAdapter
 
 RETRY_LIMIT = 5
@@ -70,14 +69,14 @@ class PgBossAdapter(ExternalAdapter):
     completion_lag_s = 0.2
     """The batch is completed in one statement once all its jobs returned."""
 
-    def options(self, faults: bool, worker: int | None) -> dict:
-        return {"retry_limit": RETRY_LIMIT, "expire_s": EXPIRE_S, "maintenance_s": MAINTENANCE_S, "batch_size": BATCH_SIZE,
-                "polling_s": POLLING_S, "pool_size": 4, "enqueue_batch": 1000, "stop_grace_s": 8}
+    def options(self) -> dict:
+        return {**super().options(), "retry_limit": RETRY_LIMIT, "expire_s": EXPIRE_S, "maintenance_s": MAINTENANCE_S,
+                "batch_size": BATCH_SIZE, "polling_s": POLLING_S}
 
     def pgbench_cycle(self, work_us: int) -> LibraryCycle:
         said = self.library_sql()
         queue = "'" + QUEUE + "'"
-        return external.fetch_then_complete(
+        return fetch_then_complete(
             substitute_numbered(said["fetch"], {1: queue, 2: str(BATCH_SIZE)}.__getitem__),
             "SELECT count(*) AS cc_n, coalesce(array_agg(id), '{}') AS cc_ids FROM cc_rows",
             substitute_numbered(said["complete"], {1: queue, 2: "CAST(:cc_ids AS uuid[])", 3: "NULL"}.__getitem__),

@@ -41,9 +41,9 @@ from pgqueuer.adapters.persistence.qb import QueryQueueBuilder
 from pgqueuer.types import QueueExecutionMode
 from psycopg import sql
 
-from claimcheck.contract.dialect import rows_as_cte, substitute_numbered
+from claimcheck.contract.dialect import substitute_numbered
 from claimcheck.errors import UsageError
-from claimcheck.libs._adapter import LibraryAdapter, LibraryCycle, Recorder, WorkerConfig
+from claimcheck.libs._adapter import LibraryAdapter, LibraryCycle, Recorder, WorkerConfig, fetch_then_complete
 from claimcheck.libs._sql import LIB_QUERIES
 
 ENTRYPOINT = "claimcheck_record"
@@ -135,19 +135,15 @@ class PgqueuerAdapter(LibraryAdapter):
         # Each worker is a QueueManager with an id of its own: one per client.
         manager = "CAST(lpad(to_hex(:client_id + 1), 32, '0') AS uuid)"
         args = [manager if isinstance(a, uuid.UUID) else sql.Literal(a).as_string() for a in dequeue.args]
-        claim = rows_as_cte(substitute_numbered(dequeue.sql, lambda n: args[n - 1]), "cc_rows",
-                            "SELECT count(*) AS cc_n, coalesce(array_agg(id), '{}') AS cc_ids, "
-                            "coalesce(array_agg('successful'::text), '{}') AS cc_statuses, "
-                            "coalesce(array_agg(NULL::text), '{}') AS cc_tracebacks FROM cc_rows")
-        complete = substitute_numbered(log_jobs.strip().rstrip(";"),
-                                       lambda n: ("(:cc_ids)", "(:cc_statuses)", "(:cc_tracebacks)")[n - 1])
-        lines = [claim, "\\gset", "\\if :cc_n > 0"]
-        if work_us:
-            lines.append(f"\\sleep {work_us} us")
-        lines += [complete + ";", "\\endif"]
-        return LibraryCycle(script="\n".join(lines) + "\n", jobs=batch,
-                            statements=f"pgqueuer {self.version()} QueryQueueBuilder: build_dequeue_query "
-                                       f"(batch_size {batch}), build_log_job_query (the batch, one flush)")
+        return fetch_then_complete(
+            substitute_numbered(dequeue.sql, lambda n: args[n - 1]),
+            "SELECT count(*) AS cc_n, coalesce(array_agg(id), '{}') AS cc_ids, "
+            "coalesce(array_agg('successful'::text), '{}') AS cc_statuses, "
+            "coalesce(array_agg(NULL::text), '{}') AS cc_tracebacks FROM cc_rows",
+            substitute_numbered(log_jobs.strip().rstrip(";"),
+                                lambda n: ("(:cc_ids)", "(:cc_statuses)", "(:cc_tracebacks)")[n - 1]),
+            work_us, batch, f"pgqueuer {self.version()} QueryQueueBuilder: build_dequeue_query "
+                            f"(batch_size {batch}), build_log_job_query (the batch, one flush)")
 
     def final_status(self, conn: psycopg.Connection, ids: dict[int, object]) -> dict[int, tuple[str, int]]:
         key_of = {job_id: key for key, job_id in ids.items()}

@@ -36,13 +36,11 @@ import logging
 from pathlib import Path
 
 import procrastinate
-import psycopg
 from procrastinate.sql import queries as PROCRASTINATE_QUERIES
 
 from claimcheck.contract.dialect import rows_as_cte, substitute
 from claimcheck.errors import UsageError
 from claimcheck.libs._adapter import LibraryAdapter, LibraryCycle, Recorder, WorkerConfig
-from claimcheck.libs._sql import LIB_QUERIES
 
 TASK_NAME = "claimcheck_record"
 ENQUEUE_CHUNK = 1_000
@@ -107,7 +105,7 @@ class ProcrastinateAdapter(LibraryAdapter):
             if worker.done() and not worker.cancelled() and worker.exception():
                 raise worker.exception()
 
-    def recover(self, dsn: str, dead: dict[int, Path] | None = None) -> list[int]:
+    def recover(self, dsn: str, dead: dict[int, Path]) -> list[int]:
         """The how-to's periodic task, run by the coordinator: retry the jobs of stalled workers."""
         async def go() -> list[int]:
             app = _app(dsn)
@@ -151,10 +149,6 @@ class ProcrastinateAdapter(LibraryAdapter):
         return LibraryCycle(script="\n".join(lines) + "\n", jobs=1, per_client={"cc_workers": register},
                             statements=f"procrastinate {self.version()} procrastinate.sql.queries: register_worker "
                                        "(once per client), fetch_job, finish_job")
-
-    def final_status(self, conn: psycopg.Connection, ids: dict[int, object]) -> dict[int, tuple[str, int]]:
-        rows = conn.execute(LIB_QUERIES["procrastinate_status"], {"keys": sorted(ids)}).fetchall()
-        return {key: (status, attempts) for key, status, attempts in rows}
 
 
 async def _never_called(key: int) -> None:  # the enqueuer only needs the task's name

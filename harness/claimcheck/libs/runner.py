@@ -12,11 +12,9 @@ With `pgbench`, the library's own SQL then runs through pgbench in the same data
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -27,14 +25,11 @@ import psycopg
 
 from claimcheck.errors import ServerError
 from claimcheck.engine.faults import FaultInjector, fates
-from claimcheck.server.interrupts import die_with_parent
 from claimcheck.verdict.ledger import judge
-from claimcheck.libs import external
-from claimcheck.libs._adapter import LibraryAdapter, WorkerConfig
-from claimcheck.libs.external import ExternalAdapter
+from claimcheck.libs._adapter import STOP_GRACE_S, LibraryAdapter, WorkerConfig
 from claimcheck.libs.database import run_database
 from claimcheck.libs.parity import run_cycle
-from claimcheck.libs.records import read_worker_files, to_ledger
+from claimcheck.libs.records import to_ledger
 from claimcheck.server.provision import Server
 from claimcheck.verdict.result import RunResult
 from claimcheck.server.runcontext import RunContext
@@ -52,7 +47,6 @@ RECOVER_EVERY_S = 0.5
 """How often the library's documented recovery runs under --faults; the JSON shows it as `reap_every_s`
 (library runs are lifecycle runs: jobs may come back, so results carry redeliveries)."""
 NO_PROGRESS_S = 30.0
-STOP_GRACE_S = 10.0
 MAX_REPLACEMENTS = 40
 """A library whose workers keep dying is broken here; say so instead of respawning forever."""
 RESTART_WAIT_S = 30.0
@@ -141,22 +135,21 @@ class _Run:
         self.conn: psycopg.Connection | None = None
         """The coordinator's connection to the run's database (replaced after a restart fault)."""
 
+    def _records(self, index: int) -> Path:
+        """Worker `index`'s records file (claimcheck.libs.records reads them all as w*.tsv)."""
+        return self.tmp / f"w{index:02d}.tsv"
+
     def _spawn(self) -> int:
         index = self.next_index
         self.next_index += 1
         config = WorkerConfig(
-            library=self.adapter.name, worker=index, records=str(self.tmp / f"w{index:02d}.tsv"),
+            library=self.adapter.name, worker=index, records=str(self._records(index)),
             dsn=self.run.role_dsn(worker_role(index), worker=True),
             stall_flag=str(self.shared.stall.path(index)), work_ms=str(self.settings.work),
             stall_s=(self.settings.faults.stall_factor * self.adapter.lease_s) if self.settings.faults else 0.0,
             faults=self.settings.faults is not None)
         stderr = open(self.tmp / f"w{index:02d}.err", "wb")
-        if isinstance(self.adapter, ExternalAdapter):  # a worker in another language (claimcheck.libs.external)
-            popen = external.spawn(self.adapter, config, self.settings.work, stderr)
-        else:
-            popen = subprocess.Popen([sys.executable, "-m", "claimcheck.libs._worker", json.dumps(config.__dict__)],
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
-                                     preexec_fn=die_with_parent)  # SIGTERM if the coordinator dies
+        popen = self.adapter.spawn(config, stderr)
         stderr.close()
         self.procs[index] = _Proc(popen, time.monotonic())
         return index
@@ -191,10 +184,7 @@ class _Run:
         self.conn = conn = self.run.reconnected(self.conn, in_schema=False, wait_s=RESTART_WAIT_S)
         table = adapter.outcome(conn)
         unfinished = adapter.unfinished(conn, UNFINISHED_SHOWN)
-        files, version = read_worker_files(self.tmp), adapter.version()
-        if isinstance(adapter, ExternalAdapter):
-            files, hellos = external.read_records(self.tmp)
-            version = external.ran_version(hellos, adapter)
+        files, version = adapter.worker_records(self.tmp)
         logs, reaps, executions = to_ledger(files, self.deaths, adapter.stall_release_s,
                                             _terminations(injector, files), adapter.completion_lag_s,
                                             adapter.lease_s)
@@ -254,7 +244,7 @@ class _Run:
             if settings.faults and now >= next_recover:
                 next_recover = now + RECOVER_EVERY_S
                 try:
-                    recovered += len(adapter.recover(self.dsn, {i: self.tmp / f"w{i:02d}.tsv" for i in self.deaths}))
+                    recovered += len(adapter.recover(self.dsn, {i: self._records(i) for i in self.deaths}))
                 except psycopg.OperationalError:
                     pass  # the server is restarting; the next round recovers
 

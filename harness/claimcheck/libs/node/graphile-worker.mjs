@@ -1,7 +1,7 @@
 // graphile-worker under claimcheck's ledger: its own migrations (runMigrations), its own enqueue
 // (WorkerUtils.addJobs), its own worker loop (run) with a task that records each execution.
 // See claimcheck/libs/graphile.py for what graphile-worker promises and how it is judged.
-import { args, emit, library, Recorder, run } from "./protocol.mjs";
+import { args, emit, library, Recorder, run, untilStopped } from "./protocol.mjs";
 
 const TASK = "claimcheck_record";
 const { command, config } = args();
@@ -48,13 +48,7 @@ async function work() {
     },
   });
   recorder.hello("graphile-worker", version, { library_worker: pool });
-  const stopped = new Promise((resolve) => {
-    process.once("SIGTERM", resolve);
-    process.once("SIGINT", resolve);
-  });
-  const ended = await Promise.race([stopped.then(() => "signal"), runner.promise.then(() => "ended")]);
-  if (ended === "ended") throw new Error("graphile-worker's runner ended by itself");
-  setTimeout(() => process.exit(4), o.stop_grace_s * 1000).unref();
+  await untilStopped(o, runner.promise, "graphile-worker's runner");
   await runner.stop();  // graphile-worker's graceful shutdown: finishes the job, releases its lock
   return 0;
 }

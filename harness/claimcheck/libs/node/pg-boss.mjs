@@ -1,7 +1,7 @@
 // pg-boss under claimcheck's ledger: its own migrations (PgBoss.start), its own enqueue
 // (PgBoss.insert), its own worker loop (PgBoss.work) with a task that records each execution.
 // See claimcheck/libs/pgboss.py for what pg-boss promises and how it is judged.
-import { args, emit, library, Recorder, run } from "./protocol.mjs";
+import { args, emit, library, Recorder, run, untilStopped } from "./protocol.mjs";
 
 const QUEUE = "claimcheck";
 const { command, config } = args();
@@ -46,11 +46,7 @@ async function work() {
       // retryCount is pg-boss's count of earlier attempts; startedOn its own time of the claim
       await Promise.all(jobs.map((job) => recorder.execution(job.data.key, job.id, job.retryCount + 1, job.startedOn)));
     });
-  await new Promise((resolve) => {
-    process.once("SIGTERM", resolve);
-    process.once("SIGINT", resolve);
-  });
-  setTimeout(() => process.exit(4), o.stop_grace_s * 1000).unref();
+  await untilStopped(o);
   await b.stop({ graceful: true, wait: true, timeout: o.stop_grace_s * 1000 });  // pg-boss's graceful stop
   return 0;
 }

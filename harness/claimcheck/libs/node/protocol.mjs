@@ -83,6 +83,19 @@ export class Recorder {
   }
 }
 
+/** Wait for the coordinator's stop (SIGTERM, or SIGINT), then arm the exit (4) `o.stop_grace_s`
+ * later, in case the library's graceful stop that follows hangs. `loop`, when given, is the promise
+ * of the library's worker loop: its ending before the stop is an error naming `what`. */
+export async function untilStopped(o, loop = null, what = "the library's worker loop") {
+  const stopped = new Promise((resolve) => {
+    process.once("SIGTERM", resolve);
+    process.once("SIGINT", resolve);
+  });
+  const ended = await Promise.race([stopped.then(() => "signal"), ...(loop ? [loop.then(() => "ended")] : [])]);
+  if (ended === "ended") throw new Error(`${what} ended by itself`);
+  setTimeout(() => process.exit(4), o.stop_grace_s * 1000).unref();
+}
+
 /** Run `main` for the subcommand; a failure goes to stderr (its last line is the worker's last
  * words in the report) and exits 3, as the Python worker does. */
 export function run(main) {
