@@ -104,6 +104,7 @@ def enqueue(conn: psycopg.Connection, strategy: Strategy, key: int) -> None:
 
 def producer_main(plan: ProducerPlan, barrier, shared, sender) -> None:
     """The producer process: connect, wait at the barrier, enqueue on schedule until the duration ends."""
+    interrupts.child_process_setup()
     log = ProducerLog()
     try:
         try:
