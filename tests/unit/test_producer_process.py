@@ -6,6 +6,7 @@ from types import SimpleNamespace
 
 from claimcheck.engine.producer import ProducerProcess
 from claimcheck.engine.worker import Shared
+from claimcheck.server import interrupts
 
 
 def _shared(ctx) -> Shared:
@@ -17,7 +18,8 @@ def test_a_producer_forked_with_interrupts_blocked_still_ends_on_terminate():
     ctx = multiprocessing.get_context("fork")
     connecting = ctx.Event()
     plan = SimpleNamespace(run=SimpleNamespace(connect=lambda role: (connecting.set(), time.sleep(60))))  # it hangs
-    producer = ProducerProcess(ctx, plan, ctx.Barrier(2), _shared(ctx))
+    with interrupts.deferred():  # as the driver forks it
+        producer = ProducerProcess(ctx, plan, ctx.Barrier(2), _shared(ctx))
     try:
         assert connecting.wait(10)
         producer.process.terminate()

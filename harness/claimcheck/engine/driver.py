@@ -324,7 +324,8 @@ class _Run:
             for index in range(settings.workers):
                 self._spawn(index, barrier)
             if self.feed is not None:
-                self.producer = producing.ProducerProcess(self.ctx, self.feed, barrier, self.shared)
+                with interrupts.deferred():  # registered before a Ctrl-C is raised, as _spawn's workers
+                    self.producer = producing.ProducerProcess(self.ctx, self.feed, barrier, self.shared)
             try:
                 barrier.wait(BARRIER_TIMEOUT_S)
             except threading.BrokenBarrierError:

@@ -138,16 +138,17 @@ def producer_main(plan: ProducerPlan, barrier, shared, sender) -> None:
 
 
 class ProducerProcess:
-    """The coordinator's side of the producer: its process, the pipe its log comes back on."""
+    """The coordinator's side of the producer: its process, the pipe its log comes back on.
+    Started when made: make it inside interrupts.deferred() and keep it there, or a Ctrl-C mid-fork
+    leaves it untracked (as the driver's workers)."""
 
     def __init__(self, ctx, plan: ProducerPlan, barrier, shared) -> None:
         self.receiver, sender = ctx.Pipe(duplex=False)
         self.process = ctx.Process(target=producer_main, args=(plan, barrier, shared, sender),
                                    name="claimcheck-producer", daemon=True)
         self.shared, self.log = shared, ProducerLog()
-        with interrupts.deferred():  # a Ctrl-C mid-fork must not leave it untracked (as the driver's workers)
-            self.process.start()
-            sender.close()
+        self.process.start()
+        sender.close()
 
     def watch(self) -> None:
         """A producer dead before its `finally` never cleared `producing`: clear it, so the workers may drain
