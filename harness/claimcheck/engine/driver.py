@@ -330,6 +330,8 @@ class _Run:
                 barrier.wait(BARRIER_TIMEOUT_S)
             except threading.BrokenBarrierError:
                 self._drain_messages(deadline=time.monotonic() + JOIN_TIMEOUT_S)
+                if self.producer is not None and self.producer.receive(JOIN_TIMEOUT_S) and self.producer.log.error:
+                    raise ServerError(f"the run could not start: {self.producer.log.error}") from None
                 errors = [log.error for log in self.logs if log.error]
                 raise ServerError("workers could not start: " + (errors[0] if errors else
                                   "they did not reach the start barrier")) from None

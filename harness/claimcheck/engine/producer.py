@@ -21,6 +21,7 @@ lag (coordinated-omission free by construction; no HDR correction is applied on 
 from __future__ import annotations
 
 import math
+import threading
 import time
 from array import array
 from dataclasses import dataclass, field
@@ -114,7 +115,10 @@ def producer_main(plan: ProducerPlan, barrier, shared, sender) -> None:
             barrier.abort()
             return
         with conn:
-            barrier.wait(BARRIER_TIMEOUT_S)
+            try:
+                barrier.wait(BARRIER_TIMEOUT_S)
+            except threading.BrokenBarrierError:
+                return  # broken by a worker that could not start: its error is the run's, not ours
             start = log.started_at = shared.feed_start.value = time.monotonic()  # before any job exists
             end = start + plan.duration_s + LAG_LIMIT_S  # a late job is sent late; one later than this is not sent
             clock, sleep, rate, stop = time.monotonic, time.sleep, plan.rate_per_s, shared.stop
@@ -156,15 +160,16 @@ class ProducerProcess:
         if self.shared.producing.value and not self.process.is_alive():
             self.shared.producing.value = 0
 
-    def receive(self, timeout_s: float) -> None:
-        """Its log, once the workers are done (it ended before they could drain)."""
+    def receive(self, timeout_s: float) -> bool:
+        """Its log, once the workers are done (it ended before they could drain). False if none came."""
         try:
             if self.receiver.poll(timeout_s):
                 self.log = self.receiver.recv()[1]
-            else:
-                self.log.error = "the producer did not report its enqueues"
+                return True
+            self.log.error = "the producer did not report its enqueues"
         except (EOFError, OSError):
             self.log.error = f"the producer died without a word (exit code {self.process.exitcode})"
+        return False
 
 
 @dataclass(frozen=True)
