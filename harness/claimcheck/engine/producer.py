@@ -37,6 +37,9 @@ from claimcheck.verdict.ledger import CLAIM_IS_COMPLETION, DONE, WorkerLog
 
 LAG_LIMIT_S = 1.0
 """A producer whose lag (commit time past the due time) exceeded this did not keep up."""
+STOP_POLL_S = 0.1
+"""The longest the producer sleeps towards a due time without looking at the run's stop flag (the
+driver's MONITOR_INTERVAL_S is as long): a run stopped at a proven violation does not wait for it."""
 BARRIER_TIMEOUT_S = 60.0
 HISTOGRAM_MAX_US = 3_600_000_000  # an hour, in microseconds
 HISTOGRAM_DIGITS = 3
@@ -123,14 +126,12 @@ def producer_main(plan: ProducerPlan, barrier, shared, sender) -> None:
             end = start + plan.duration_s + LAG_LIMIT_S  # a late job is sent late; one later than this is not sent
             clock, sleep, rate, stop = time.monotonic, time.sleep, plan.rate_per_s, shared.stop
             for i in range(plan.scheduled):
-                if stop.value:
-                    break
-                now = clock()
-                if now >= end:
+                due, now = start + i / rate, clock()
+                while due > now and not stop.value:  # a low --rate's wait is seconds: the stop may come first
+                    sleep(min(due - now, STOP_POLL_S))
+                    now = clock()
+                if stop.value or now >= end:
                     break  # what is not enqueued by then is reported as not enqueued
-                due = start + i / rate
-                if due > now:
-                    sleep(due - now)
                 enqueue(conn, plan.strategy, plan.first_key + i)
                 log.committed_at.append(clock())
     except Exception as exc:  # reported by the coordinator: the run is not judged without its producer
