@@ -31,6 +31,7 @@ from hdrh.histogram import HdrHistogram
 
 from claimcheck.contract.queries import QUERIES
 from claimcheck.contract.strategy import Strategy, execute_section
+from claimcheck.engine.worker import BARRIER_TIMEOUT_S
 from claimcheck.server import interrupts
 from claimcheck.server.runcontext import RunContext
 from claimcheck.verdict.ledger import CLAIM_IS_COMPLETION, DONE, WorkerLog
@@ -40,7 +41,6 @@ LAG_LIMIT_S = 1.0
 STOP_POLL_S = 0.1
 """The longest the producer sleeps towards a due time without looking at the run's stop flag (the
 driver's MONITOR_INTERVAL_S is as long): a run stopped at a proven violation does not wait for it."""
-BARRIER_TIMEOUT_S = 60.0
 HISTOGRAM_MAX_US = 3_600_000_000  # an hour, in microseconds
 HISTOGRAM_DIGITS = 3
 
