@@ -46,7 +46,6 @@ JOIN_TIMEOUT_S = 10.0
 MAX_REPLACEMENTS = 32
 
 
-
 def run_strategy(conn: psycopg.Connection, server: Server, schema: str, run_id: str, strategy: Strategy,
                  settings: RunSettings, on_progress=None, seeded: SeededJobs | None = None) -> RunResult:
     """Seed, check, run and judge one strategy x setting. `conn` is the coordinator's, in `schema`.
@@ -64,12 +63,13 @@ def run_strategy(conn: psycopg.Connection, server: Server, schema: str, run_id: 
         first_key=seeded.last_id + 1)
     plan = WorkerPlan(run=context, strategy=strategy, settings=settings, shape=shape, keys=seeded.keys, feed=feed)
     run = _Run(plan, server.restart, on_progress, RunWatch(seeded.first_id, feed.last_key if feed else seeded.last_id,
-                                                           proves=plan.stops_on_proof), feed)
+                                                           proves=plan.stops_on_proof))
     run.go()
+    fed = None if feed is None else producing.outcome(feed, run.producer.log, run.logs)
     if any(f.kind == "restart" for f in run.faults):
         with coordinator_connection(server.dsn, run_id, schema) as fresh:  # the restart closed the coordinator's connection too
-            return judge_run(fresh, run, strategy, settings, seeded, releases=plan.releases)
-    return judge_run(conn, run, strategy, settings, seeded, releases=plan.releases)
+            return judge_run(fresh, run, strategy, settings, seeded, releases=plan.releases, fed=fed)
+    return judge_run(conn, run, strategy, settings, seeded, releases=plan.releases, fed=fed)
 
 
 def reaper_for(strategy: Strategy, shape: ClaimShape, settings: RunSettings) -> RunSettings:
@@ -144,15 +144,14 @@ def run_span(logs: list[WorkerLog]) -> tuple[float, float]:
 
 
 def judge_run(conn: psycopg.Connection, run: "_Run", strategy: Strategy, settings: RunSettings,
-              seeded: SeededJobs, *, releases: bool, unreaped: bool = False) -> RunResult:
+              seeded: SeededJobs, *, releases: bool, unreaped: bool = False,
+              fed: producing.ProducerOutcome | None = None) -> RunResult:
     """Judge a finished run from its workers' logs and the table (the fork driver's and the Locust
     master's). `releases`: see WorkerPlan.releases; `unreaped`: no reaper returns a dead claimer's
-    jobs (see _unrecorded)."""
+    jobs (see _unrecorded); `fed`: the producer's figures, in a run with --rate."""
     logs = run.logs
-    fed = None
-    if getattr(run, "feed", None) is not None:  # the Locust master's run has no producer
+    if fed is not None:
         # The producer commits in key order: what it enqueued is exactly the keys after the seeded ones up to its last.
-        fed = producing.outcome(run.feed, run.producer.log, logs)
         seeded = dataclasses.replace(seeded, last_id=seeded.last_id + fed.enqueued, count=seeded.count + fed.enqueued)
     outcome = _table_outcome(conn, strategy, seeded, logs)
     started, finished = run_span(logs)
@@ -234,8 +233,7 @@ def _check_headroom(conn: psycopg.Connection, workers: int) -> None:
 class _Run:
     """The processes, shared memory and background threads of one run."""
 
-    def __init__(self, plan: WorkerPlan, restart, on_progress, watch: RunWatch,
-                 feed: "producing.ProducerPlan | None" = None) -> None:
+    def __init__(self, plan: WorkerPlan, restart, on_progress, watch: RunWatch) -> None:
         self.plan, self.settings, self.restart, self.on_progress = plan, plan.settings, restart, on_progress
         self.watch = watch
         """Progress and proven violations, from the records as they arrive."""
@@ -254,10 +252,8 @@ class _Run:
                              progress=self.ctx.Array("q", slots, lock=False),
                              stall=self.ctx.Array("b", slots, lock=False),
                              stalled_job=self.ctx.Array("q", slots, lock=False),
-                             producing=self.ctx.Value("b", 1 if feed else 0, lock=False),
+                             producing=self.ctx.Value("b", 1 if plan.feed else 0, lock=False),
                              feed_start=self.ctx.Value("d", float("nan"), lock=False))
-        self.feed = feed
-        """The open-loop producer's plan, or None (the seeded jobs only)."""
         self.producer: producing.ProducerProcess | None = None
         self.processes: dict[int, multiprocessing.Process] = {}
         self.receivers: dict[int, multiprocessing.connection.Connection] = {}
@@ -314,7 +310,7 @@ class _Run:
 
     def go(self) -> None:
         settings = self.settings
-        barrier = self.ctx.Barrier(settings.workers + 1 + (1 if self.feed else 0))
+        barrier = self.ctx.Barrier(settings.workers + 1 + (1 if self.plan.feed else 0))
         sampler = reaper = None
         done = False
         try:
@@ -323,9 +319,9 @@ class _Run:
             sampler.start()
             for index in range(settings.workers):
                 self._spawn(index, barrier)
-            if self.feed is not None:
+            if self.plan.feed is not None:
                 with interrupts.deferred():  # registered before a Ctrl-C is raised, as _spawn's workers
-                    self.producer = producing.ProducerProcess(self.ctx, self.feed, barrier, self.shared)
+                    self.producer = producing.ProducerProcess(self.ctx, self.plan.feed, barrier, self.shared)
             try:
                 barrier.wait(BARRIER_TIMEOUT_S)
             except threading.BrokenBarrierError:
