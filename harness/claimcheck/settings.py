@@ -20,7 +20,7 @@ MAX_MS = 60_000.0
 MAX_RATE = 100_000.0
 """--rate, jobs per second: one producer process does some thousands at most."""
 MAX_FAULTS = 32
-"""Faults of each kind in one run (a kill starts a replacement worker; the driver has 32 slots for them)."""
+"""Faults of each kind in one run (a kill starts a replacement worker: the driver's MAX_REPLACEMENTS is this)."""
 MAX_SECONDS = 86_400.0
 """--duration, --lease-seconds, --backoff-unit, --backoff-cap and --reap-every: a day."""
 

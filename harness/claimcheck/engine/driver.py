@@ -31,7 +31,7 @@ from claimcheck.verdict.result import RunResult, TableOutcome
 from claimcheck.engine.sampler import LockWaitSampler, WaitSamples
 from claimcheck.server.runcontext import RunContext
 from claimcheck.server.schema import SeededJobs, build_jobs_table, build_own_tables, key_base
-from claimcheck.settings import RunSettings
+from claimcheck.settings import MAX_FAULTS, RunSettings
 from claimcheck.verdict.stats import latency_summary
 from claimcheck.contract.strategy import ClaimShape, Strategy, execute_section, validate_on_server
 from claimcheck.report.timeline import claims_over_time
@@ -43,7 +43,8 @@ STALL_TIMEOUT_S = 30.0
 """No claim by any worker for this long (plus the time a batch of work may take) ends a run
 (`stalled`); claims that go on while no job is finished for as long end it too (`no-progress`)."""
 JOIN_TIMEOUT_S = 10.0
-MAX_REPLACEMENTS = 32
+MAX_REPLACEMENTS = MAX_FAULTS
+"""Replacement workers a run may start: one per kill fault, of which a run has at most MAX_FAULTS."""
 
 
 def run_strategy(conn: psycopg.Connection, server: Server, schema: str, run_id: str, strategy: Strategy,
