@@ -13,7 +13,7 @@ from claimcheck.report import publish
 from claimcheck.report.render import REPORTS_DIR
 from claimcheck.server.pgbouncer import PoolerSpec
 from claimcheck.server.provision import DSN_ENV, Server, provide_server
-from claimcheck.settings import FaultPlan, RunSettings, WorkTime, positive  # noqa: F401 (positive: the verbs')
+from claimcheck.settings import FaultPlan, RunSettings, WorkTime
 from claimcheck.verdict.result import RunResult
 
 
