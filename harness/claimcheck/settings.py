@@ -130,8 +130,10 @@ class RunSettings:
     claims_per_worker: int | None = None
     """Stop each worker after this many claim transactions (pgbench's -t)."""
     time_cap_s: float | None = None
-    """Stop a run not drained after this long (`stopped_by: duration`, its jobs not reached not lost);
-    unlike `duration_s`, the workers still stop at the drain: a planner condition's short run."""
+    """Stop a run not drained after this long (`stopped_by: duration`, its jobs not reached not lost):
+    a planner condition's short run. Unlike `duration_s` it leaves the run one that `drains`: a stall
+    ends it as drained (its unclaimed jobs are lost), and the lifecycle check is judged unless the cap
+    was reached."""
     fail_rate: float = 0.0
     """Fraction of jobs a worker fails (the strategy's `fail` requeues them with backoff)."""
     backoff_unit_s: float = 10.0
