@@ -20,23 +20,23 @@ MAX_MS = 60_000.0
 MAX_RATE = 100_000.0
 """--rate, jobs per second: one producer process does some thousands at most."""
 MAX_FAULTS = 32
-"""Faults of each kind in one run (a kill starts a replacement worker; the driver has 32 slots for them)."""
+"""Faults of each kind in one run (a kill starts a replacement worker: the driver's MAX_REPLACEMENTS is this)."""
 MAX_SECONDS = 86_400.0
 """--duration, --lease-seconds, --backoff-unit, --backoff-cap and --reap-every: a day."""
 
 
-def positive(name: str, value: float, *, minimum: float = 1, maximum: float | None = None,
-             above_minimum: bool = False) -> None:
-    """Reject an out-of-range option before anything starts: NaN and infinities are never in range.
-    `above_minimum`: the minimum itself is out of range (a duration must be more than 0)."""
+def positive(name: str, value: float, *, minimum: float = 1, maximum: float | None = None) -> None:
+    """Reject an out-of-range option before anything starts: NaN and infinities are never in range."""
     finite = isinstance(value, int) or math.isfinite(value)
-    low = value <= minimum if above_minimum else value < minimum
-    if not finite or low or (maximum is not None and value > maximum):
-        least = ("positive" if minimum == 0 else f"more than {_num(minimum)}") if above_minimum \
-            else f"at least {_num(minimum)}"
-        bound = (f"{least} and at most {_num(maximum)}" if above_minimum else
-                 f"between {_num(minimum)} and {_num(maximum)}") if maximum is not None else least
+    if not finite or value < minimum or (maximum is not None and value > maximum):
+        bound = f"between {_num(minimum)} and {_num(maximum)}" if maximum is not None else f"at least {_num(minimum)}"
         raise UsageError(f"{name} must be {bound}, got {_num(value)}")
+
+
+def above_zero(name: str, value: float, maximum: float) -> None:
+    """As :func:`positive`, for an option that 0 itself is out of range of (a duration, a rate)."""
+    if not ((isinstance(value, int) or math.isfinite(value)) and 0 < value <= maximum):
+        raise UsageError(f"{name} must be positive and at most {_num(maximum)}, got {_num(value)}")
 
 
 def _num(value: float) -> str:
@@ -130,8 +130,10 @@ class RunSettings:
     claims_per_worker: int | None = None
     """Stop each worker after this many claim transactions (pgbench's -t)."""
     time_cap_s: float | None = None
-    """Stop a run not drained after this long (`stopped_by: duration`, its jobs not reached not lost);
-    unlike `duration_s`, the workers still stop at the drain: a planner condition's short run."""
+    """Stop a run not drained after this long (`stopped_by: duration`, its jobs not reached not lost):
+    a planner condition's short run. Unlike `duration_s` it leaves the run one that `drains`: a stall
+    ends it as drained (its unclaimed jobs are lost), and the lifecycle check is judged unless the cap
+    was reached."""
     fail_rate: float = 0.0
     """Fraction of jobs a worker fails (the strategy's `fail` requeues them with backoff)."""
     backoff_unit_s: float = 10.0
@@ -158,9 +160,9 @@ class RunSettings:
         if self.mode not in MODES:
             raise UsageError(f"--mode must be one of {', '.join(MODES)}, got {self.mode!r}")
         positive("--poll-ms", self.poll_ms, minimum=0, maximum=MAX_MS)
-        positive("--lease-seconds", self.lease_seconds, minimum=0, maximum=MAX_SECONDS, above_minimum=True)
+        above_zero("--lease-seconds", self.lease_seconds, MAX_SECONDS)
         if self.duration_s is not None:
-            positive("--duration", self.duration_s, minimum=0, maximum=MAX_SECONDS, above_minimum=True)
+            above_zero("--duration", self.duration_s, MAX_SECONDS)
         if self.claims_per_worker is not None:
             positive("--claims-per-worker", self.claims_per_worker, maximum=MAX_CLAIMS_PER_WORKER)
         if not (math.isfinite(self.fail_rate) and 0 <= self.fail_rate < 1):
@@ -168,14 +170,14 @@ class RunSettings:
         positive("--backoff-unit", self.backoff_unit_s, minimum=0, maximum=MAX_SECONDS)
         positive("--backoff-cap", self.backoff_cap_s, minimum=0, maximum=MAX_SECONDS)
         if self.reap_every_s is not None:
-            positive("--reap-every", self.reap_every_s, minimum=0, maximum=MAX_SECONDS, above_minimum=True)
+            above_zero("--reap-every", self.reap_every_s, MAX_SECONDS)
         if self.faults is not None:
             self.faults.check()
         if self.rate_per_s is not None:
-            positive("--rate", self.rate_per_s, minimum=0, maximum=MAX_RATE, above_minimum=True)
+            above_zero("--rate", self.rate_per_s, MAX_RATE)
             if self.produce_s is None:
                 raise UsageError("--rate needs --duration: how many seconds the producer enqueues at that rate")
-            positive("--duration", self.produce_s, minimum=0, maximum=MAX_SECONDS, above_minimum=True)
+            above_zero("--duration", self.produce_s, MAX_SECONDS)
             if self.rate_per_s * self.produce_s > MAX_JOBS:
                 raise UsageError(f"--rate {_num(self.rate_per_s)} for --duration {_num(self.produce_s)} would enqueue "
                                  f"more than {_num(MAX_JOBS)} jobs (the bound of --jobs too); lower one of them")

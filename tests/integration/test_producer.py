@@ -5,13 +5,15 @@ its schedule says so."""
 from pathlib import Path
 
 import jsonschema
+import psycopg
 import pytest
 from rich.console import Console
 
 from claimcheck.report.render import results_table
 from claimcheck.report.schema import schema as report_schema
 from claimcheck.settings import RunSettings
-from claimcheck.errors import ClaimcheckError, UsageError
+from claimcheck.errors import ClaimcheckError, ServerError, UsageError
+from claimcheck.server.runcontext import RunContext
 
 SKIP_LOCKED = Path(__file__).resolve().parents[2] / "scenarios" / "skip_locked.sql"
 SLOW_ENQUEUE = """
@@ -77,3 +79,16 @@ def test_rate_needs_a_duration_and_refuses_limits():
         RunSettings(rate_per_s=10)
     with pytest.raises(UsageError, match="does not combine"):
         RunSettings(rate_per_s=10, produce_s=1, claims_per_worker=5)
+
+
+def test_a_producer_that_cannot_connect_is_reported_by_its_own_error_not_the_barriers(run, monkeypatch):
+    connect = RunContext.connect
+
+    def refuse_the_producer(self, role, *args, **kwargs):
+        if role == "producer":
+            raise psycopg.OperationalError("refused for the test")
+        return connect(self, role, *args, **kwargs)
+
+    monkeypatch.setattr(RunContext, "connect", refuse_the_producer)  # inherited by the forked producer
+    with pytest.raises(ServerError, match="^the run could not start: the producer could not connect: refused for"):
+        run("skip-locked", workers=2, jobs=5, batch=5, rate_per_s=50, produce_s=0.5)

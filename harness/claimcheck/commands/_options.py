@@ -13,7 +13,7 @@ from claimcheck.report import publish
 from claimcheck.report.render import REPORTS_DIR
 from claimcheck.server.pgbouncer import PoolerSpec
 from claimcheck.server.provision import DSN_ENV, Server, provide_server
-from claimcheck.settings import FaultPlan, RunSettings, WorkTime, positive  # noqa: F401 (positive: the verbs')
+from claimcheck.settings import FaultPlan, RunSettings, WorkTime
 from claimcheck.verdict.result import RunResult
 
 
@@ -61,19 +61,18 @@ def add_server_options(p: argparse.ArgumentParser) -> None:
 
 def refuse_pooler(args: argparse.Namespace, what: str) -> None:
     """A verb (or engine) whose connections do not go through --pooler says so instead of ignoring it."""
-    if getattr(args, "pooler", None):
+    if args.pooler:
         raise UsageError(f"{what} runs its sessions on direct connections; --pooler is for check's and bench's "
                          "load runs, faults, lib and the probes")
 
 
 def provide(args: argparse.Namespace, **kwargs):
     """The verb's server (provision.provide_server) from its --dsn, --pg, --pooler and --pool-size."""
-    pooler = PoolerSpec.parse(args.pooler, args.pool_size) if getattr(args, "pooler", None) else None
-    if pooler is None and getattr(args, "pool_size", None) is not None:
+    pooler = PoolerSpec.parse(args.pooler, args.pool_size) if args.pooler else None
+    if pooler is None and args.pool_size is not None:
         raise UsageError("--pool-size sizes the pool of --pooler; give --pooler pgbouncer too")
-    workers = getattr(args, "workers", None)
-    workers = min(workers) if isinstance(workers, list) and workers else workers if isinstance(workers, int) else None
-    return provide_server(args.dsn, args.pg, pooler=pooler, workers=workers, **kwargs)
+    workers = getattr(args, "workers", None)  # a list (check's of one); the probes have no --workers
+    return provide_server(args.dsn, args.pg, pooler=pooler, workers=min(workers) if workers else None, **kwargs)
 
 
 def check_writable(path: Path | None) -> None:

@@ -6,7 +6,7 @@ import dataclasses
 
 from rich.console import Console
 
-from claimcheck.commands._options import (add_run_options, add_server_options, positive, provide, report_runs,
+from claimcheck.commands._options import (add_run_options, add_server_options, provide, report_runs,
                                           settings_grid, str_list)
 from claimcheck.commands.lib import run_libraries
 from claimcheck.libs import load_adapter
@@ -14,6 +14,7 @@ from claimcheck.libs.parity import check_cycles
 from claimcheck.libs.runner import lib_settings
 from claimcheck.probes.explain import PlanVerdict, plan_verdict, prepare_plan_table
 from claimcheck.server.provision import Server
+from claimcheck.settings import positive
 from claimcheck.verdict.result import RunResult
 from claimcheck.verdict.stats import median
 from claimcheck.report.render import print_server, server_title

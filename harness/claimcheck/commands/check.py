@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from claimcheck.commands._options import (add_run_options, add_server_options, positive, provide, refuse_pooler,
+from claimcheck.commands._options import (add_run_options, add_server_options, provide, refuse_pooler,
                                           report_runs, settings_grid)
 from claimcheck.interleave.search import DEFAULT_EXAMPLES, search
 from claimcheck.interleave.trace import render
@@ -19,7 +19,7 @@ from claimcheck.report.publish import plain_settings
 from claimcheck.report.render import document, print_producer, print_server, print_stop, server_title, write_json
 from claimcheck.server.session import run_all
 from claimcheck.errors import UsageError
-from claimcheck.settings import FaultPlan
+from claimcheck.settings import FaultPlan, positive
 from claimcheck.contract.strategy import load_strategy
 
 EVIDENCE_JOBS = 5

@@ -10,7 +10,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from claimcheck.commands._options import add_json_option, add_server_options, provide, positive
+from claimcheck.commands._options import add_json_option, add_server_options, provide
 from claimcheck.probes._report import maybe_write, probe_document
 from claimcheck.plans.conditions import CHOICES, CONDITION_JOBS, HISTORY, build_tables
 from claimcheck.plans.explore import plan_under
@@ -22,6 +22,7 @@ from claimcheck.report.render import print_server, server_title
 from claimcheck.server.session import run_schema
 from claimcheck.errors import UsageError
 from claimcheck.contract.strategy import load_strategy, validate_on_server
+from claimcheck.settings import positive
 
 MAX_FINISHED_JOBS = 10_000_000
 GUARD_BATCH = 10

@@ -5,12 +5,13 @@ import argparse
 
 from rich.console import Console
 
-from claimcheck.commands._options import add_json_option, add_server_options, positive, refuse_pooler
+from claimcheck.commands._options import add_json_option, add_server_options, refuse_pooler
 from claimcheck.interleave.spec import DEFAULT_MAX_PERMUTATIONS
 from claimcheck.interleave.session import load_spec, run_spec
 from claimcheck.interleave.trace import render
 from claimcheck.server.provision import provide_server
 from claimcheck.report.render import print_server, write_json
+from claimcheck.settings import positive
 
 
 def register(verbs: argparse._SubParsersAction) -> None:

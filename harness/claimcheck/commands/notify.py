@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from claimcheck.commands._options import add_json_option, add_server_options, provide, int_list, positive
+from claimcheck.commands._options import add_json_option, add_server_options, provide, int_list
 from claimcheck.probes._report import maybe_write, probe_document
 from claimcheck.report.publish import plain_settings
 from claimcheck.probes._work import PROBE_STRATEGY
@@ -17,6 +17,7 @@ from claimcheck.probes.wakeup import Variant, WakeResult, run_wakeup
 from claimcheck.report.render import print_server, server_title
 from claimcheck.server.session import run_schema
 from claimcheck.contract.strategy import load_strategy
+from claimcheck.settings import positive
 
 DEFAULT_ENQUEUES = 50
 MAX_ENQUEUES = 10_000

@@ -6,7 +6,7 @@ import argparse
 
 from rich.console import Console
 
-from claimcheck.commands._options import add_json_option, add_server_options, provide, positive, str_list
+from claimcheck.commands._options import add_json_option, add_server_options, provide, str_list
 from claimcheck.engine.driver import validate
 from claimcheck.errors import UsageError
 from claimcheck.probes._report import maybe_write, probe_document
@@ -19,6 +19,7 @@ from claimcheck.report.render import print_server, server_title
 from claimcheck.server.session import run_schema
 from claimcheck.server.schema import build_jobs_table
 from claimcheck.contract.strategy import load_strategy
+from claimcheck.settings import positive
 
 DEFAULT_JOBS = 2_000  # seed 003: "let other workers process 2,000 jobs"
 MAX_JOBS = 1_000_000

@@ -31,7 +31,7 @@ from claimcheck.verdict.result import RunResult, TableOutcome
 from claimcheck.engine.sampler import LockWaitSampler, StuckBackend, stuck_backends, WaitSamples
 from claimcheck.server.runcontext import RunContext
 from claimcheck.server.schema import SeededJobs, build_jobs_table, build_own_tables, key_base
-from claimcheck.settings import RunSettings
+from claimcheck.settings import MAX_FAULTS, RunSettings
 from claimcheck.verdict.stats import latency_summary
 from claimcheck.contract.strategy import ClaimShape, Strategy, execute_section, validate_on_server
 from claimcheck.report.timeline import claims_over_time
@@ -43,8 +43,8 @@ STALL_TIMEOUT_S = 30.0
 """No claim by any worker for this long (plus the time a batch of work may take) ends a run
 (`stalled`); claims that go on while no job is finished for as long end it too (`no-progress`)."""
 JOIN_TIMEOUT_S = 10.0
-MAX_REPLACEMENTS = 32
-
+MAX_REPLACEMENTS = MAX_FAULTS
+"""Replacement workers a run may start: one per kill fault, of which a run has at most MAX_FAULTS."""
 
 
 def run_strategy(conn: psycopg.Connection, server: Server, schema: str, run_id: str, strategy: Strategy,
@@ -64,12 +64,13 @@ def run_strategy(conn: psycopg.Connection, server: Server, schema: str, run_id: 
         first_key=seeded.last_id + 1)
     plan = WorkerPlan(run=context, strategy=strategy, settings=settings, shape=shape, keys=seeded.keys, feed=feed)
     run = _Run(plan, server.restart, on_progress, RunWatch(seeded.first_id, feed.last_key if feed else seeded.last_id,
-                                                           proves=plan.stops_on_proof), feed)
+                                                           proves=plan.stops_on_proof))
     run.go()
+    fed = None if feed is None else producing.outcome(feed, run.producer.log, run.logs)
     if any(f.kind == "restart" for f in run.faults):
         with coordinator_connection(server.dsn, run_id, schema) as fresh:  # the restart closed the coordinator's connection too
-            return judge_run(fresh, run, strategy, settings, seeded, releases=plan.releases)
-    return judge_run(conn, run, strategy, settings, seeded, releases=plan.releases)
+            return judge_run(fresh, run, strategy, settings, seeded, releases=plan.releases, fed=fed)
+    return judge_run(conn, run, strategy, settings, seeded, releases=plan.releases, fed=fed)
 
 
 def reaper_for(strategy: Strategy, shape: ClaimShape, settings: RunSettings) -> RunSettings:
@@ -144,15 +145,14 @@ def run_span(logs: list[WorkerLog]) -> tuple[float, float]:
 
 
 def judge_run(conn: psycopg.Connection, run: "_Run", strategy: Strategy, settings: RunSettings,
-              seeded: SeededJobs, *, releases: bool, unreaped: bool = False) -> RunResult:
+              seeded: SeededJobs, *, releases: bool, unreaped: bool = False,
+              fed: producing.ProducerOutcome | None = None) -> RunResult:
     """Judge a finished run from its workers' logs and the table (the fork driver's and the Locust
     master's). `releases`: see WorkerPlan.releases; `unreaped`: no reaper returns a dead claimer's
-    jobs (see _unrecorded)."""
+    jobs (see _unrecorded); `fed`: the producer's figures, in a run with --rate."""
     logs = run.logs
-    fed = None
-    if getattr(run, "feed", None) is not None:  # the Locust master's run has no producer
+    if fed is not None:
         # The producer commits in key order: what it enqueued is exactly the keys after the seeded ones up to its last.
-        fed = producing.outcome(run.feed, run.producer.log, logs)
         seeded = dataclasses.replace(seeded, last_id=seeded.last_id + fed.enqueued, count=seeded.count + fed.enqueued)
     outcome = _table_outcome(conn, strategy, seeded, logs)
     started, finished = run_span(logs)
@@ -234,8 +234,7 @@ def _check_headroom(conn: psycopg.Connection, workers: int) -> None:
 class _Run:
     """The processes, shared memory and background threads of one run."""
 
-    def __init__(self, plan: WorkerPlan, restart, on_progress, watch: RunWatch,
-                 feed: "producing.ProducerPlan | None" = None) -> None:
+    def __init__(self, plan: WorkerPlan, restart, on_progress, watch: RunWatch) -> None:
         self.plan, self.settings, self.restart, self.on_progress = plan, plan.settings, restart, on_progress
         self.watch = watch
         """Progress and proven violations, from the records as they arrive."""
@@ -254,10 +253,8 @@ class _Run:
                              progress=self.ctx.Array("q", slots, lock=False),
                              stall=self.ctx.Array("b", slots, lock=False),
                              stalled_job=self.ctx.Array("q", slots, lock=False),
-                             producing=self.ctx.Value("b", 1 if feed else 0, lock=False),
+                             producing=self.ctx.Value("b", 1 if plan.feed else 0, lock=False),
                              feed_start=self.ctx.Value("d", float("nan"), lock=False))
-        self.feed = feed
-        """The open-loop producer's plan, or None (the seeded jobs only)."""
         self.producer: producing.ProducerProcess | None = None
         self.processes: dict[int, multiprocessing.Process] = {}
         self.receivers: dict[int, multiprocessing.connection.Connection] = {}
@@ -314,7 +311,7 @@ class _Run:
 
     def go(self) -> None:
         settings = self.settings
-        barrier = self.ctx.Barrier(settings.workers + 1 + (1 if self.feed else 0))
+        barrier = self.ctx.Barrier(settings.workers + 1 + (1 if self.plan.feed else 0))
         sampler = reaper = None
         done = False
         try:
@@ -323,12 +320,15 @@ class _Run:
             sampler.start()
             for index in range(settings.workers):
                 self._spawn(index, barrier)
-            if self.feed is not None:
-                self.producer = producing.ProducerProcess(self.ctx, self.feed, barrier, self.shared)
+            if self.plan.feed is not None:
+                with interrupts.deferred():  # registered before a Ctrl-C is raised, as _spawn's workers
+                    self.producer = producing.ProducerProcess(self.ctx, self.plan.feed, barrier, self.shared)
             try:
                 barrier.wait(BARRIER_TIMEOUT_S)
             except threading.BrokenBarrierError:
                 self._drain_messages(deadline=time.monotonic() + JOIN_TIMEOUT_S)
+                if self.producer is not None and self.producer.receive(JOIN_TIMEOUT_S) and self.producer.log.error:
+                    raise ServerError(f"the run could not start: {self.producer.log.error}") from None
                 errors = [log.error for log in self.logs if log.error]
                 raise ServerError("workers could not start: " + (errors[0] if errors else
                                   "they did not reach the start barrier")) from None

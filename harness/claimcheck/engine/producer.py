@@ -21,6 +21,7 @@ lag (coordinated-omission free by construction; no HDR correction is applied on 
 from __future__ import annotations
 
 import math
+import threading
 import time
 from array import array
 from dataclasses import dataclass, field
@@ -30,13 +31,16 @@ from hdrh.histogram import HdrHistogram
 
 from claimcheck.contract.queries import QUERIES
 from claimcheck.contract.strategy import Strategy, execute_section
+from claimcheck.engine.worker import BARRIER_TIMEOUT_S
 from claimcheck.server import interrupts
 from claimcheck.server.runcontext import RunContext
 from claimcheck.verdict.ledger import CLAIM_IS_COMPLETION, DONE, WorkerLog
 
 LAG_LIMIT_S = 1.0
 """A producer whose lag (commit time past the due time) exceeded this did not keep up."""
-BARRIER_TIMEOUT_S = 60.0
+STOP_POLL_S = 0.1
+"""The longest the producer sleeps towards a due time without looking at the run's stop flag (the
+driver's MONITOR_INTERVAL_S is as long): a run stopped at a proven violation does not wait for it."""
 HISTOGRAM_MAX_US = 3_600_000_000  # an hour, in microseconds
 HISTOGRAM_DIGITS = 3
 
@@ -104,6 +108,7 @@ def enqueue(conn: psycopg.Connection, strategy: Strategy, key: int) -> None:
 
 def producer_main(plan: ProducerPlan, barrier, shared, sender) -> None:
     """The producer process: connect, wait at the barrier, enqueue on schedule until the duration ends."""
+    interrupts.child_process_setup()
     log = ProducerLog()
     try:
         try:
@@ -113,19 +118,20 @@ def producer_main(plan: ProducerPlan, barrier, shared, sender) -> None:
             barrier.abort()
             return
         with conn:
-            barrier.wait(BARRIER_TIMEOUT_S)
+            try:
+                barrier.wait(BARRIER_TIMEOUT_S)
+            except threading.BrokenBarrierError:
+                return  # broken by a worker that could not start: its error is the run's, not ours
             start = log.started_at = shared.feed_start.value = time.monotonic()  # before any job exists
             end = start + plan.duration_s + LAG_LIMIT_S  # a late job is sent late; one later than this is not sent
             clock, sleep, rate, stop = time.monotonic, time.sleep, plan.rate_per_s, shared.stop
             for i in range(plan.scheduled):
-                if stop.value:
-                    break
-                now = clock()
-                if now >= end:
+                due, now = start + i / rate, clock()
+                while due > now and not stop.value:  # a low --rate's wait is seconds: the stop may come first
+                    sleep(min(due - now, STOP_POLL_S))
+                    now = clock()
+                if stop.value or now >= end:
                     break  # what is not enqueued by then is reported as not enqueued
-                due = start + i / rate
-                if due > now:
-                    sleep(due - now)
                 enqueue(conn, plan.strategy, plan.first_key + i)
                 log.committed_at.append(clock())
     except Exception as exc:  # reported by the coordinator: the run is not judged without its producer
@@ -137,16 +143,17 @@ def producer_main(plan: ProducerPlan, barrier, shared, sender) -> None:
 
 
 class ProducerProcess:
-    """The coordinator's side of the producer: its process, the pipe its log comes back on."""
+    """The coordinator's side of the producer: its process, the pipe its log comes back on.
+    Started when made: make it inside interrupts.deferred() and keep it there, or a Ctrl-C mid-fork
+    leaves it untracked (as the driver's workers)."""
 
     def __init__(self, ctx, plan: ProducerPlan, barrier, shared) -> None:
         self.receiver, sender = ctx.Pipe(duplex=False)
         self.process = ctx.Process(target=producer_main, args=(plan, barrier, shared, sender),
                                    name="claimcheck-producer", daemon=True)
         self.shared, self.log = shared, ProducerLog()
-        with interrupts.deferred():  # a Ctrl-C mid-fork must not leave it untracked (as the driver's workers)
-            self.process.start()
-            sender.close()
+        self.process.start()
+        sender.close()
 
     def watch(self) -> None:
         """A producer dead before its `finally` never cleared `producing`: clear it, so the workers may drain
@@ -154,15 +161,16 @@ class ProducerProcess:
         if self.shared.producing.value and not self.process.is_alive():
             self.shared.producing.value = 0
 
-    def receive(self, timeout_s: float) -> None:
-        """Its log, once the workers are done (it ended before they could drain)."""
+    def receive(self, timeout_s: float) -> bool:
+        """Its log, once the workers are done (it ended before they could drain). False if none came."""
         try:
             if self.receiver.poll(timeout_s):
                 self.log = self.receiver.recv()[1]
-            else:
-                self.log.error = "the producer did not report its enqueues"
+                return True
+            self.log.error = "the producer did not report its enqueues"
         except (EOFError, OSError):
             self.log.error = f"the producer died without a word (exit code {self.process.exitcode})"
+        return False
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,6 @@ tested. Only a lost connection (terminated backend, server restart) is re-establ
 from __future__ import annotations
 
 import random
-import signal
 import threading
 import time
 import traceback
@@ -28,7 +27,7 @@ from psycopg import errors, pq, sql
 
 from claimcheck.contract.dialect import placeholders
 from claimcheck.engine.fastpath import InlineStatement, PreparedStatement, Transaction
-from claimcheck.server.interrupts import INTERRUPTS, die_with_parent
+from claimcheck.server.interrupts import child_process_setup
 from claimcheck.contract.claimrows import ClaimRows, Notes
 from claimcheck.contract.limit import ClaimLimit, claim_limit
 from claimcheck.contract.keys import KeySpace
@@ -141,13 +140,7 @@ def connect_when_up(plan: WorkerPlan, index: int, shared: Shared) -> psycopg.Con
 
 def worker_main(plan: WorkerPlan, index: int, barrier: Any, shared: Shared, pipe: Any) -> None:
     """Entry point of a worker process. Never raises: errors travel back in the final message."""
-    # Ctrl-C reaches the whole process group; the coordinator decides, and terminates us.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # terminate() sends SIGTERM: die at once (the server rolls our transaction back). The CLI's
-    # handler, inherited through fork, would turn it into a KeyboardInterrupt and a traceback.
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, INTERRUPTS)  # blocked by the coordinator while it forked us
-    die_with_parent()
+    child_process_setup()
     log = WorkerLog(worker=index)
     stream = LogStream(pipe, log, plan.flush_interval_s)
     loop = None

@@ -53,8 +53,6 @@ def _free_port() -> int:
 def _check_args(args: argparse.Namespace) -> None:
     positive("--users", args.users, maximum=MAX_USERS)
     positive("--processes", args.processes, maximum=MAX_PROCESSES)
-    if len(args.mode) != 1 or len(args.batch) != 1:
-        raise UsageError("--engine locust runs one mode and one batch size; give one value to --mode and --batch")
     if args.faults or args.reap_every or args.search:
         raise UsageError("--engine locust does not run --faults, --reap-every or --search; use the fork driver "
                          "(the default engine) for those")

@@ -75,3 +75,14 @@ def die_with_parent(signum: int = signal.SIGTERM) -> None:
 
 server_dies_with_parent = functools.partial(die_with_parent, signal.SIGINT)
 """The embedded server's preexec_fn: a fast shutdown if we die."""
+
+
+def child_process_setup() -> None:
+    """First thing in a process the coordinator forks (a worker, the producer): its signals are the coordinator's."""
+    # Ctrl-C reaches the whole process group; the coordinator decides, and terminates us.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # terminate() sends SIGTERM: die at once (the server rolls our transaction back). The CLI's
+    # handler, inherited through fork, would turn it into a KeyboardInterrupt and a traceback.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, INTERRUPTS)  # blocked by the coordinator while it forked us
+    die_with_parent()
