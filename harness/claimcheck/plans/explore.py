@@ -196,7 +196,7 @@ def plan_under(run: RunContext, strategy: Strategy, condition: Condition, batch:
             conn.execute(sql.SQL("PREPARE {} AS ").format(sql.Identifier(PREPARED)).as_string(conn) + positional)
             arguments = ", ".join(client.mogrify("%s", (params[name],)) for name in names)
             execute = f"EXECUTE {PREPARED}" + (f"({arguments})" if names else "")
-            return explain(conn, "", analyze=analyze, execute=execute)
+            return explain(conn, execute, analyze=analyze)
     except psycopg.Error as exc:
         message = (exc.diag.message_primary or str(exc)).strip()
         raise SqlFileError(f"{strategy.source}: section '{section}' cannot be planned under {condition.name}: "

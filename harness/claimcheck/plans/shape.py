@@ -71,10 +71,9 @@ def json_plan(raw) -> dict:
     return (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
 
 
-def explain(conn: psycopg.Connection, statement: str, analyze: bool = False, execute: str | None = None) -> PlanShape:
-    """EXPLAIN `statement` (or `EXECUTE`, for a prepared one) on conn, inside the caller's
+def explain(conn: psycopg.Connection, target: str, analyze: bool = False) -> PlanShape:
+    """EXPLAIN `target` (a statement, or `EXECUTE` of a prepared one) on conn, inside the caller's
     transaction; with `analyze`, also EXPLAIN ANALYZE it (which runs it: roll the transaction back)."""
-    target = execute or statement
     text = "\n".join(r[0] for r in conn.execute("EXPLAIN (COSTS OFF) " + target))
     tree = json_plan(conn.execute("EXPLAIN (COSTS OFF, FORMAT JSON) " + target).fetchone()[0])
     analyzed = None
