@@ -58,15 +58,10 @@ class Condition:
         return self.table != "history" or not strategy.own_schema
 
     def jobs(self, settings_jobs: int, batch: int) -> int:
-        if self.table == "seeded":
-            return settings_jobs
+        """The jobs of a condition's own tables (the as-seeded run keeps your --jobs: see condition_settings)."""
         if self.table == "stale":  # small whatever --jobs says: a queue that drained and refilled
             return max(SMALL_QUEUE_JOBS, 5 * batch)
         return max(min(CONDITION_JOBS, settings_jobs), 5 * batch)
-
-    def as_dict(self) -> dict:
-        return {"name": self.name, "summary": self.summary, "table": self.table,
-                "settings": {k: v for k, v in self.settings}}
 
 
 AS_SEEDED = Condition(AS_SEEDED_NAME, "the tables as seeded and analyzed, with your settings (the run without plans)",
