@@ -73,6 +73,11 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}" if value >= 10 else f"{value:.2f}"
 
 
+def _percentiles(lat: dict) -> str:
+    """A latency summary as p50/p95/p99/max, in ms."""
+    return "/".join(_ms(lat[k]) for k in ("p50", "p95", "p99", "max"))
+
+
 def _top_wait(run: RunResult) -> str:
     events = run.waits.events
     lock_events = [(k, n) for k, n in events.most_common() if k.startswith("Lock/")]
@@ -167,13 +172,10 @@ def print_producer(console: Console, run: RunResult) -> None:
     if p is None:
         return
 
-    def pct(lat: dict) -> str:
-        return "/".join(_ms(lat[k]) for k in ("p50", "p95", "p99", "max"))
-
     console.print(Text(f"producer: offered {p.rate_per_s:g} jobs/s for {p.duration_s:g}s, achieved "
                        f"{p.achieved_rate_per_s:,.1f} jobs/s ({p.enqueued:,} of {p.scheduled:,} enqueued, max lag "
                        f"{p.max_lag_ms:,.1f} ms); latency ms from the scheduled enqueue, p50/p95/p99/max: pickup "
-                       f"{pct(p.pickup_latency_ms)}, end-to-end {pct(p.end_to_end_latency_ms)}; on {p.clock}"))
+                       f"{_percentiles(p.pickup_latency_ms)}, end-to-end {_percentiles(p.end_to_end_latency_ms)}; on {p.clock}"))
     if p.behind:
         console.print(Text(p.behind, style="bold red"))
 
@@ -213,9 +215,8 @@ def _rate_cells(run: RunResult, shown: bool) -> list[Text]:
     p = run.producer
     if p is None:
         return [Text("-"), Text("-")]
-    lat = p.end_to_end_latency_ms
     return [Text(f"{p.rate_per_s:g}/{p.achieved_rate_per_s:,.0f}", style="" if p.kept_up else "red"),
-            Text("/".join(_ms(lat[k]) for k in ("p50", "p95", "p99", "max")))]
+            Text(_percentiles(p.end_to_end_latency_ms))]
 
 
 def _parity_cells(run: RunResult, shown: bool) -> list[str]:
