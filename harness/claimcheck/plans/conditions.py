@@ -91,17 +91,12 @@ CHOICES = {"none": (), "default": DEFAULT, "all": DEFAULT + EXTRA}
 BY_NAME = {c.name: c for c in DEFAULT + EXTRA}
 
 
-def picking_section(strategy: Strategy) -> str:
-    """The section holding the limiting subquery, first of the claim's transaction: the pick, else the claim."""
-    return "pick" if strategy.has_pick else "claim"
-
-
 def under(strategy: Strategy, condition: Condition) -> Strategy:
     """The strategy whose claim transaction starts with the condition's `SET LOCAL`s (a section of
     several statements is one transaction; its rows are its last statement's: see docs/contracts.md)."""
     if not condition.settings:
         return strategy
-    section = picking_section(strategy)
+    section = strategy.picking_section
     sets = "".join(f"SET LOCAL {name} = {value};\n" for name, value in condition.settings)
     return dataclasses.replace(strategy, statements={**strategy.statements,
                                                      section: sets + strategy.statements[section]})

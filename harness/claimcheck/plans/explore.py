@@ -20,18 +20,14 @@ from claimcheck.contract.dialect import placeholders, to_positional
 from claimcheck.contract.strategy import Strategy
 from claimcheck.engine.driver import run_strategy
 from claimcheck.errors import SqlFileError
-from claimcheck.plans.conditions import (CONDITION_WORKERS, Condition, TablesUnavailable, build_tables,
-                                         picking_section, under)
-from claimcheck.plans.shape import MATERIALIZE_ADVICE, PlanShape, explain
+from claimcheck.plans.conditions import CONDITION_WORKERS, Condition, TablesUnavailable, build_tables, under
+from claimcheck.plans.shape import EXPLAIN_TIMEOUT_MS, MATERIALIZE_ADVICE, SAMPLE_VALUES, PlanShape, explain
 from claimcheck.server.provision import Server
 from claimcheck.server.runcontext import RunContext
 from claimcheck.server.session import run_schema
 from claimcheck.settings import RunSettings
 from claimcheck.verdict.result import RunResult
 
-EXPLAIN_TIMEOUT_MS = 10_000
-SAMPLE_VALUES = {"worker": "claimcheck-plans", "lease_seconds": 300.0, "ids": [1, 2, 3], "id": 1, "attempts": 1,
-                 "error": "claimcheck", "backoff_unit_s": 10.0, "backoff_cap_s": 3600.0}
 PREPARED = "claimcheck_plan"
 CONDITION_SECONDS = 5.0
 """A condition's run stops after this long (`stopped_by: duration`; its jobs not reached are not lost)."""
@@ -70,7 +66,7 @@ class ConditionOutcome:
         if over:
             # The batch is the claim's LIMIT when the claim writes LIMIT %(batch)s; a fixed LIMIT is its own.
             limit = (f"LIMIT {batch}" if "batch" in placeholders(self.result.strategy.statements[
-                picking_section(self.result.strategy)]) else f"a batch of {batch}")
+                self.result.strategy.picking_section]) else f"a batch of {batch}")
             lines.append(f"over-claim: {v.over_claims:,} claim(s) took more rows than the limit, up to "
                          f"{max(e['rows'] for e in over):,} rows for {limit}")
         if v.double_claimed_jobs:
@@ -177,7 +173,7 @@ def plan_under(run: RunContext, strategy: Strategy, condition: Condition, batch:
     transaction rolled back (with `analyze` it runs: its locks and changes go with the rollback).
     Under a generic-plan setting the statement is prepared with its parameters as `$n` and the
     plan of `EXECUTE` shown, as a prepared claim gets it."""
-    section = picking_section(strategy)
+    section = strategy.picking_section
     *before, last = strategy.steps(section)
     values = {**SAMPLE_VALUES, "batch": batch}
     generic = dict(condition.settings).get("plan_cache_mode") == "force_generic_plan"

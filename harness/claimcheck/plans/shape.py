@@ -24,6 +24,11 @@ STORES = ("Materialize", "Hash")
 """Nodes that keep their child's rows: a rescan replays them instead of running the child again."""
 ONCE = ("InitPlan", "CTE")
 """Parent relationships of subplans that run once per statement."""
+EXPLAIN_TIMEOUT_MS = 10_000
+"""statement_timeout of an EXPLAIN (ANALYZE runs the statement: a claim that hangs must not hold us)."""
+SAMPLE_VALUES = {"worker": "claimcheck-plans", "lease_seconds": 300.0, "ids": [1, 2, 3], "id": 1, "attempts": 1,
+                 "error": "claimcheck", "backoff_unit_s": 10.0, "backoff_cap_s": 3600.0}
+"""The values an EXPLAINed statement's parameters get (bar `batch`, the caller's)."""
 MATERIALIZE_ADVICE = ("wrap the limiting subquery in a MATERIALIZED CTE (WITH picked AS MATERIALIZED "
                       "(SELECT … LIMIT n FOR UPDATE SKIP LOCKED) … WHERE id IN (SELECT id FROM picked)), "
                       "or pick the ids first and claim them with = ANY")

@@ -10,7 +10,6 @@ and fails; a Seq Scan of jobs under the Limit fails.
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterator
 
@@ -18,7 +17,7 @@ import psycopg
 from psycopg import ClientCursor, sql
 
 from claimcheck.errors import SqlFileError
-from claimcheck.plans.shape import MATERIALIZE_ADVICE
+from claimcheck.plans.shape import EXPLAIN_TIMEOUT_MS, MATERIALIZE_ADVICE, SAMPLE_VALUES, json_plan
 from claimcheck.probes import PROBE_QUERIES
 from claimcheck.server.schema import build_jobs_table
 from claimcheck.contract.strategy import Strategy, sample_params
@@ -29,9 +28,8 @@ if TYPE_CHECKING:
 
 FINISHED_JOBS = 50_000
 READY_JOBS = 20
-EXPLAIN_TIMEOUT_MS = 10_000
-SAMPLE_VALUES = {"worker": "claimcheck-explain", "batch": 10, "lease_seconds": 300.0, "ids": [1, 2, 3],
-                 "id": 1, "attempts": 1}
+BATCH = 10
+"""The batch the guard's claim is planned for."""
 INDEX_ACCESS = ("Index Scan", "Index Only Scan", "Bitmap Heap Scan")
 TABLE = "jobs"
 
@@ -93,7 +91,7 @@ def plan_verdict(conn: psycopg.Connection, strategy: Strategy) -> PlanVerdict:
     Build that table first with :func:`prepare_plan_table` (the shape depends on the data:
     on a table of only ready jobs a Seq Scan is the right plan). Nothing is executed.
     """
-    section = "pick" if strategy.has_pick else "claim"
+    section = strategy.picking_section
     statement = _bound(conn, strategy, section)
     try:
         with conn.transaction(force_rollback=True):
@@ -104,14 +102,14 @@ def plan_verdict(conn: psycopg.Connection, strategy: Strategy) -> PlanVerdict:
         message = (exc.diag.message_primary or str(exc)).strip()
         raise SqlFileError(f"{strategy.source}: section '{section}' cannot be planned: {message}. "
                            "Fix the statement and try again.") from None
-    tree = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
+    tree = json_plan(raw)
     ok, reasons = judge(tree, strategy)
     return PlanVerdict(strategy.name, section, ok, reasons, text)
 
 
 def _bound(conn: psycopg.Connection, strategy: Strategy, section: str) -> str:
     """The statement with sample values as literals: EXPLAIN plans it as a worker would run it."""
-    params = sample_params(strategy, section, **SAMPLE_VALUES)
+    params = sample_params(strategy, section, **SAMPLE_VALUES, batch=BATCH)
     return ClientCursor(conn).mogrify(strategy.statements[section], params)
 
 
