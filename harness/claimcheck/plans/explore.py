@@ -21,7 +21,7 @@ from claimcheck.contract.strategy import Strategy
 from claimcheck.engine.driver import run_strategy
 from claimcheck.errors import SqlFileError
 from claimcheck.plans.conditions import CONDITION_WORKERS, Condition, TablesUnavailable, build_tables, under
-from claimcheck.plans.shape import EXPLAIN_TIMEOUT_MS, MATERIALIZE_ADVICE, SAMPLE_VALUES, PlanShape, explain
+from claimcheck.plans.shape import EXPLAIN_TIMEOUT_MS, SAMPLE_VALUES, PlanShape, explain
 from claimcheck.server.provision import Server
 from claimcheck.server.runcontext import RunContext
 from claimcheck.server.session import run_schema
@@ -78,7 +78,7 @@ class ConditionOutcome:
                 "settings": dict(self.condition.settings), "verdict": self.verdict, "same_as": self.same_as,
                 "note": self.note, "setting": self.setting,
                 "seconds": round(self.seconds, 3), "evidence": self.evidence(),
-                "advice": MATERIALIZE_ADVICE if self.shape is not None and not self.shape.runs_once else None,
+                "advice": self.shape.advice if self.shape is not None else None,
                 **(self.shape.as_dict() if self.shape is not None else
                    {"shape": None, "plan": [], "rescanned_limit": [], "limit_loops": [], "opaque": False})}
 

@@ -55,6 +55,16 @@ class PlanShape:
     def runs_once(self) -> bool:
         return not self.rescanned and not self.loops
 
+    @property
+    def why(self) -> tuple[str, ...]:
+        """Why the limiting subquery can run more than once, in words: the plan's reasons, then the loops measured."""
+        return (*self.rescanned, *self.loops)
+
+    @property
+    def advice(self) -> str | None:
+        """What to change in the claim, or None when its limiting subquery runs once."""
+        return None if self.runs_once else MATERIALIZE_ADVICE
+
     def as_dict(self) -> dict:
         return {"shape": self.signature, "plan": self.text.splitlines(), "rescanned_limit": list(self.rescanned),
                 "limit_loops": list(self.loops), "opaque": self.opaque}

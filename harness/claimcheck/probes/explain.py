@@ -17,7 +17,7 @@ import psycopg
 from psycopg import ClientCursor, sql
 
 from claimcheck.errors import SqlFileError
-from claimcheck.plans.shape import EXPLAIN_TIMEOUT_MS, MATERIALIZE_ADVICE, SAMPLE_VALUES, json_plan
+from claimcheck.plans.shape import EXPLAIN_TIMEOUT_MS, SAMPLE_VALUES, json_plan
 from claimcheck.probes import PROBE_QUERIES
 from claimcheck.server.schema import build_jobs_table
 from claimcheck.contract.strategy import Strategy, sample_params
@@ -71,10 +71,10 @@ def with_conditions(verdict: PlanVerdict, shapes: list[tuple[str, "PlanShape"]])
                                                      f"under every planner condition tried ({len(shapes)})"])
     names = ", ".join(name for name, _ in bad)
     name, shape = bad[0]
-    why = (shape.rescanned or shape.loops)[0]
+    why = shape.why[0]
     return dataclasses.replace(verdict, shape_ok=False, reasons=[
         *verdict.reasons, f"under {names}: {why}; one claim can take more rows than its LIMIT. "
-                          f"Fix: {MATERIALIZE_ADVICE}"])
+                          f"Fix: {shape.advice}"])
 
 
 def prepare_plan_table(conn: psycopg.Connection, schema: str, finished: int = FINISHED_JOBS,
