@@ -61,14 +61,12 @@ class ConditionOutcome:
             return []
         from claimcheck.report.render import violation_summary
 
-        v, lines, batch = self.result.verdict, [], self.result.settings.batch
+        v, lines = self.result.verdict, []
         over = [e for e in v.shape_evidence if e["kind"] == "over-claim"]
         if over:
-            # The batch is the claim's LIMIT when the claim writes LIMIT %(batch)s; a fixed LIMIT is its own.
-            limit = (f"LIMIT {batch}" if "batch" in placeholders(self.result.strategy.statements[
-                self.result.strategy.picking_section]) else f"a batch of {batch}")
+            # The limit the over-claims were judged against: --batch, or the LIMIT the claim writes.
             lines.append(f"over-claim: {v.over_claims:,} claim(s) took more rows than the limit, up to "
-                         f"{max(e['rows'] for e in over):,} rows for {limit}")
+                         f"{max(e['rows'] for e in over):,} rows for LIMIT {self.result.claim_limit.describe()}")
         if v.double_claimed_jobs:
             lines.append(f"{v.double_claimed_jobs:,} job(s) claimed twice")
         return lines or violation_summary(self.result)
