@@ -16,7 +16,7 @@ from typing import Callable
 import psycopg
 from psycopg import ClientCursor, sql
 
-from claimcheck.contract.dialect import placeholders, to_positional
+from claimcheck.contract.dialect import to_positional
 from claimcheck.contract.strategy import Strategy
 from claimcheck.engine.driver import run_strategy
 from claimcheck.errors import SqlFileError
@@ -172,7 +172,7 @@ def plan_under(run: RunContext, strategy: Strategy, condition: Condition, batch:
     Under a generic-plan setting the statement is prepared with its parameters as `$n` and the
     plan of `EXECUTE` shown, as a prepared claim gets it."""
     section = strategy.picking_section
-    *before, last = strategy.steps(section)
+    *before, (last, last_names) = strategy.bound_steps[section]
     values = {**SAMPLE_VALUES, "batch": batch}
     generic = dict(condition.settings).get("plan_cache_mode") == "force_generic_plan"
     try:
@@ -181,9 +181,9 @@ def plan_under(run: RunContext, strategy: Strategy, condition: Condition, batch:
             for name, value in condition.settings:
                 conn.execute(sql.SQL("SET LOCAL {} = {}").format(sql.Identifier(name), sql.Literal(value)))
             client = ClientCursor(conn)
-            for statement in before:
-                conn.execute(statement, _sample(statement, values))
-            params = _sample(last, values)
+            for statement, names in before:
+                conn.execute(statement, _sample(names, values))
+            params = _sample(last_names, values)
             if not generic:
                 return explain(conn, client.mogrify(last, params), analyze=analyze)
             positional, names = to_positional(last)
@@ -197,9 +197,10 @@ def plan_under(run: RunContext, strategy: Strategy, condition: Condition, batch:
                            f"{message}. Fix the statement and try again.") from None
 
 
-def _sample(statement: str, values: dict) -> dict:
-    """The sample values a statement uses (one the sample lacks fails on the server, with its name)."""
-    return {k: values[k] for k in placeholders(statement) if k in values}
+def _sample(names: tuple[str, ...], values: dict) -> dict:
+    """The sample values a statement uses, by its parameters' names (Strategy.bound_steps); one the
+    sample lacks fails on the server, with its name."""
+    return {k: values[k] for k in names if k in values}
 
 
 def run_with_plans(server: Server, strategy: Strategy, grid: list[RunSettings], conditions: tuple[Condition, ...],
