@@ -170,8 +170,11 @@ def load_report(path: Path) -> dict:
     if not isinstance(doc, dict) or ("runs" not in doc and "probe" not in doc):
         raise UsageError(f"{path}: not a claimcheck report (no list of runs); expected the JSON written by "
                          "`claimcheck bench` or `check --json`")
-    _check_magnitudes(doc, path)
-    problems = list(report_schema.errors(doc))
+    try:  # jsonschema recurses deeper than json.loads, and words an error with repr() of the value
+        _check_magnitudes(doc, path)
+        problems = list(report_schema.errors(doc))
+    except RecursionError:
+        raise UsageError(f"{path}: not a claimcheck report (nested too deeply)") from None
     if problems:
         more = f" (and {len(problems) - ERRORS_SHOWN} more)" if len(problems) > ERRORS_SHOWN else ""
         raise UsageError(f"{path}: not a valid claimcheck report (schema version {report_schema.SCHEMA_VERSION}, "
