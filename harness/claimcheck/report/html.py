@@ -15,6 +15,7 @@ from __future__ import annotations
 from html import escape
 from pathlib import Path
 
+from claimcheck.plans import AS_SEEDED, run_condition
 from claimcheck.report import svg
 from claimcheck.server.redaction import scrub_all
 from claimcheck.engine.sampler import SAMPLE_INTERVAL_S
@@ -97,7 +98,7 @@ def conclusion(runs: list[dict]) -> str:
             if r["mode"] == mode:
                 groups.setdefault(f"{r['strategy']} · b{r['batch']}", []).append(r)
         # A planner condition's run counts for the verdict, not for speed (a short run on a small table).
-        safe = {name: max(rs, key=lambda r: (r.get("condition") in (None, "as-seeded"), r["throughput_jobs_per_s"]))
+        safe = {name: max(rs, key=lambda r: (run_condition(r) == AS_SEEDED, r["throughput_jobs_per_s"]))
                 for name, rs in groups.items() if all(r["exactly_once"] for r in rs)}
         if not safe:
             items.append(f"<li><b>{escape(mode)} mode:</b> no strategy held exactly-once in every run.</li>")
