@@ -17,6 +17,7 @@ from pathlib import Path
 
 from claimcheck.plans import AS_SEEDED, run_condition
 from claimcheck.report import svg
+from claimcheck.server.pooling import pooler_words
 from claimcheck.server.redaction import scrub_all
 from claimcheck.engine.sampler import SAMPLE_INTERVAL_S
 
@@ -244,12 +245,7 @@ def _conditions(conditions: list[dict]) -> str:
 
 def _pooler(pooler: dict | None) -> str:
     """The header's words for the pooler the workers went through, if any."""
-    if not pooler:
-        return ""
-    name = f"PgBouncer {pooler.get('version')}" if pooler.get("kind") == "pgbouncer" else "a pooler"
-    size = f", pool of {pooler['pool_size']}" if pooler.get("pool_size") else ""
-    how = "started by claimcheck" if pooler.get("started_by_claimcheck") else f"found: {pooler.get('evidence', '')}"
-    return escape(f", workers through {name} in {pooler.get('mode')} mode{size} ({how})")
+    return escape(f", workers through {pooler_words(pooler)}") if pooler else ""
 
 
 def render(doc: dict) -> str:

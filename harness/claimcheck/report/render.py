@@ -23,6 +23,7 @@ from claimcheck.errors import ClaimcheckError
 from claimcheck.verdict.result import RunResult
 from claimcheck.verdict.ledger import Violation
 from claimcheck.report.schema import SCHEMA_VERSION
+from claimcheck.server.pooling import pooler_words
 from claimcheck.server.provision import Server
 from claimcheck.server.redaction import scrub_all
 
@@ -276,12 +277,9 @@ def print_server(console: Console, server: Server) -> None:
 
 
 def server_title(server: Server) -> str:
-    """The server in a table's title, e.g. "PostgreSQL 15.4 (dsn), workers through PgBouncer 1.18.0 (transaction,
-    pool 4)"."""
-    pooler = server.pooler
-    through = "" if pooler is None else (
-        f", workers through {'PgBouncer ' + str(pooler.version) if pooler.kind == 'pgbouncer' else 'a pooler'} "
-        f"({pooler.mode}" + (f", pool {pooler.pool_size}" if pooler.pool_size else "") + ")")
+    """The server in a table's title, e.g. "PostgreSQL 15.4 (dsn), workers through PgBouncer 1.18.0 in
+    transaction mode, pool of 4"."""
+    through = "" if server.pooler is None else f", workers through {pooler_words(server.pooler.as_dict(), detail=False)}"
     return f"PostgreSQL {server.version} ({server.source}){through}"
 
 
