@@ -21,8 +21,8 @@ def plan_words(outcome: "ConditionOutcome") -> str:
     shape = outcome.shape
     if shape is None:
         return "-"
-    if shape.rescanned:
-        return shape.rescanned[0].split(":")[0] + ": runs per row"
+    if shape.rerun_by:
+        return f"Limit below {shape.rerun_by[0]}: runs per row"
     join = next((part for part in ("Hash Join", "Merge Join", "Nested Loop") if part in shape.signature), None)
     return "limit runs once" + (f" ({join})" if join else "")
 
