@@ -18,10 +18,9 @@ from claimcheck.contract.strategy import Strategy
 from claimcheck.errors import ClaimcheckError
 from claimcheck.engine.driver import seed
 from claimcheck.plans import AS_SEEDED as AS_SEEDED_NAME, PLAN_QUERIES
-from claimcheck.probes import PROBE_QUERIES
+from claimcheck.probes.explain import prepare_plan_table
 from claimcheck.server.runcontext import RunContext
-from claimcheck.server.schema import SeededJobs, build_jobs_table, build_own_tables, key_base, reset_schema
-from claimcheck.contract.queries import QUERIES
+from claimcheck.server.schema import SeededJobs, key_base, reset_schema
 
 CONDITION_JOBS = 300
 """Jobs in a condition's table (fewer when the check's own run has fewer, never under five batches):
@@ -106,22 +105,15 @@ def build_tables(conn: psycopg.Connection, run: RunContext, strategy: Strategy, 
                  jobs: int) -> SeededJobs:
     """The condition's tables in the run's schema, replacing the last run's (the as-seeded ones are
     built by the driver's own seeding, exactly as a run without conditions builds them)."""
-    schema, base = run.schema, key_base(run.run_id)
     if strategy.own_schema:
-        reset_schema(conn, schema)
+        reset_schema(conn, run.schema)
     if condition.table == "seeded":
-        return seed(conn, schema, run.run_id, strategy, jobs)
-    if condition.table == "history":
-        seeded = build_jobs_table(conn, schema, jobs, base)
-        conn.execute(PROBE_QUERIES["seed_finished_jobs"], {"jobs": HISTORY_JOBS})  # ids after the ready ones
-        conn.execute(QUERIES["analyze_jobs"])
-        return seeded
+        return seed(conn, run.schema, run.run_id, strategy, jobs)
+    if condition.table == "history":  # the finished jobs' ids after the ready ones
+        return prepare_plan_table(conn, run.schema, finished=HISTORY_JOBS, ready=jobs, first_key=key_base(run.run_id))
     hook = (lambda: _analyze_unseen(run)) if condition.table == "stale" else None
-    if strategy.own_schema:
-        seeded = build_own_tables(conn, schema, strategy, jobs, base, while_seeding=hook)
-    else:
-        seeded = build_jobs_table(conn, schema, jobs, base, while_seeding=hook)
-    if hook is None:
+    seeded = seed(conn, run.schema, run.run_id, strategy, jobs, while_seeding=hook)
+    if hook is None and strategy.own_schema:  # our jobs table is analyzed as it is built
         _analyze(conn)
     return seeded
 

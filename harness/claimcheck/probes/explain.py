@@ -19,7 +19,7 @@ from psycopg import ClientCursor, sql
 from claimcheck.errors import SqlFileError
 from claimcheck.plans.shape import EXPLAIN_TIMEOUT_MS, SAMPLE_VALUES, json_plan
 from claimcheck.probes import PROBE_QUERIES
-from claimcheck.server.schema import build_jobs_table
+from claimcheck.server.schema import SeededJobs, build_jobs_table
 from claimcheck.contract.strategy import Strategy, sample_params
 from claimcheck.contract.queries import QUERIES
 
@@ -78,11 +78,13 @@ def with_conditions(verdict: PlanVerdict, shapes: list[tuple[str, "PlanShape"]])
 
 
 def prepare_plan_table(conn: psycopg.Connection, schema: str, finished: int = FINISHED_JOBS,
-                       ready: int = READY_JOBS) -> None:
-    """(Re)build `schema.jobs` as a queue with history: `finished` done jobs, `ready` queued, analyzed."""
-    build_jobs_table(conn, schema, ready)
+                       ready: int = READY_JOBS, first_key: int = 1) -> SeededJobs:
+    """(Re)build `schema.jobs` as a queue with history: `ready` queued jobs, ids from `first_key`,
+    then `finished` done ones after them, analyzed; the ready jobs are the ones seeded."""
+    seeded = build_jobs_table(conn, schema, ready, first_key)
     conn.execute(PROBE_QUERIES["seed_finished_jobs"], {"jobs": finished})
     conn.execute(QUERIES["analyze_jobs"])
+    return seeded
 
 
 def plan_verdict(conn: psycopg.Connection, strategy: Strategy) -> PlanVerdict:
