@@ -56,6 +56,21 @@ class Condition:
         """A table with history is built from our jobs table's columns: a file's own tables have none we know."""
         return self.table != "history" or not strategy.own_schema
 
+    @property
+    def generic(self) -> bool:
+        """Generic plans: the plan a prepared statement gets, without its parameters' values."""
+        return dict(self.settings).get("plan_cache_mode") == "force_generic_plan"
+
+    def unavailable(self, stateless_workers: bool) -> str | None:
+        """Why the workers cannot run the claim under this condition, or None. Through a pooler
+        (RunContext.stateless) they prepare nothing, their parameters bound on the client: no claim of
+        theirs is ever planned generically, whatever plan_cache_mode says, while the EXPLAIN (of a
+        PREPARE) shows the generic plan; the condition would read "held" untried."""
+        if self.generic and stateless_workers:
+            return ("generic plans are those of prepared statements, and through a pooler the workers prepare "
+                    "nothing (their parameters are bound on the client): no claim would run the plan shown")
+        return None
+
     def jobs(self, settings_jobs: int, batch: int) -> int:
         """The jobs of a condition's own tables (the as-seeded run keeps your --jobs: see condition_settings)."""
         if self.table == "stale":  # small whatever --jobs says: a queue that drained and refilled

@@ -113,6 +113,8 @@ def explore(conn: psycopg.Connection, server: Server, run: RunContext, strategy:
         elif not condition.applies_to(strategy):
             record(ConditionOutcome(condition, None, "not applicable",
                                     note="needs claimcheck's jobs table; this file brings its own tables"))
+        elif (why := condition.unavailable(run.stateless(worker=True))) is not None:
+            record(ConditionOutcome(condition, None, "not applicable", note=why))
         else:
             run_settings = condition_settings(condition, settings)
             try:
@@ -174,7 +176,7 @@ def plan_under(run: RunContext, strategy: Strategy, condition: Condition, batch:
     section = strategy.picking_section
     *before, (last, last_names) = strategy.bound_steps[section]
     values = {**SAMPLE_VALUES, "batch": batch}
-    generic = dict(condition.settings).get("plan_cache_mode") == "force_generic_plan"
+    generic = condition.generic
     try:
         with run.connect("plans") as conn, conn.transaction(force_rollback=True):
             conn.execute(sql.SQL("SET LOCAL statement_timeout = {}").format(EXPLAIN_TIMEOUT_MS))
