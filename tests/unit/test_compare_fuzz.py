@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from claimcheck.report import schema as report_schema
 from claimcheck.cli import main
+from fuzz_counts import count_example
 from sample_reports import report, run_object, schema_accepts
 
 EXAMPLES = 300
@@ -71,15 +72,11 @@ file_texts = (valid_reports().map(as_text) | mutated_reports().map(as_text) | js
               | st.integers(1, 50_000).map(lambda n: '{"runs": [' + '{"a":' * n + "1" + "}" * n + "]}"))
 options = st.lists(st.sampled_from(["--max-drop=20", "--max-drop=nan", "--max-drop=-1", "--max-drop=0",
                                     "--max-drop=100%", "--alpha=0.05", "--alpha=1", "--alpha=inf"]), max_size=2)
-SEEN: dict[str, dict[str, int]] = {}
 
 
 def _count(request, name: str, code) -> None:
     """Examples run by exit code, shown once at the end of the session (not asserted)."""
-    seen = SEEN.setdefault(name, {"examples": 0})
-    seen["examples"] += 1
-    seen[f"exit {code}"] = seen.get(f"exit {code}", 0) + 1
-    request.node.user_properties[:] = [(name + ": examples by exit code", dict(seen))]
+    count_example(request, name + ": examples by exit code", f"exit {code}")
 
 
 @st.composite
