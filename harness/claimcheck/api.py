@@ -125,11 +125,9 @@ def failure_message(result: "RunResult") -> str:
     plan = []
     if result.condition is not None and result.condition_plan is not None:
         from claimcheck.plans.conditions import BY_NAME
-        from claimcheck.plans.shape import MATERIALIZE_ADVICE
-
         shape = result.condition_plan
         head += f"; under the planner condition {result.condition} ({BY_NAME[result.condition].summary})"
-        plan = [f"The claim's plan under {result.condition}:", *shape.text.splitlines(), *shape.rescanned,
-                *([f"Fix: {MATERIALIZE_ADVICE}"] if not shape.runs_once else [])]
+        plan = [f"The claim's plan under {result.condition}:", *shape.text.splitlines(), *shape.why,
+                *([f"Fix: {shape.advice}"] if shape.advice else [])]
     return "\n".join([head + ". Evidence (times from the start of the run):",
                       *evidence_lines(v.violations), *shape_lines(v.shape_evidence), *plan])

@@ -10,16 +10,16 @@ import time
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from fuzz_counts import count_example
 from sqlfile_fuzz import files
 
 RUN_LIMIT_S = 60  # a run of 30 jobs on 2 workers of any of these files ends well within this
-SEEN: dict[str, int] = {}
 
 
 @settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
-@given(files().filter(lambda f: not f[1]), st.sampled_from(["lease", "lock"]))
+@given(example=files().filter(lambda f: not f[1]), mode=st.sampled_from(["lease", "lock"]))
 def test_a_run_of_a_file_the_server_refuses_is_exit_2_and_of_any_other_0_or_1(server, tmp_path_factory, example,
-                                                                              mode):
+                                                                              mode, request):
     from claimcheck.cli import main
 
     text, _, server_bad = example
@@ -33,8 +33,4 @@ def test_a_run_of_a_file_the_server_refuses_is_exit_2_and_of_any_other_0_or_1(se
     said = " ".join(err.getvalue().split())
     assert took < RUN_LIMIT_S and "Traceback" not in said, (text, took, said)
     assert code == (2 if server_bad else code) and code in ((2,) if server_bad else (0, 1)), (text, code, said)
-    SEEN[f"run exit {code}"] = SEEN.get(f"run exit {code}", 0) + 1
-
-
-def test_zz_report_the_spread(record_property):
-    record_property("sql file fuzz runs: examples by exit code", dict(sorted(SEEN.items())))
+    count_example(request, "sql file fuzz runs: examples by exit code", f"run exit {code}")

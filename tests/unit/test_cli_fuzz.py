@@ -3,16 +3,10 @@ Thousands more out of band: .venv/bin/python tests/benchmarks/fuzz_cli.py [EXAMP
 from hypothesis import HealthCheck, given, settings
 
 from cli_fuzz import check_example, examples
-
-SEEN: dict[str, int] = {}
+from fuzz_counts import count_example
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
-@given(examples())
-def test_options_the_contract_allows_reach_the_server_and_the_others_are_refused_before(example):
-    ended = check_example(*example)
-    SEEN[ended] = SEEN.get(ended, 0) + 1
-
-
-def test_zz_report_the_spread(record_property):
-    record_property("cli options fuzz: examples by outcome", dict(sorted(SEEN.items())))
+@given(example=examples())
+def test_options_the_contract_allows_reach_the_server_and_the_others_are_refused_before(example, request):
+    count_example(request, "cli options fuzz: examples by outcome", check_example(*example))

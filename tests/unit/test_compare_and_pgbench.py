@@ -200,3 +200,14 @@ def test_two_runs_under_one_key_are_refused_not_half_judged(tmp_path):
         load_report(path)
     with pytest.raises(UsageError, match="the new report: runs\\[0\\] and runs\\[1\\]"):
         compare(BASE, report(ok, violated))
+
+
+def test_a_report_nested_just_within_json_loads_reach_is_refused_in_words(tmp_path):
+    # A list json.loads takes but jsonschema's validation (and the repr() it words an error with)
+    # recursed past Python's stack on: a RecursionError traceback, exit 1. The depth at which that
+    # happens depends on the stack in use, so every depth up to past json.loads's limit is tried.
+    path = tmp_path / "r.json"
+    for depth in range(800, 1100, 2):
+        path.write_text('{"runs": [' + "[" * depth + "]" * depth + "]}")
+        with pytest.raises(UsageError, match="not a claimcheck report|not a valid claimcheck report"):
+            load_report(path)

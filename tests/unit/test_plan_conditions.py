@@ -30,3 +30,14 @@ def test_the_choices():
     assert set(CHOICES["default"]) < set(CHOICES["all"])
     own = Strategy(name="o", statements={"schema": "…", "seed": "…", "remaining": "…", "claim": "…"})
     assert not HISTORY.applies_to(own) and STALE.applies_to(own)
+
+
+def test_generic_plans_are_not_applicable_when_the_workers_prepare_nothing():
+    # Through a pooler the workers' claims are bound on the client and never prepared: the generic
+    # plan the EXPLAIN shows is one no claim runs, and the condition would have read "held" untried.
+    from claimcheck.plans.conditions import BY_NAME, GENERIC
+
+    for condition in (GENERIC, BY_NAME["stale-generic"]):
+        assert condition.unavailable(stateless_workers=False) is None
+        assert "through a pooler the workers prepare nothing" in condition.unavailable(stateless_workers=True)
+    assert all(c.unavailable(stateless_workers=True) is None for c in CHOICES["all"] if not c.generic)

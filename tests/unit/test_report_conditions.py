@@ -55,3 +55,32 @@ def test_the_terminal_table_names_each_condition_its_plan_and_verdict():
     assert "stale-stats" in text and "VIOLATED" in text and "skipped (plan of stale-stats)" in text
     assert "Limit below the inner side of a Nested Loop Semi: runs per row" in text
     assert "setting" not in text  # one setting: no column for it
+
+
+def test_an_over_claim_under_a_condition_names_the_limit_it_was_judged_against():
+    # A claim writing its own LIMIT 100, run at --batch 10: 120 rows is judged against 100, and the
+    # evidence said "a batch of 10".
+    import dataclasses
+
+    from claimcheck.contract.strategy import Strategy
+    from claimcheck.engine.sampler import WaitSamples
+    from claimcheck.server.schema import SeededJobs
+    from claimcheck.settings import RunSettings
+    from claimcheck.verdict.ledger import DONE, WorkerLog, judge
+    from claimcheck.verdict.result import RunResult, TableOutcome
+
+    log = WorkerLog(worker=0)
+    log.record(1, 1, 0.1, 0.2, DONE)
+    verdict = judge([log], 1, 1, drained=True)
+    over = ({"kind": "over-claim", "worker": 0, "claimed_at_s": 0.1, "rows": 120, "limit": 100, "jobs": [1]},)
+    run = RunResult(
+        strategy=Strategy(name="mine", statements={"claim": "UPDATE q SET s = 1 WHERE id IN (SELECT id FROM q "
+                                                            "LIMIT 100 FOR UPDATE SKIP LOCKED) RETURNING id"}),
+        settings=RunSettings(workers=1, jobs=1, batch=10), seeded=SeededJobs(1, 1, 1, 0.01),
+        verdict=dataclasses.replace(verdict, over_claims=1, shape_evidence=over), waits=WaitSamples(),
+        table=TableOutcome(done=1, queued=0, running=0, failed=0, max_attempts=1), elapsed_s=0.5,
+        stopped_by="drained", claim_latency_ms={"p50": 1.0, "p95": 1.0, "p99": 1.0, "max": 1.0},
+        serialization_failures=0, deadlocks=0, claim_statements=1)
+    outcome = ConditionOutcome(STALE, None, "VIOLATED", result=run)
+    assert outcome.evidence() == ["over-claim: 1 claim(s) took more rows than the limit, up to 120 rows for "
+                                  "LIMIT 100 (the LIMIT written in the claim)"]

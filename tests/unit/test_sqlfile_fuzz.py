@@ -6,14 +6,13 @@ from hypothesis import HealthCheck, given, settings
 
 from claimcheck.contract.strategy import load_strategy
 from claimcheck.errors import SqlFileError, UsageError
+from fuzz_counts import count_example
 from sqlfile_fuzz import files
-
-SEEN: dict[str, int] = {}
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
-@given(files())
-def test_a_file_is_read_exactly_when_the_contract_allows_it(tmp_path_factory, example):
+@given(example=files())
+def test_a_file_is_read_exactly_when_the_contract_allows_it(tmp_path_factory, example, request):
     text, defects, _ = example
     path = tmp_path_factory.mktemp("f") / "fuzz.sql"
     path.write_text(text)
@@ -25,8 +24,4 @@ def test_a_file_is_read_exactly_when_the_contract_allows_it(tmp_path_factory, ex
     assert (refused is not None) == bool(defects), (text, defects, refused)
     if refused:
         assert refused.startswith(str(path)), refused  # the file is named (and the line, where there is one)
-    SEEN["refused" if refused else "read"] = SEEN.get("refused" if refused else "read", 0) + 1
-
-
-def test_zz_report_the_spread(record_property):
-    record_property("sql file fuzz: examples by outcome", dict(sorted(SEEN.items())))
+    count_example(request, "sql file fuzz: examples by outcome", "refused" if refused else "read")

@@ -71,7 +71,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
         for verdict in verdicts:
             console.print(plan_panel(verdict))
             for name, shape in verdict.rescanned():
-                console.print(Panel(Text(shape.text + "\n" + "\n".join((*shape.rescanned, *shape.loops)),
+                console.print(Panel(Text(shape.text + "\n" + "\n".join(shape.why),
                                          style="yellow"),
                                     title=f"{verdict.strategy}: the plan under {name}", title_align="left",
                                     expand=False))

@@ -108,6 +108,11 @@ class Strategy:
         return "pick" in self.statements
 
     @property
+    def picking_section(self) -> str:
+        """The section holding the limiting subquery, first of the claim's transaction: the pick, else the claim."""
+        return "pick" if self.has_pick else "claim"
+
+    @property
     def has_complete(self) -> bool:
         return "complete" in self.statements
 

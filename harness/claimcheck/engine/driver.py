@@ -110,11 +110,11 @@ def validate(dsn: str, run_id: str, schema: str, strategy: Strategy, seeded: int
         return validate_on_server(throwaway, strategy, seeded)
 
 
-def seed(conn: psycopg.Connection, schema: str, run_id: str, strategy: Strategy, jobs: int) -> SeededJobs:
-    """The run's jobs: the file's own tables and seed, or our `jobs` table; keys in the run's own range."""
+def seed(conn: psycopg.Connection, schema: str, run_id: str, strategy: Strategy, jobs: int, while_seeding=None) -> SeededJobs:
+    """The run's jobs, the file's own tables or our `jobs`, in the run's key range; while_seeding: see build_jobs_table."""
     if strategy.own_schema:
-        return build_own_tables(conn, schema, strategy, jobs, key_base(run_id))
-    return build_jobs_table(conn, schema, jobs, key_base(run_id))
+        return build_own_tables(conn, schema, strategy, jobs, key_base(run_id), while_seeding=while_seeding)
+    return build_jobs_table(conn, schema, jobs, key_base(run_id), while_seeding=while_seeding)
 
 
 def _table_outcome(conn: psycopg.Connection, strategy: Strategy, seeded: SeededJobs,

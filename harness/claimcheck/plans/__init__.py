@@ -13,3 +13,9 @@ PLAN_QUERIES: dict[str, str] = load_queries(Path(__file__).parents[1] / "sql" / 
 AS_SEEDED = "as-seeded"
 """The condition of the run as seeded (the run `check --plans none` makes): compare matches a run of
 a report without conditions to it."""
+
+
+def run_condition(run: dict) -> str:
+    """The planner condition a report's run object was made under: a run that names none (schema
+    version 1, `--plans none`, bench) is the as-seeded run."""
+    return run.get("condition") or AS_SEEDED

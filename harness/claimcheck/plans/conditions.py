@@ -18,10 +18,9 @@ from claimcheck.contract.strategy import Strategy
 from claimcheck.errors import ClaimcheckError
 from claimcheck.engine.driver import seed
 from claimcheck.plans import AS_SEEDED as AS_SEEDED_NAME, PLAN_QUERIES
-from claimcheck.probes import PROBE_QUERIES
+from claimcheck.probes.explain import prepare_plan_table
 from claimcheck.server.runcontext import RunContext
-from claimcheck.server.schema import SeededJobs, build_jobs_table, build_own_tables, key_base, reset_schema
-from claimcheck.contract.queries import QUERIES
+from claimcheck.server.schema import SeededJobs, key_base, reset_schema
 
 CONDITION_JOBS = 300
 """Jobs in a condition's table (fewer when the check's own run has fewer, never under five batches):
@@ -57,16 +56,26 @@ class Condition:
         """A table with history is built from our jobs table's columns: a file's own tables have none we know."""
         return self.table != "history" or not strategy.own_schema
 
+    @property
+    def generic(self) -> bool:
+        """Generic plans: the plan a prepared statement gets, without its parameters' values."""
+        return dict(self.settings).get("plan_cache_mode") == "force_generic_plan"
+
+    def unavailable(self, stateless_workers: bool) -> str | None:
+        """Why the workers cannot run the claim under this condition, or None. Through a pooler
+        (RunContext.stateless) they prepare nothing, their parameters bound on the client: no claim of
+        theirs is ever planned generically, whatever plan_cache_mode says, while the EXPLAIN (of a
+        PREPARE) shows the generic plan; the condition would read "held" untried."""
+        if self.generic and stateless_workers:
+            return ("generic plans are those of prepared statements, and through a pooler the workers prepare "
+                    "nothing (their parameters are bound on the client): no claim would run the plan shown")
+        return None
+
     def jobs(self, settings_jobs: int, batch: int) -> int:
-        if self.table == "seeded":
-            return settings_jobs
+        """The jobs of a condition's own tables (the as-seeded run keeps your --jobs: see condition_settings)."""
         if self.table == "stale":  # small whatever --jobs says: a queue that drained and refilled
             return max(SMALL_QUEUE_JOBS, 5 * batch)
         return max(min(CONDITION_JOBS, settings_jobs), 5 * batch)
-
-    def as_dict(self) -> dict:
-        return {"name": self.name, "summary": self.summary, "table": self.table,
-                "settings": {k: v for k, v in self.settings}}
 
 
 AS_SEEDED = Condition(AS_SEEDED_NAME, "the tables as seeded and analyzed, with your settings (the run without plans)",
@@ -96,17 +105,12 @@ CHOICES = {"none": (), "default": DEFAULT, "all": DEFAULT + EXTRA}
 BY_NAME = {c.name: c for c in DEFAULT + EXTRA}
 
 
-def picking_section(strategy: Strategy) -> str:
-    """The section holding the limiting subquery, first of the claim's transaction: the pick, else the claim."""
-    return "pick" if strategy.has_pick else "claim"
-
-
 def under(strategy: Strategy, condition: Condition) -> Strategy:
     """The strategy whose claim transaction starts with the condition's `SET LOCAL`s (a section of
     several statements is one transaction; its rows are its last statement's: see docs/contracts.md)."""
     if not condition.settings:
         return strategy
-    section = picking_section(strategy)
+    section = strategy.picking_section
     sets = "".join(f"SET LOCAL {name} = {value};\n" for name, value in condition.settings)
     return dataclasses.replace(strategy, statements={**strategy.statements,
                                                      section: sets + strategy.statements[section]})
@@ -116,22 +120,15 @@ def build_tables(conn: psycopg.Connection, run: RunContext, strategy: Strategy, 
                  jobs: int) -> SeededJobs:
     """The condition's tables in the run's schema, replacing the last run's (the as-seeded ones are
     built by the driver's own seeding, exactly as a run without conditions builds them)."""
-    schema, base = run.schema, key_base(run.run_id)
     if strategy.own_schema:
-        reset_schema(conn, schema)
+        reset_schema(conn, run.schema)
     if condition.table == "seeded":
-        return seed(conn, schema, run.run_id, strategy, jobs)
-    if condition.table == "history":
-        seeded = build_jobs_table(conn, schema, jobs, base)
-        conn.execute(PROBE_QUERIES["seed_finished_jobs"], {"jobs": HISTORY_JOBS})  # ids after the ready ones
-        conn.execute(QUERIES["analyze_jobs"])
-        return seeded
+        return seed(conn, run.schema, run.run_id, strategy, jobs)
+    if condition.table == "history":  # the finished jobs' ids after the ready ones
+        return prepare_plan_table(conn, run.schema, finished=HISTORY_JOBS, ready=jobs, first_key=key_base(run.run_id))
     hook = (lambda: _analyze_unseen(run)) if condition.table == "stale" else None
-    if strategy.own_schema:
-        seeded = build_own_tables(conn, schema, strategy, jobs, base, while_seeding=hook)
-    else:
-        seeded = build_jobs_table(conn, schema, jobs, base, while_seeding=hook)
-    if hook is None:
+    seeded = seed(conn, run.schema, run.run_id, strategy, jobs, while_seeding=hook)
+    if hook is None and strategy.own_schema:  # our jobs table is analyzed as it is built
         _analyze(conn)
     return seeded
 

@@ -16,22 +16,18 @@ from typing import Callable
 import psycopg
 from psycopg import ClientCursor, sql
 
-from claimcheck.contract.dialect import placeholders, to_positional
+from claimcheck.contract.dialect import to_positional
 from claimcheck.contract.strategy import Strategy
 from claimcheck.engine.driver import run_strategy
 from claimcheck.errors import SqlFileError
-from claimcheck.plans.conditions import (CONDITION_WORKERS, Condition, TablesUnavailable, build_tables,
-                                         picking_section, under)
-from claimcheck.plans.shape import MATERIALIZE_ADVICE, PlanShape, explain
+from claimcheck.plans.conditions import CONDITION_WORKERS, Condition, TablesUnavailable, build_tables, under
+from claimcheck.plans.shape import EXPLAIN_TIMEOUT_MS, SAMPLE_VALUES, PlanShape, explain
 from claimcheck.server.provision import Server
 from claimcheck.server.runcontext import RunContext
 from claimcheck.server.session import run_schema
 from claimcheck.settings import RunSettings
 from claimcheck.verdict.result import RunResult
 
-EXPLAIN_TIMEOUT_MS = 10_000
-SAMPLE_VALUES = {"worker": "claimcheck-plans", "lease_seconds": 300.0, "ids": [1, 2, 3], "id": 1, "attempts": 1,
-                 "error": "claimcheck", "backoff_unit_s": 10.0, "backoff_cap_s": 3600.0}
 PREPARED = "claimcheck_plan"
 CONDITION_SECONDS = 5.0
 """A condition's run stops after this long (`stopped_by: duration`; its jobs not reached are not lost)."""
@@ -65,14 +61,12 @@ class ConditionOutcome:
             return []
         from claimcheck.report.render import violation_summary
 
-        v, lines, batch = self.result.verdict, [], self.result.settings.batch
+        v, lines = self.result.verdict, []
         over = [e for e in v.shape_evidence if e["kind"] == "over-claim"]
         if over:
-            # The batch is the claim's LIMIT when the claim writes LIMIT %(batch)s; a fixed LIMIT is its own.
-            limit = (f"LIMIT {batch}" if "batch" in placeholders(self.result.strategy.statements[
-                picking_section(self.result.strategy)]) else f"a batch of {batch}")
+            # The limit the over-claims were judged against: --batch, or the LIMIT the claim writes.
             lines.append(f"over-claim: {v.over_claims:,} claim(s) took more rows than the limit, up to "
-                         f"{max(e['rows'] for e in over):,} rows for {limit}")
+                         f"{max(e['rows'] for e in over):,} rows for LIMIT {self.result.claim_limit.describe()}")
         if v.double_claimed_jobs:
             lines.append(f"{v.double_claimed_jobs:,} job(s) claimed twice")
         return lines or violation_summary(self.result)
@@ -82,7 +76,7 @@ class ConditionOutcome:
                 "settings": dict(self.condition.settings), "verdict": self.verdict, "same_as": self.same_as,
                 "note": self.note, "setting": self.setting,
                 "seconds": round(self.seconds, 3), "evidence": self.evidence(),
-                "advice": MATERIALIZE_ADVICE if self.shape is not None and not self.shape.runs_once else None,
+                "advice": self.shape.advice if self.shape is not None else None,
                 **(self.shape.as_dict() if self.shape is not None else
                    {"shape": None, "plan": [], "rescanned_limit": [], "limit_loops": [], "opaque": False})}
 
@@ -119,6 +113,8 @@ def explore(conn: psycopg.Connection, server: Server, run: RunContext, strategy:
         elif not condition.applies_to(strategy):
             record(ConditionOutcome(condition, None, "not applicable",
                                     note="needs claimcheck's jobs table; this file brings its own tables"))
+        elif (why := condition.unavailable(run.stateless(worker=True))) is not None:
+            record(ConditionOutcome(condition, None, "not applicable", note=why))
         else:
             run_settings = condition_settings(condition, settings)
             try:
@@ -177,35 +173,36 @@ def plan_under(run: RunContext, strategy: Strategy, condition: Condition, batch:
     transaction rolled back (with `analyze` it runs: its locks and changes go with the rollback).
     Under a generic-plan setting the statement is prepared with its parameters as `$n` and the
     plan of `EXECUTE` shown, as a prepared claim gets it."""
-    section = picking_section(strategy)
-    *before, last = strategy.steps(section)
+    section = strategy.picking_section
+    *before, (last, last_names) = strategy.bound_steps[section]
     values = {**SAMPLE_VALUES, "batch": batch}
-    generic = dict(condition.settings).get("plan_cache_mode") == "force_generic_plan"
+    generic = condition.generic
     try:
         with run.connect("plans") as conn, conn.transaction(force_rollback=True):
             conn.execute(sql.SQL("SET LOCAL statement_timeout = {}").format(EXPLAIN_TIMEOUT_MS))
             for name, value in condition.settings:
                 conn.execute(sql.SQL("SET LOCAL {} = {}").format(sql.Identifier(name), sql.Literal(value)))
             client = ClientCursor(conn)
-            for statement in before:
-                conn.execute(statement, _sample(statement, values))
-            params = _sample(last, values)
+            for statement, names in before:
+                conn.execute(statement, _sample(names, values))
+            params = _sample(last_names, values)
             if not generic:
                 return explain(conn, client.mogrify(last, params), analyze=analyze)
             positional, names = to_positional(last)
             conn.execute(sql.SQL("PREPARE {} AS ").format(sql.Identifier(PREPARED)).as_string(conn) + positional)
             arguments = ", ".join(client.mogrify("%s", (params[name],)) for name in names)
             execute = f"EXECUTE {PREPARED}" + (f"({arguments})" if names else "")
-            return explain(conn, "", analyze=analyze, execute=execute)
+            return explain(conn, execute, analyze=analyze)
     except psycopg.Error as exc:
         message = (exc.diag.message_primary or str(exc)).strip()
         raise SqlFileError(f"{strategy.source}: section '{section}' cannot be planned under {condition.name}: "
                            f"{message}. Fix the statement and try again.") from None
 
 
-def _sample(statement: str, values: dict) -> dict:
-    """The sample values a statement uses (one the sample lacks fails on the server, with its name)."""
-    return {k: values[k] for k in placeholders(statement) if k in values}
+def _sample(names: tuple[str, ...], values: dict) -> dict:
+    """The sample values a statement uses, by its parameters' names (Strategy.bound_steps); one the
+    sample lacks fails on the server, with its name."""
+    return {k: values[k] for k in names if k in values}
 
 
 def run_with_plans(server: Server, strategy: Strategy, grid: list[RunSettings], conditions: tuple[Condition, ...],

@@ -24,6 +24,11 @@ STORES = ("Materialize", "Hash")
 """Nodes that keep their child's rows: a rescan replays them instead of running the child again."""
 ONCE = ("InitPlan", "CTE")
 """Parent relationships of subplans that run once per statement."""
+EXPLAIN_TIMEOUT_MS = 10_000
+"""statement_timeout of an EXPLAIN (ANALYZE runs the statement: a claim that hangs must not hold us)."""
+SAMPLE_VALUES = {"worker": "claimcheck-plans", "lease_seconds": 300.0, "ids": [1, 2, 3], "id": 1, "attempts": 1,
+                 "error": "claimcheck", "backoff_unit_s": 10.0, "backoff_cap_s": 3600.0}
+"""The values an EXPLAINed statement's parameters get (bar `batch`, the caller's)."""
 MATERIALIZE_ADVICE = ("wrap the limiting subquery in a MATERIALIZED CTE (WITH picked AS MATERIALIZED "
                       "(SELECT … LIMIT n FOR UPDATE SKIP LOCKED) … WHERE id IN (SELECT id FROM picked)), "
                       "or pick the ids first and claim them with = ANY")
@@ -38,8 +43,9 @@ class PlanShape:
     estimates: two plans with one signature run the claim the same way."""
     text: str
     """EXPLAIN (COSTS OFF) as psql prints it."""
-    rescanned: tuple[str, ...] = ()
-    """Each limiting node that can run more than once in one statement, in words ('' when none)."""
+    rerun_by: tuple[str, ...] = ()
+    """For each limiting node that can run more than once in one statement, the node that reruns it,
+    in words ("the inner side of a Nested Loop Semi"; none when it runs once): see `rescanned`."""
     loops: tuple[str, ...] = field(default=())
     """Under EXPLAIN ANALYZE: each limiting node whose actual loops exceeded 1."""
     opaque: bool = False
@@ -47,8 +53,23 @@ class PlanShape:
     statements are planned when it runs), so the shape says nothing about how it picks them."""
 
     @property
+    def rescanned(self) -> tuple[str, ...]:
+        """Each limiting node that can run more than once in one statement, in a sentence."""
+        return tuple(rescan_sentence(by) for by in self.rerun_by)
+
+    @property
     def runs_once(self) -> bool:
         return not self.rescanned and not self.loops
+
+    @property
+    def why(self) -> tuple[str, ...]:
+        """Why the limiting subquery can run more than once, in words: the plan's reasons, then the loops measured."""
+        return (*self.rescanned, *self.loops)
+
+    @property
+    def advice(self) -> str | None:
+        """What to change in the claim, or None when its limiting subquery runs once."""
+        return None if self.runs_once else MATERIALIZE_ADVICE
 
     def as_dict(self) -> dict:
         return {"shape": self.signature, "plan": self.text.splitlines(), "rescanned_limit": list(self.rescanned),
@@ -63,7 +84,7 @@ def from_explain(text: str, tree: dict, analyzed: dict | None = None) -> PlanSha
         for node, path in _walk(analyzed)
         if node["Node Type"] == "Limit" and node.get("Actual Loops", 1) > 1 and _locks_with(node, path))
     opaque = not any(node["Node Type"] == "Limit" for node, _ in _walk(tree))
-    return PlanShape(signature(tree), text, tuple(rescanned_limits(tree)), loops, opaque)
+    return PlanShape(signature(tree), text, tuple(rerun_nodes(tree)), loops, opaque)
 
 
 def json_plan(raw) -> dict:
@@ -71,10 +92,9 @@ def json_plan(raw) -> dict:
     return (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
 
 
-def explain(conn: psycopg.Connection, statement: str, analyze: bool = False, execute: str | None = None) -> PlanShape:
-    """EXPLAIN `statement` (or `EXECUTE`, for a prepared one) on conn, inside the caller's
+def explain(conn: psycopg.Connection, target: str, analyze: bool = False) -> PlanShape:
+    """EXPLAIN `target` (a statement, or `EXECUTE` of a prepared one) on conn, inside the caller's
     transaction; with `analyze`, also EXPLAIN ANALYZE it (which runs it: roll the transaction back)."""
-    target = execute or statement
     text = "\n".join(r[0] for r in conn.execute("EXPLAIN (COSTS OFF) " + target))
     tree = json_plan(conn.execute("EXPLAIN (COSTS OFF, FORMAT JSON) " + target).fetchone()[0])
     analyzed = None
@@ -109,21 +129,31 @@ def signature(node: dict) -> str:
     return head + (f"[{', '.join(signature(c) for c in children)}]" if children else "")
 
 
+def rescan_sentence(rerun_by: str) -> str:
+    """A rescanned limit in words, from the node that reruns it (rerun_nodes)."""
+    return (f"Limit below {rerun_by}: the limiting subquery runs again for every row, and each run "
+            "locks rows the earlier ones did not take")
+
+
 def rescanned_limits(tree: dict) -> list[str]:
-    """Each limiting, locking subquery that can run more than once per statement: a Limit with a
+    """Each limiting, locking subquery that can run more than once per statement, in words (rerun_nodes)."""
+    return [rescan_sentence(by) for by in rerun_nodes(tree)]
+
+
+def rerun_nodes(tree: dict) -> list[str]:
+    """For each limiting, locking subquery that can run more than once per statement: a Limit with a
     LockRows in the same rerun part of the plan (below it, or just above it), with the node that
     reruns it, and no Limit above that node capping what the statement takes (pgqueuer runs a
     locking LATERAL subquery per entrypoint on purpose, under a Limit of the total). A lone LockRows
     run per row (a per-row lock of another table, in a SubPlan) takes no more rows than asked for,
-    and a lone Limit run again without locks finds the same rows."""
+    and a lone Limit run again without locks finds the same rows. Each is named by the node that reruns it."""
     found = []
     for node, path in _walk(tree):
         if node["Node Type"] != "Limit" or not _locks_with(node, path):
             continue
         rerun = _rerun_by(node, path)
         if rerun is not None and not _capped(path[:rerun[1] + 1]):
-            found.append(f"Limit below {rerun[0]}: the limiting subquery runs again for every row, and each run "
-                         "locks rows the earlier ones did not take")
+            found.append(rerun[0])
     return found
 
 

@@ -10,7 +10,6 @@ and fails; a Seq Scan of jobs under the Limit fails.
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterator
 
@@ -18,9 +17,9 @@ import psycopg
 from psycopg import ClientCursor, sql
 
 from claimcheck.errors import SqlFileError
-from claimcheck.plans.shape import MATERIALIZE_ADVICE
+from claimcheck.plans.shape import EXPLAIN_TIMEOUT_MS, SAMPLE_VALUES, json_plan
 from claimcheck.probes import PROBE_QUERIES
-from claimcheck.server.schema import build_jobs_table
+from claimcheck.server.schema import SeededJobs, build_jobs_table
 from claimcheck.contract.strategy import Strategy, sample_params
 from claimcheck.contract.queries import QUERIES
 
@@ -29,9 +28,8 @@ if TYPE_CHECKING:
 
 FINISHED_JOBS = 50_000
 READY_JOBS = 20
-EXPLAIN_TIMEOUT_MS = 10_000
-SAMPLE_VALUES = {"worker": "claimcheck-explain", "batch": 10, "lease_seconds": 300.0, "ids": [1, 2, 3],
-                 "id": 1, "attempts": 1}
+BATCH = 10
+"""The batch the guard's claim is planned for."""
 INDEX_ACCESS = ("Index Scan", "Index Only Scan", "Bitmap Heap Scan")
 TABLE = "jobs"
 
@@ -73,18 +71,20 @@ def with_conditions(verdict: PlanVerdict, shapes: list[tuple[str, "PlanShape"]])
                                                      f"under every planner condition tried ({len(shapes)})"])
     names = ", ".join(name for name, _ in bad)
     name, shape = bad[0]
-    why = (shape.rescanned or shape.loops)[0]
+    why = shape.why[0]
     return dataclasses.replace(verdict, shape_ok=False, reasons=[
         *verdict.reasons, f"under {names}: {why}; one claim can take more rows than its LIMIT. "
-                          f"Fix: {MATERIALIZE_ADVICE}"])
+                          f"Fix: {shape.advice}"])
 
 
 def prepare_plan_table(conn: psycopg.Connection, schema: str, finished: int = FINISHED_JOBS,
-                       ready: int = READY_JOBS) -> None:
-    """(Re)build `schema.jobs` as a queue with history: `finished` done jobs, `ready` queued, analyzed."""
-    build_jobs_table(conn, schema, ready)
+                       ready: int = READY_JOBS, first_key: int = 1) -> SeededJobs:
+    """(Re)build `schema.jobs` as a queue with history: `ready` queued jobs, ids from `first_key`,
+    then `finished` done ones after them, analyzed; the ready jobs are the ones seeded."""
+    seeded = build_jobs_table(conn, schema, ready, first_key)
     conn.execute(PROBE_QUERIES["seed_finished_jobs"], {"jobs": finished})
     conn.execute(QUERIES["analyze_jobs"])
+    return seeded
 
 
 def plan_verdict(conn: psycopg.Connection, strategy: Strategy) -> PlanVerdict:
@@ -93,7 +93,7 @@ def plan_verdict(conn: psycopg.Connection, strategy: Strategy) -> PlanVerdict:
     Build that table first with :func:`prepare_plan_table` (the shape depends on the data:
     on a table of only ready jobs a Seq Scan is the right plan). Nothing is executed.
     """
-    section = "pick" if strategy.has_pick else "claim"
+    section = strategy.picking_section
     statement = _bound(conn, strategy, section)
     try:
         with conn.transaction(force_rollback=True):
@@ -104,14 +104,14 @@ def plan_verdict(conn: psycopg.Connection, strategy: Strategy) -> PlanVerdict:
         message = (exc.diag.message_primary or str(exc)).strip()
         raise SqlFileError(f"{strategy.source}: section '{section}' cannot be planned: {message}. "
                            "Fix the statement and try again.") from None
-    tree = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
+    tree = json_plan(raw)
     ok, reasons = judge(tree, strategy)
     return PlanVerdict(strategy.name, section, ok, reasons, text)
 
 
 def _bound(conn: psycopg.Connection, strategy: Strategy, section: str) -> str:
     """The statement with sample values as literals: EXPLAIN plans it as a worker would run it."""
-    params = sample_params(strategy, section, **SAMPLE_VALUES)
+    params = sample_params(strategy, section, **SAMPLE_VALUES, batch=BATCH)
     return ClientCursor(conn).mogrify(strategy.statements[section], params)
 
 

@@ -15,7 +15,9 @@ from __future__ import annotations
 from html import escape
 from pathlib import Path
 
+from claimcheck.plans import AS_SEEDED, run_condition
 from claimcheck.report import svg
+from claimcheck.server.pooling import pooler_words
 from claimcheck.server.redaction import scrub_all
 from claimcheck.engine.sampler import SAMPLE_INTERVAL_S
 
@@ -97,7 +99,7 @@ def conclusion(runs: list[dict]) -> str:
             if r["mode"] == mode:
                 groups.setdefault(f"{r['strategy']} · b{r['batch']}", []).append(r)
         # A planner condition's run counts for the verdict, not for speed (a short run on a small table).
-        safe = {name: max(rs, key=lambda r: (r.get("condition") in (None, "as-seeded"), r["throughput_jobs_per_s"]))
+        safe = {name: max(rs, key=lambda r: (run_condition(r) == AS_SEEDED, r["throughput_jobs_per_s"]))
                 for name, rs in groups.items() if all(r["exactly_once"] for r in rs)}
         if not safe:
             items.append(f"<li><b>{escape(mode)} mode:</b> no strategy held exactly-once in every run.</li>")
@@ -243,12 +245,7 @@ def _conditions(conditions: list[dict]) -> str:
 
 def _pooler(pooler: dict | None) -> str:
     """The header's words for the pooler the workers went through, if any."""
-    if not pooler:
-        return ""
-    name = f"PgBouncer {pooler.get('version')}" if pooler.get("kind") == "pgbouncer" else "a pooler"
-    size = f", pool of {pooler['pool_size']}" if pooler.get("pool_size") else ""
-    how = "started by claimcheck" if pooler.get("started_by_claimcheck") else f"found: {pooler.get('evidence', '')}"
-    return escape(f", workers through {name} in {pooler.get('mode')} mode{size} ({how})")
+    return escape(f", workers through {pooler_words(pooler)}") if pooler else ""
 
 
 def render(doc: dict) -> str:

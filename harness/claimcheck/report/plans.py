@@ -21,8 +21,8 @@ def plan_words(outcome: "ConditionOutcome") -> str:
     shape = outcome.shape
     if shape is None:
         return "-"
-    if shape.rescanned:
-        return shape.rescanned[0].split(":")[0] + ": runs per row"
+    if shape.rerun_by:
+        return f"Limit below {shape.rerun_by[0]}: runs per row"
     join = next((part for part in ("Hash Join", "Merge Join", "Nested Loop") if part in shape.signature), None)
     return "limit runs once" + (f" ({join})" if join else "")
 
@@ -48,8 +48,6 @@ def conditions_table(outcomes: list["ConditionOutcome"], title: str) -> Table:
 
 def print_conditions(console: Console, outcomes: list["ConditionOutcome"], strategy: str) -> None:
     """The table, then the plan of each violated condition with what to change."""
-    from claimcheck.plans.shape import MATERIALIZE_ADVICE
-
     console.print(conditions_table(outcomes, f"{strategy} under planner conditions (docs/plans.md)"))
     for o in outcomes:
         if not o.failed or o.shape is None:
@@ -57,7 +55,7 @@ def print_conditions(console: Console, outcomes: list["ConditionOutcome"], strat
         body = Text(o.shape.text + "\n\n")
         body.append("\n".join(o.evidence()) + "\n", style="red")
         body.append(o.condition.summary + "\n", style="dim")
-        if not o.shape.runs_once:
-            body.append("\n".join(o.shape.rescanned) + "\nFix: " + MATERIALIZE_ADVICE, style="yellow")
+        if o.shape.advice:
+            body.append("\n".join(o.shape.why) + "\nFix: " + o.shape.advice, style="yellow")
         console.print(Panel(body, title=f"{strategy}: VIOLATED under {o.condition.name}: the claim's plan",
                             title_align="left", expand=False))

@@ -23,6 +23,7 @@ from claimcheck.errors import ClaimcheckError
 from claimcheck.verdict.result import RunResult
 from claimcheck.verdict.ledger import Violation
 from claimcheck.report.schema import SCHEMA_VERSION
+from claimcheck.server.pooling import pooler_words
 from claimcheck.server.provision import Server
 from claimcheck.server.redaction import scrub_all
 
@@ -71,6 +72,11 @@ def write_json(doc: dict, path: Path | None, verb: str) -> Path:
 
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}" if value >= 10 else f"{value:.2f}"
+
+
+def _percentiles(lat: dict) -> str:
+    """A latency summary as p50/p95/p99/max, in ms."""
+    return "/".join(_ms(lat[k]) for k in ("p50", "p95", "p99", "max"))
 
 
 def _top_wait(run: RunResult) -> str:
@@ -167,13 +173,10 @@ def print_producer(console: Console, run: RunResult) -> None:
     if p is None:
         return
 
-    def pct(lat: dict) -> str:
-        return "/".join(_ms(lat[k]) for k in ("p50", "p95", "p99", "max"))
-
     console.print(Text(f"producer: offered {p.rate_per_s:g} jobs/s for {p.duration_s:g}s, achieved "
                        f"{p.achieved_rate_per_s:,.1f} jobs/s ({p.enqueued:,} of {p.scheduled:,} enqueued, max lag "
                        f"{p.max_lag_ms:,.1f} ms); latency ms from the scheduled enqueue, p50/p95/p99/max: pickup "
-                       f"{pct(p.pickup_latency_ms)}, end-to-end {pct(p.end_to_end_latency_ms)}; on {p.clock}"))
+                       f"{_percentiles(p.pickup_latency_ms)}, end-to-end {_percentiles(p.end_to_end_latency_ms)}; on {p.clock}"))
     if p.behind:
         console.print(Text(p.behind, style="bold red"))
 
@@ -213,9 +216,8 @@ def _rate_cells(run: RunResult, shown: bool) -> list[Text]:
     p = run.producer
     if p is None:
         return [Text("-"), Text("-")]
-    lat = p.end_to_end_latency_ms
     return [Text(f"{p.rate_per_s:g}/{p.achieved_rate_per_s:,.0f}", style="" if p.kept_up else "red"),
-            Text("/".join(_ms(lat[k]) for k in ("p50", "p95", "p99", "max")))]
+            Text(_percentiles(p.end_to_end_latency_ms))]
 
 
 def _parity_cells(run: RunResult, shown: bool) -> list[str]:
@@ -275,12 +277,9 @@ def print_server(console: Console, server: Server) -> None:
 
 
 def server_title(server: Server) -> str:
-    """The server in a table's title, e.g. "PostgreSQL 15.4 (dsn), workers through PgBouncer 1.18.0 (transaction,
-    pool 4)"."""
-    pooler = server.pooler
-    through = "" if pooler is None else (
-        f", workers through {'PgBouncer ' + str(pooler.version) if pooler.kind == 'pgbouncer' else 'a pooler'} "
-        f"({pooler.mode}" + (f", pool {pooler.pool_size}" if pooler.pool_size else "") + ")")
+    """The server in a table's title, e.g. "PostgreSQL 15.4 (dsn), workers through PgBouncer 1.18.0 in
+    transaction mode, pool of 4"."""
+    through = "" if server.pooler is None else f", workers through {pooler_words(server.pooler.as_dict(), detail=False)}"
     return f"PostgreSQL {server.version} ({server.source}){through}"
 
 

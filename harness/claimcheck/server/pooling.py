@@ -50,11 +50,19 @@ class Pooler:
                 "version": self.version, "pool_size": self.pool_size, "evidence": self.evidence}
 
     def label(self) -> str:
-        """One line for the header: "PgBouncer 1.18.0 in transaction mode, 4 server connections"."""
-        name = f"PgBouncer {self.version}" if self.kind == "pgbouncer" else "a pooler"
-        size = f", {self.pool_size} server connections" if self.pool_size else ""
-        who = "started by claimcheck for the workers" if self.started else f"found by behaviour: {self.evidence}"
-        return f"{name} in {self.mode} mode{size} ({who})"
+        """One line for the header (see pooler_words)."""
+        return pooler_words(self.as_dict())
+
+
+def pooler_words(pooler: dict, detail: bool = True) -> str:
+    """A pooler in words, from Pooler.as_dict() (a report's `postgres.pooler`), for the terminal's
+    header and titles and the HTML report alike: "PgBouncer 1.18.0 in transaction mode, pool of 4
+    (started by claimcheck for the workers)"; without `detail`, no parenthesis (a table's title)."""
+    name = f"PgBouncer {pooler.get('version')}" if pooler.get("kind") == "pgbouncer" else "a pooler"
+    size = f", pool of {pooler['pool_size']}" if pooler.get("pool_size") else ""
+    who = ("started by claimcheck for the workers" if pooler.get("started_by_claimcheck")
+           else f"found by behaviour: {pooler.get('evidence', '')}")
+    return f"{name} in {pooler.get('mode')} mode{size}" + (f" ({who})" if detail else "")
 
 
 def _connect(dsn: str) -> psycopg.Connection:

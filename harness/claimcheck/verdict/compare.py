@@ -25,7 +25,7 @@ from pathlib import Path
 from rich.table import Table
 from rich.text import Text
 
-from claimcheck.plans import AS_SEEDED
+from claimcheck.plans import AS_SEEDED, run_condition
 from claimcheck.report import schema as report_schema
 from claimcheck.errors import UsageError, read_input
 from claimcheck.verdict.stats import mann_whitney_less, median, spread
@@ -170,8 +170,11 @@ def load_report(path: Path) -> dict:
     if not isinstance(doc, dict) or ("runs" not in doc and "probe" not in doc):
         raise UsageError(f"{path}: not a claimcheck report (no list of runs); expected the JSON written by "
                          "`claimcheck bench` or `check --json`")
-    _check_magnitudes(doc, path)
-    problems = list(report_schema.errors(doc))
+    try:  # jsonschema recurses deeper than json.loads, and words an error with repr() of the value
+        _check_magnitudes(doc, path)
+        problems = list(report_schema.errors(doc))
+    except RecursionError:
+        raise UsageError(f"{path}: not a claimcheck report (nested too deeply)") from None
     if problems:
         more = f" (and {len(problems) - ERRORS_SHOWN} more)" if len(problems) > ERRORS_SHOWN else ""
         raise UsageError(f"{path}: not a valid claimcheck report (schema version {report_schema.SCHEMA_VERSION}, "
@@ -212,7 +215,7 @@ def _check_distinct_runs(doc: dict, path: Path | str) -> None:
 def run_key(run: dict) -> RunKey:
     """(strategy, mode, workers, batch, planner condition): a run without conditions (schema version 1,
     `--plans none`, bench) is the as-seeded run of a check under conditions."""
-    return (run["strategy"], run["mode"], int(run["workers"]), int(run["batch"]), run.get("condition") or AS_SEEDED)
+    return (run["strategy"], run["mode"], int(run["workers"]), int(run["batch"]), run_condition(run))
 
 
 def check_limits(max_drop_pct: float, alpha: float) -> None:
