@@ -375,11 +375,14 @@ class Loop:
         committed = time.monotonic()
         self._keep_notes(notes)  # only now: a rolled-back claim is no claim, and proves nothing
         if self.settings.mode == "lock":
+            first = len(self.log)  # the claim's first slot: its rows are recorded in order
             for (job, attempt), outcome in zip(rows, outcomes):
                 # A requeue is timed when its COMMIT was sent: no later claim can have seen it sooner
                 # (see _finish_resiliently). A claim is timed once its commit returned.
                 released = commit_sent if outcome == FAILED else committed
-                self._note_leases(self.log.record(job, attempt, committed, released, outcome), 1)
+                self._note_lease(self.log.record(job, attempt, committed, released, outcome))
+            if self.pooled:  # once per claim, not per job
+                self._note_backend(first, len(rows))
             self._count_claimed(rows, started, claim_returned)
             self._after_commit(rows)
             self._flush(bool(rows))  # as in lease mode: at once under faults, else at the plan's flush interval
