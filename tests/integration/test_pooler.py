@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from claimcheck.engine.driver import run_strategy
-from claimcheck.engine.fastpath import InlineStatement
+from claimcheck.engine.fastpath import InlineStatement, Transaction
 from claimcheck.errors import ServerError, UsageError
 from claimcheck.server.pgbouncer import PgBouncer, PoolerSpec, pgbouncer_path
 from claimcheck.server.provision import provide_server
@@ -155,5 +155,23 @@ def test_an_inline_statement_binds_quoted_literals_where_psycopg_reads_placehold
             assert conn.backend_pid == conn.info.backend_pid  # directly, the connection's own backend
             counts, _, error = statement.rowcount_each([[b"1", b"a"], [b"x", b"b"]])
             assert counts == [1] and error is not None and error.sqlstate == "22P02"
+    finally:
+        route(server.dsn, None)
+
+
+def test_a_libpq_transaction_through_a_pooler_begins_with_the_connections_prelude(server):
+    """The BEGIN message of a worker's explicit transaction sets its isolation and search path for all
+    of it, and records the backend that runs it."""
+    run = RunContext(server.dsn, "inline")
+    route(server.dsn, Route(pooled=True))
+    try:
+        with run.connect("w00", in_schema=False, worker=True, isolation="serializable") as conn:
+            conn.schema = "pg_catalog"
+            transaction = Transaction(conn)
+            statement = InlineStatement(conn, "SELECT current_setting('search_path'), "
+                                              "current_setting('transaction_isolation')")
+            with transaction:
+                assert conn.backend_pid == conn.info.backend_pid
+                assert statement.rows([]) == [(b"pg_catalog", b"serializable")]
     finally:
         route(server.dsn, None)

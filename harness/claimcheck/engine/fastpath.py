@@ -21,6 +21,7 @@ import psycopg
 from psycopg import errors, pq
 
 from claimcheck.contract.dialect import substitute, to_positional
+from claimcheck.server.runcontext import StatelessConnection
 
 _OK = frozenset(int(status) for status in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK))
 """As plain ints: libpq's status is an int, and a set of ints answers `in` without comparing enums."""
@@ -190,15 +191,21 @@ class Transaction:
     And an error during the rollback is swallowed without psycopg's logged warning.
     """
 
-    def __init__(self, conn: psycopg.Connection, isolation: str | None = None) -> None:
+    def __init__(self, conn: psycopg.Connection) -> None:
         self.pgconn = conn.pgconn
         self.encoding = conn.info.encoding
-        # Through a pooler (see claimcheck.server.runcontext), BEGIN names the isolation level: the
-        # backend's session default is not ours to set.
-        self.begin = b"BEGIN" if isolation is None else f"BEGIN ISOLATION LEVEL {isolation.upper()}".encode()
+        # Through a pooler (see claimcheck.server.runcontext), the BEGIN message also sets the isolation
+        # level (the backend's session default is not ours to set) and the search path, once for the
+        # whole transaction, and returns the backend that runs it: the connection's own prelude.
+        stateless = isinstance(conn, StatelessConnection)
+        self.begin = conn.begin() if stateless else b"BEGIN"
+        self.records_backend = conn if stateless and conn.schema is not None else None
 
     def __enter__(self) -> Transaction:
-        self._command(self.begin)
+        result = self.pgconn.exec_(self.begin)
+        _check(result, self.encoding)
+        if self.records_backend is not None:
+            self.records_backend.backend_pid = int(result.get_value(0, 1))
         return self
 
     def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: object) -> bool:

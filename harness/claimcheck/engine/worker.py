@@ -255,8 +255,7 @@ class Loop:
         several statements, or one returning a lease keeps psycopg's general path."""
         self.pooled = isinstance(self.conn, StatelessConnection)
         """Through a pooler (decided once per connection): the backend of each claim is recorded."""
-        # Through a pooler the session's default isolation is not ours: each BEGIN names it.
-        self.transaction = Transaction(self.conn, self.strategy.isolation if self.pooled else None)  # one per connection
+        self.transaction = Transaction(self.conn)  # one per connection; through a pooler, each BEGIN sets the isolation
         single = lambda section: self.strategy.has(section) and len(self.strategy.steps(section)) == 1  # noqa: E731
         self.fast_complete = self._prepare_fast("complete") if single("complete") else None
         self.bind_complete = self.fast_complete.binder(self.params["complete"], JOB_COLUMNS, 2) \

@@ -237,6 +237,16 @@ class StatelessConnection(psycopg.Connection):
             self._preludes[key] = parts
         return self._preludes[key]
 
+    def begin(self) -> bytes:
+        """The message that starts an explicit transaction: BEGIN, then the prelude an idle connection's
+        statement gets (the isolation level, the search path, which returns the backend's pid last)."""
+        parts = ["BEGIN"]
+        if self.isolation:
+            parts.append(f"SET TRANSACTION ISOLATION LEVEL {self.isolation.upper()}")
+        if self.schema is not None:
+            parts.append(_SEARCH_PATH.format(sql.Literal(self.schema)).as_string(self))
+        return "; ".join(parts).encode(self.info.encoding)
+
     @contextmanager
     def transaction(self, *args, **kwargs) -> Iterator[psycopg.Transaction]:
         """psycopg's transaction, whose first statement sets the search path for all of it: a statement
