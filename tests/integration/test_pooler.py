@@ -175,3 +175,25 @@ def test_a_libpq_transaction_through_a_pooler_begins_with_the_connections_prelud
                 assert statement.rows([]) == [(b"pg_catalog", b"serializable")]
     finally:
         route(server.dsn, None)
+
+
+def test_a_statement_inside_an_explicit_transaction_carries_no_prelude(server):
+    """Its transaction's start set the search path for all of it, on one backend: no statement inside
+    sets it again (an extra statement per job on the pooled lock path). Both kinds of transaction record
+    the backend that runs them."""
+    run = RunContext(server.dsn, "inline")
+    route(server.dsn, Route(pooled=True))
+    try:
+        with run.connect("w00", in_schema=False, worker=True, isolation="read committed") as conn:
+            conn.schema = "pg_catalog"
+            statement = InlineStatement(conn, "SELECT current_setting('search_path')")
+            with Transaction(conn):
+                conn.pgconn.exec_(b"SELECT set_config('search_path', 'public', true)")
+                assert statement.rows([]) == [(b"public",)]
+                assert conn.execute("SELECT current_setting('search_path')").fetchone() == ("public",)
+            conn.backend_pid = None
+            with conn.transaction():
+                assert conn.backend_pid == conn.info.backend_pid
+                assert conn.execute("SELECT current_setting('search_path')").fetchone() == ("pg_catalog",)
+    finally:
+        route(server.dsn, None)

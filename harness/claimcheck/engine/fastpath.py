@@ -132,7 +132,7 @@ class InlineStatement(PreparedStatement):
         return counts, times, None
 
     def _execute(self, bound: Sequence[bytes]) -> pq.abc.PGresult:
-        prelude = self.conn.prelude()
+        prelude = self.conn.prelude()  # none inside an explicit transaction (its BEGIN set it)
         parts = [self.pieces[0]]
         for slot, piece in zip(self.slots, self.pieces[1:]):
             parts += (b"'", bound[slot].replace(b"'", b"''"), b"'", piece)
@@ -143,7 +143,7 @@ class InlineStatement(PreparedStatement):
         for result in results:
             if result.status not in _OK:
                 _check(result, self.encoding)
-        if self.conn.schema is not None:
+        if prelude and self.conn.schema is not None:
             self.conn.backend_pid = int(results[len(prelude) - 1].get_value(0, 1))
         return results[-1]
 

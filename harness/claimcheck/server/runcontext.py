@@ -181,8 +181,8 @@ they must name their tables with the schema."""
 class StatelessCursor(psycopg.ClientCursor):
     """Sends each statement in one simple-protocol message (one round trip, one implicit transaction
     unless an explicit one is open) behind the connection's prelude: SET TRANSACTION ISOLATION LEVEL
-    (outside an explicit transaction) and `set_config('search_path', schema, true)`, which ends with
-    the transaction. Never prepared by name: a pooler may hand the next transaction to a backend that
+    and `set_config('search_path', schema, true)`, which ends with the transaction; inside an explicit
+    transaction, alone (its start set both). Never prepared by name: a pooler may hand the next transaction to a backend that
     has a statement of that name, or lacks it. Records the backend that ran it (`conn.backend_pid`).
 
     Why one message and client-side binding: the statement and its prelude must share a transaction,
@@ -223,14 +223,16 @@ class StatelessConnection(psycopg.Connection):
         self._preludes: dict[tuple, list[str]] = {}
 
     def prelude(self) -> list[str]:
-        """The statements that go before each statement, in its message (SQL text): the isolation level
-        outside an explicit transaction, then the search path (which also returns the backend's pid).
-        The last one, when there is a schema, is the search path's."""
-        idle = self.pgconn.transaction_status == pq.TransactionStatus.IDLE
-        key = (self.schema, self.isolation, idle)
+        """The statements that go before a statement outside an explicit transaction, in its message (SQL
+        text): the isolation level, then the search path (which also returns the backend's pid); the last
+        one, when there is a schema, is the search path's. None inside an explicit transaction: its start
+        set both for all of it, on the one backend that runs it (see `begin`, `transaction`)."""
+        if self.pgconn.transaction_status != pq.TransactionStatus.IDLE:
+            return []
+        key = (self.schema, self.isolation)
         if key not in self._preludes:
             parts = []
-            if self.isolation and idle:
+            if self.isolation:
                 parts.append(f"SET TRANSACTION ISOLATION LEVEL {self.isolation.upper()}")
             if self.schema is not None:
                 parts.append(_SEARCH_PATH.format(sql.Literal(self.schema)).as_string(self))
@@ -249,11 +251,13 @@ class StatelessConnection(psycopg.Connection):
 
     @contextmanager
     def transaction(self, *args, **kwargs) -> Iterator[psycopg.Transaction]:
-        """psycopg's transaction, whose first statement sets the search path for all of it: a statement
-        inside by a cursor of another kind (a ClientCursor, a stream) finds the run's tables too."""
+        """psycopg's transaction, whose first statement sets the search path for all of it (and records
+        its backend): a statement inside, which carries no prelude, or by a cursor of another kind (a
+        ClientCursor, a stream) finds the run's tables."""
         with super().transaction(*args, **kwargs) as tx:
             if self.schema is not None:
-                psycopg.Cursor(self).execute(_SEARCH_PATH.format(sql.Literal(self.schema)), prepare=False)
+                cursor = psycopg.Cursor(self).execute(_SEARCH_PATH.format(sql.Literal(self.schema)), prepare=False)
+                self.backend_pid = cursor.fetchone()[1]  # its statements have no prelude: the backend is this one
             yield tx
 
 
