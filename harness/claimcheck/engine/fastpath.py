@@ -132,19 +132,19 @@ class InlineStatement(PreparedStatement):
         return counts, times, None
 
     def _execute(self, bound: Sequence[bytes]) -> pq.abc.PGresult:
-        prelude = self.conn.prelude()  # none inside an explicit transaction (its BEGIN set it)
-        parts = [self.pieces[0]]
+        count, prefix = self.conn.prelude_prefix()  # none inside an explicit transaction (its BEGIN set it)
+        parts = [prefix, self.pieces[0]]
         for slot, piece in zip(self.slots, self.pieces[1:]):
             parts += (b"'", bound[slot].replace(b"'", b"''"), b"'", piece)
-        self.pgconn.send_query(b"; ".join([*(p.encode() for p in prelude), b"".join(parts)]))
+        self.pgconn.send_query(b"".join(parts))
         results, pgconn = [], self.pgconn
         while (result := pgconn.get_result()) is not None:
             results.append(result)
         for result in results:
             if result.status not in _OK:
                 _check(result, self.encoding)
-        if prelude and self.conn.schema is not None:
-            self.conn.backend_pid = int(results[len(prelude) - 1].get_value(0, 1))
+        if count and self.conn.schema is not None:
+            self.conn.backend_pid = int(results[count - 1].get_value(0, 1))
         return results[-1]
 
 
