@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from claimcheck.cli import main
 from claimcheck.engine.driver import run_strategy
 from claimcheck.engine.fastpath import InlineStatement, Transaction
 from claimcheck.errors import ServerError, UsageError
@@ -197,3 +198,13 @@ def test_a_statement_inside_an_explicit_transaction_carries_no_prelude(server):
                 assert conn.execute("SELECT current_setting('search_path')").fetchone() == ("pg_catalog",)
     finally:
         route(server.dsn, None)
+
+
+def test_interleave_refuses_a_pooler_found_in_front_of_the_dsn(server, capsys):
+    bouncer = PgBouncer(server.dsn, PoolerSpec("transaction"), POOL)
+    bouncer.start()
+    try:
+        assert main(["interleave", "seed000_naive_subquery", "--dsn", bouncer.dsn]) == 2
+    finally:
+        bouncer.stop()
+    assert "goes through a pooler" in capsys.readouterr().err
