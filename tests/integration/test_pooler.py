@@ -208,3 +208,16 @@ def test_interleave_refuses_a_pooler_found_in_front_of_the_dsn(server, capsys):
     finally:
         bouncer.stop()
     assert "goes through a pooler" in capsys.readouterr().err
+
+
+def test_an_inline_statement_quotes_a_value_right_without_standard_conforming_strings(server):
+    run = RunContext(server.dsn, "inline")
+    route(server.dsn, Route(pooled=True))
+    try:
+        with run.connect("w00", in_schema=False, worker=True) as conn:
+            conn.execute("SET standard_conforming_strings TO off")
+            statement = InlineStatement(conn, "SELECT %(text)s::text")
+            value = "a\\'b\\"
+            assert statement.rows(statement.bind({"text": value})) == [(value.encode(),)]
+    finally:
+        route(server.dsn, None)

@@ -101,12 +101,14 @@ class InlineStatement(PreparedStatement):
     """A PreparedStatement's interface for a connection through a pooler (see
     claimcheck.server.runcontext.StatelessConnection), where nothing may be prepared by name: each
     execution is one simple-protocol message, the connection's prelude (isolation, search path) and
-    the statement with each parameter as a quoted literal. A quoted literal is of unknown type until
-    its context types it, as an untyped parameter is. Records the backend that ran it on the
+    the statement with each parameter as a quoted literal (libpq's PQescapeLiteral: right whatever
+    the session's standard_conforming_strings, and no slower than quoting by hand). A quoted literal
+    is of unknown type until its context types it, as an untyped parameter is. Records the backend that ran it on the
     connection (`backend_pid`), as the connection's own cursors do."""
 
     def __init__(self, conn: psycopg.Connection, statement: str) -> None:
         self.conn, self.pgconn, self.encoding = conn, conn.pgconn, conn.info.encoding
+        self.quote = pq.Escaping(conn.pgconn).escape_literal
         _, self.params = to_positional(statement)
         # The text between `%(name)s` placeholders, read as psycopg reads them (split at a NUL, which no
         # statement text holds), and the parameter that goes after each piece.
@@ -133,9 +135,9 @@ class InlineStatement(PreparedStatement):
 
     def _execute(self, bound: Sequence[bytes]) -> pq.abc.PGresult:
         count, prefix = self.conn.prelude_prefix()  # none inside an explicit transaction (its BEGIN set it)
-        parts = [prefix, self.pieces[0]]
+        parts, quote = [prefix, self.pieces[0]], self.quote
         for slot, piece in zip(self.slots, self.pieces[1:]):
-            parts += (b"'", bound[slot].replace(b"'", b"''"), b"'", piece)
+            parts += (quote(bound[slot]), piece)
         self.pgconn.send_query(b"".join(parts))
         results, pgconn = [], self.pgconn
         while (result := pgconn.get_result()) is not None:
