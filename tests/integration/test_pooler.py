@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from claimcheck.cli import main
 from claimcheck.engine.driver import run_strategy
-from claimcheck.engine.fastpath import InlineStatement
+from claimcheck.engine.fastpath import InlineStatement, Transaction
 from claimcheck.errors import ServerError, UsageError
 from claimcheck.server.pgbouncer import PgBouncer, PoolerSpec, pgbouncer_path
 from claimcheck.server.provision import provide_server
@@ -155,5 +156,68 @@ def test_an_inline_statement_binds_quoted_literals_where_psycopg_reads_placehold
             assert conn.backend_pid == conn.info.backend_pid  # directly, the connection's own backend
             counts, _, error = statement.rowcount_each([[b"1", b"a"], [b"x", b"b"]])
             assert counts == [1] and error is not None and error.sqlstate == "22P02"
+    finally:
+        route(server.dsn, None)
+
+
+def test_a_libpq_transaction_through_a_pooler_begins_with_the_connections_prelude(server):
+    """The BEGIN message of a worker's explicit transaction sets its isolation and search path for all
+    of it, and records the backend that runs it."""
+    run = RunContext(server.dsn, "inline")
+    route(server.dsn, Route(pooled=True))
+    try:
+        with run.connect("w00", in_schema=False, worker=True, isolation="serializable") as conn:
+            conn.schema = "pg_catalog"
+            transaction = Transaction(conn)
+            statement = InlineStatement(conn, "SELECT current_setting('search_path'), "
+                                              "current_setting('transaction_isolation')")
+            with transaction:
+                assert conn.backend_pid == conn.info.backend_pid
+                assert statement.rows([]) == [(b"pg_catalog", b"serializable")]
+    finally:
+        route(server.dsn, None)
+
+
+def test_a_statement_inside_an_explicit_transaction_carries_no_prelude(server):
+    """Its transaction's start set the search path for all of it, on one backend: no statement inside
+    sets it again (an extra statement per job on the pooled lock path). Both kinds of transaction record
+    the backend that runs them."""
+    run = RunContext(server.dsn, "inline")
+    route(server.dsn, Route(pooled=True))
+    try:
+        with run.connect("w00", in_schema=False, worker=True, isolation="read committed") as conn:
+            conn.schema = "pg_catalog"
+            statement = InlineStatement(conn, "SELECT current_setting('search_path')")
+            with Transaction(conn):
+                conn.pgconn.exec_(b"SELECT set_config('search_path', 'public', true)")
+                assert statement.rows([]) == [(b"public",)]
+                assert conn.execute("SELECT current_setting('search_path')").fetchone() == ("public",)
+            conn.backend_pid = None
+            with conn.transaction():
+                assert conn.backend_pid == conn.info.backend_pid
+                assert conn.execute("SELECT current_setting('search_path')").fetchone() == ("pg_catalog",)
+    finally:
+        route(server.dsn, None)
+
+
+def test_interleave_refuses_a_pooler_found_in_front_of_the_dsn(server, capsys):
+    bouncer = PgBouncer(server.dsn, PoolerSpec("transaction"), POOL)
+    bouncer.start()
+    try:
+        assert main(["interleave", "seed000_naive_subquery", "--dsn", bouncer.dsn]) == 2
+    finally:
+        bouncer.stop()
+    assert "goes through a pooler" in capsys.readouterr().err
+
+
+def test_an_inline_statement_quotes_a_value_right_without_standard_conforming_strings(server):
+    run = RunContext(server.dsn, "inline")
+    route(server.dsn, Route(pooled=True))
+    try:
+        with run.connect("w00", in_schema=False, worker=True) as conn:
+            conn.execute("SET standard_conforming_strings TO off")
+            statement = InlineStatement(conn, "SELECT %(text)s::text")
+            value = "a\\'b\\"
+            assert statement.rows(statement.bind({"text": value})) == [(value.encode(),)]
     finally:
         route(server.dsn, None)

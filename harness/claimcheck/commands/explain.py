@@ -17,7 +17,6 @@ from claimcheck.plans.explore import plan_under
 from claimcheck.probes.explain import (FINISHED_JOBS, READY_JOBS, PlanVerdict, plan_verdict, prepare_plan_table,
                                        with_conditions)
 from claimcheck.server.runcontext import RunContext
-from claimcheck.report.publish import plain_settings
 from claimcheck.report.render import print_server, server_title
 from claimcheck.server.session import run_schema
 from claimcheck.errors import UsageError
@@ -76,7 +75,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
                                     title=f"{verdict.strategy}: the plan under {name}", title_align="left",
                                     expand=False))
         console.print(verdict_table(verdicts, f"claimcheck explain: {table_shape}: {server_title(server)}"))
-        doc = probe_document(server, plain_settings(vars(args)), "explain", {"table": {"finished": args.finished, "ready": args.ready},
+        doc = probe_document(server, args, "explain", {"table": {"finished": args.finished, "ready": args.ready},
                                                        "plans": [v.as_dict() for v in verdicts]})
         maybe_write(doc, args.json, "explain", console)
     return 0 if all(v.shape_ok for v in verdicts) else 1

@@ -11,6 +11,8 @@ from claimcheck.interleave.session import load_spec, run_spec
 from claimcheck.interleave.trace import render
 from claimcheck.server.provision import provide_server
 from claimcheck.report.render import print_server, write_json
+from claimcheck.errors import UsageError
+from claimcheck.server.redaction import redact_dsn
 from claimcheck.settings import positive
 
 
@@ -32,6 +34,11 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     err.print(f"Parsed spec with {len(spec.sessions)} sessions, {spec.permutation_count():,} permutation(s)")
     spec.check_permutation_cap(args.max_permutations)
     with provide_server(args.dsn, args.pg) as server:
+        if server.pooler is not None:
+            # Each session's steps must run on one backend, in order, blocking where it blocks: behind a
+            # pooler a session's next step may reach another backend, or wait for one.
+            raise UsageError(f"{redact_dsn(server.dsn)} goes through a pooler ({server.pooler.evidence}); interleave "
+                             "runs each session's steps on a backend of its own: point --dsn at the server itself")
         print_server(err, server)
         results = run_spec(server, spec, args.max_permutations)
     for result in results:

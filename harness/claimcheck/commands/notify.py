@@ -10,7 +10,6 @@ from rich.text import Text
 
 from claimcheck.commands._options import add_json_option, add_server_options, provide, int_list
 from claimcheck.probes._report import maybe_write, probe_document
-from claimcheck.report.publish import plain_settings
 from claimcheck.probes._work import PROBE_STRATEGY
 from claimcheck.probes.notify import NotifyFacts, notify_facts
 from claimcheck.probes.wakeup import Variant, WakeResult, run_wakeup
@@ -61,7 +60,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
         for table in facts_tables(facts, where):
             console.print(table)
         console.print(wakeup_table(wake, f"wake-up latency, enqueue commit -> claim ({args.enqueues} jobs each)"))
-        doc = probe_document(server, plain_settings(vars(args)), "notify", {**facts.as_dict(), "wakeup": [w.as_dict() for w in wake]})
+        doc = probe_document(server, args, "notify", {**facts.as_dict(), "wakeup": [w.as_dict() for w in wake]})
         maybe_write(doc, args.json, "notify", console)
     held = facts.holds and all(w.claimed == w.enqueued for w in wake)
     return 0 if held else 1

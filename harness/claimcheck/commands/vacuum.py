@@ -10,7 +10,6 @@ from claimcheck.commands._options import add_json_option, add_server_options, pr
 from claimcheck.engine.driver import validate
 from claimcheck.errors import UsageError
 from claimcheck.probes._report import maybe_write, probe_document
-from claimcheck.report.publish import plain_settings
 from claimcheck.probes._work import PROBE_STRATEGY
 from claimcheck.probes.soak import run_soak
 from claimcheck.probes.tables import archive_table, soak_table, vacuum_table
@@ -79,7 +78,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
         console.print(archive_table(archived, "archive step (seed 003): delete finished jobs in batches"))
         if phases:
             console.print(soak_table(phases, f"soak: {args.soak:g}s of steady enqueue/claim/complete per phase"))
-        doc = probe_document(server, plain_settings(vars(args)), "vacuum", {
+        doc = probe_document(server, args, "vacuum", {
             "strategy": strategy.name, "holders": [r.as_dict() for r in rows], "archive": archived.as_dict(),
             "soak": [p.as_dict() for p in phases]})
         maybe_write(doc, args.json, "vacuum", console)

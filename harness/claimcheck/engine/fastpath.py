@@ -21,6 +21,7 @@ import psycopg
 from psycopg import errors, pq
 
 from claimcheck.contract.dialect import substitute, to_positional
+from claimcheck.server.runcontext import StatelessConnection
 
 _OK = frozenset(int(status) for status in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK))
 """As plain ints: libpq's status is an int, and a set of ints answers `in` without comparing enums."""
@@ -100,12 +101,14 @@ class InlineStatement(PreparedStatement):
     """A PreparedStatement's interface for a connection through a pooler (see
     claimcheck.server.runcontext.StatelessConnection), where nothing may be prepared by name: each
     execution is one simple-protocol message, the connection's prelude (isolation, search path) and
-    the statement with each parameter as a quoted literal. A quoted literal is of unknown type until
-    its context types it, as an untyped parameter is. Records the backend that ran it on the
+    the statement with each parameter as a quoted literal (libpq's PQescapeLiteral: right whatever
+    the session's standard_conforming_strings, and no slower than quoting by hand). A quoted literal
+    is of unknown type until its context types it, as an untyped parameter is. Records the backend that ran it on the
     connection (`backend_pid`), as the connection's own cursors do."""
 
     def __init__(self, conn: psycopg.Connection, statement: str) -> None:
         self.conn, self.pgconn, self.encoding = conn, conn.pgconn, conn.info.encoding
+        self.quote = pq.Escaping(conn.pgconn).escape_literal
         _, self.params = to_positional(statement)
         # The text between `%(name)s` placeholders, read as psycopg reads them (split at a NUL, which no
         # statement text holds), and the parameter that goes after each piece.
@@ -131,19 +134,19 @@ class InlineStatement(PreparedStatement):
         return counts, times, None
 
     def _execute(self, bound: Sequence[bytes]) -> pq.abc.PGresult:
-        prelude = self.conn.prelude()
-        parts = [self.pieces[0]]
+        count, prefix = self.conn.prelude_prefix()  # none inside an explicit transaction (its BEGIN set it)
+        parts, quote = [prefix, self.pieces[0]], self.quote
         for slot, piece in zip(self.slots, self.pieces[1:]):
-            parts += (b"'", bound[slot].replace(b"'", b"''"), b"'", piece)
-        self.pgconn.send_query(b"; ".join([*(p.encode() for p in prelude), b"".join(parts)]))
+            parts += (quote(bound[slot]), piece)
+        self.pgconn.send_query(b"".join(parts))
         results, pgconn = [], self.pgconn
         while (result := pgconn.get_result()) is not None:
             results.append(result)
         for result in results:
             if result.status not in _OK:
                 _check(result, self.encoding)
-        if self.conn.schema is not None:
-            self.conn.backend_pid = int(results[len(prelude) - 1].get_value(0, 1))
+        if count and self.conn.schema is not None:
+            self.conn.backend_pid = int(results[count - 1].get_value(0, 1))
         return results[-1]
 
 
@@ -190,15 +193,21 @@ class Transaction:
     And an error during the rollback is swallowed without psycopg's logged warning.
     """
 
-    def __init__(self, conn: psycopg.Connection, isolation: str | None = None) -> None:
+    def __init__(self, conn: psycopg.Connection) -> None:
         self.pgconn = conn.pgconn
         self.encoding = conn.info.encoding
-        # Through a pooler (see claimcheck.server.runcontext), BEGIN names the isolation level: the
-        # backend's session default is not ours to set.
-        self.begin = b"BEGIN" if isolation is None else f"BEGIN ISOLATION LEVEL {isolation.upper()}".encode()
+        # Through a pooler (see claimcheck.server.runcontext), the BEGIN message also sets the isolation
+        # level (the backend's session default is not ours to set) and the search path, once for the
+        # whole transaction, and returns the backend that runs it: the connection's own prelude.
+        stateless = isinstance(conn, StatelessConnection)
+        self.begin = conn.begin() if stateless else b"BEGIN"
+        self.records_backend = conn if stateless and conn.schema is not None else None
 
     def __enter__(self) -> Transaction:
-        self._command(self.begin)
+        result = self.pgconn.exec_(self.begin)
+        _check(result, self.encoding)
+        if self.records_backend is not None:
+            self.records_backend.backend_pid = int(result.get_value(0, 1))
         return self
 
     def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: object) -> bool:

@@ -34,7 +34,7 @@ from claimcheck.contract.keys import KeySpace
 from claimcheck.verdict.ledger import ABANDONED, CLAIM_IS_COMPLETION, DONE, FAILED, STALE, WorkerLog
 from claimcheck.engine.logstream import FLUSH_INTERVAL_S, PROOF_FLUSH_INTERVAL_S, LogStream, summary
 from claimcheck.contract.queries import QUERIES
-from claimcheck.server.runcontext import RunContext
+from claimcheck.server.runcontext import RunContext, StatelessConnection
 from claimcheck.settings import RunSettings
 from claimcheck.contract.strategy import DEFAULT_SHAPE, RUN_SECTIONS, ClaimShape, Strategy, execute_section, pick_params
 
@@ -115,7 +115,7 @@ def worker_role(index: int) -> str:
 
 def connect_worker(plan: WorkerPlan, index: int) -> psycopg.Connection:
     conn = plan.run.connect(worker_role(index), worker=True, isolation=plan.strategy.isolation)
-    if plan.run.stateless(worker=True):
+    if isinstance(conn, StatelessConnection):
         return conn  # through a pooler: each transaction sets its own isolation; nothing is prepared by name
     conn.prepare_threshold = 0  # server-side prepared statements from the first execution
     # The session default, so that single statements run in autocommit keep the strategy's level.
@@ -238,6 +238,7 @@ class Loop:
         self.reader = ClaimRows(plan.shape, plan.keys, plan.limit.rows)
         self.pending_leases: list[tuple[float, float]] = []
         self.claim_backend: int | None = None
+        self.pooled = False
         self._prepare_fast_paths()
 
     def _prepare_fast_paths(self) -> None:
@@ -245,9 +246,9 @@ class Loop:
         through libpq directly (see claimcheck.engine.fastpath), prepared again on every new connection.
         In lock mode the transaction around them does too (see `_transaction`). A pick, a claim of
         several statements, or one returning a lease keeps psycopg's general path."""
-        pooled = self.plan.run.stateless(worker=True)
-        # Through a pooler the session's default isolation is not ours: each BEGIN names it.
-        self.transaction = Transaction(self.conn, self.strategy.isolation if pooled else None)  # one per connection
+        self.pooled = isinstance(self.conn, StatelessConnection)
+        """Through a pooler (decided once per connection): the backend of each claim is recorded."""
+        self.transaction = Transaction(self.conn)  # one per connection; through a pooler, each BEGIN sets the isolation
         single = lambda section: self.strategy.has(section) and len(self.strategy.steps(section)) == 1  # noqa: E731
         self.fast_complete = self._prepare_fast("complete") if single("complete") else None
         self.bind_complete = self.fast_complete.binder(self.params["complete"], JOB_COLUMNS, 2) \
@@ -283,7 +284,7 @@ class Loop:
         """The section's statement prepared on libpq's fast path, or None for psycopg's general path.
         Through a pooler nothing is prepared by name: the statement is sent whole each time, its
         parameters inline (see claimcheck.engine.fastpath.InlineStatement)."""
-        if self.plan.run.stateless(worker=True):
+        if self.pooled:
             return InlineStatement(self.conn, self.statements[section])
         try:
             return PreparedStatement(self.conn, f"claimcheck_{section}", self.statements[section])
@@ -366,11 +367,14 @@ class Loop:
         committed = time.monotonic()
         self._keep_notes(notes)  # only now: a rolled-back claim is no claim, and proves nothing
         if self.settings.mode == "lock":
+            first = len(self.log)  # the claim's first slot: its rows are recorded in order
             for (job, attempt), outcome in zip(rows, outcomes):
                 # A requeue is timed when its COMMIT was sent: no later claim can have seen it sooner
                 # (see _finish_resiliently). A claim is timed once its commit returned.
                 released = commit_sent if outcome == FAILED else committed
-                self._note_leases(self.log.record(job, attempt, committed, released, outcome), 1)
+                self._note_lease(self.log.record(job, attempt, committed, released, outcome))
+            if self.pooled:  # once per claim, not per job
+                self._note_backend(first, len(rows))
             self._count_claimed(rows, started, claim_returned)
             self._after_commit(rows)
             self._flush(bool(rows))  # as in lease mode: at once under faults, else at the plan's flush interval
@@ -423,7 +427,8 @@ class Loop:
                 first = log.record_claims(rows, committed, committed, [DONE if n else STALE for n in counts])
             else:
                 first = log.record_claims(rows, committed)
-            self._note_backend(first, len(rows))
+            if self.pooled:
+                self._note_backend(first, len(rows))
             self._count_claimed(rows, started, returned)
             if not lock:
                 # self.fast_complete, not a local: `_finish_each` may have reconnected (a new connection,
@@ -456,8 +461,8 @@ class Loop:
     def _record_shape(self, rows: list[tuple], started: float) -> tuple[list[tuple[int, int]], Notes]:
         """(job number, attempt) per row (see claimcheck.contract.claimrows); the notes wait for the commit."""
         jobs, notes = self.reader.read(rows, started)
-        # Through a pooler: the backend that ran the claim (its connection records it per statement).
-        self.claim_backend = getattr(self.conn, "backend_pid", None)
+        if self.pooled:  # the backend that ran the claim (its connection records it per statement)
+            self.claim_backend = self.conn.backend_pid
         self.pending_leases = []
         if notes.leases:
             # The server's clock right after the claim: a re-take is judged against the earlier
@@ -527,7 +532,8 @@ class Loop:
     def _note_leases(self, first: int, count: int) -> None:
         """Attach the claim's leases, if it returned any, and its backend through a pooler, to its
         slots from `first` on."""
-        self._note_backend(first, count)
+        if self.pooled:
+            self._note_backend(first, count)
         if self.pending_leases:
             for slot in range(first, first + count):
                 self._note_lease(slot)

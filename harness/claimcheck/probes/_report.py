@@ -2,18 +2,20 @@
 with the probe's own figures in place of `runs`."""
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
 from rich.console import Console
 
 from claimcheck.server.provision import Server
+from claimcheck.report.publish import plain_settings
 from claimcheck.report.render import document, write_json
 
 
-def probe_document(server: Server, settings: dict, probe: str, figures: dict) -> dict:
-    """`settings`: the probe's options, as the JSON's `settings` (claimcheck.report.publish.plain_settings)."""
-    doc = document(server, [], command=" ".join(["claimcheck", *sys.argv[1:]]), settings=settings)
+def probe_document(server: Server, args: argparse.Namespace, probe: str, figures: dict) -> dict:
+    """The probe's options `args` become the JSON's `settings`, as a run's do."""
+    doc = document(server, [], command=" ".join(["claimcheck", *sys.argv[1:]]), settings=plain_settings(vars(args)))
     del doc["runs"]  # a probe has no strategy runs; its figures follow
     doc["probe"] = probe
     doc.update(figures)

@@ -123,7 +123,7 @@ def run_phase(coordinator: psycopg.Connection, dsn: str, schema: str, run_id: st
         elapsed = time.monotonic() - started
         # The workers flushed their statistics on the way out: the last sample is exact.
         taken.append(_sample(coordinator, elapsed, counter.done, taken, holder_pid))
-        figures = vacuum_verbose(coordinator)
+        figures = vacuum_verbose(coordinator, schema)
     return SoakPhase(holder, elapsed, workers, counter.done, taken, figures)
 
 

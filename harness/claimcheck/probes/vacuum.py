@@ -124,18 +124,18 @@ class VerboseCapture:
         self.messages.append("\n".join(part for part in (diag.message_primary, diag.message_detail) if part))
 
 
-def vacuum_of(conn: psycopg.Connection, query: str) -> sql.Composed:
-    """The VACUUM `query` of the run's `jobs`, named with the schema the connection works in."""
-    schema = conn.execute("SELECT current_schema()").fetchone()[0]
+def vacuum_of(schema: str, query: str) -> sql.Composed:
+    """The VACUUM `query` of the run's `jobs`, named with its schema (VACUUM runs alone, with no search path
+    set in its message through a pooler)."""
     return sql.SQL(PROBE_QUERIES[query]).format(jobs=sql.Identifier(schema, "jobs"))
 
 
-def vacuum_verbose(conn: psycopg.Connection) -> VacuumFigures:
-    """`VACUUM (VERBOSE) jobs` on an autocommit connection, read from its notices."""
+def vacuum_verbose(conn: psycopg.Connection, schema: str) -> VacuumFigures:
+    """`VACUUM (VERBOSE) jobs` of the run's `schema` on an autocommit connection, read from its notices."""
     capture = VerboseCapture()
     conn.add_notice_handler(capture)
     try:
-        conn.execute(vacuum_of(conn, "vacuum_verbose"))
+        conn.execute(vacuum_of(schema, "vacuum_verbose"))
     finally:
         conn.remove_notice_handler(capture)
     figures = parse_vacuum_verbose(capture.messages)
@@ -163,14 +163,14 @@ def outside_holders(conn: psycopg.Connection, our_pids: list[int], marker: str) 
     return Outside(*conn.execute(PROBE_QUERIES["other_horizons"], {"pids": our_pids, "marker": marker}).fetchone())
 
 
-def vacuum_checked(conn: psycopg.Connection, outside: Outside, marker: str, ours_hold: bool
+def vacuum_checked(conn: psycopg.Connection, schema: str, outside: Outside, marker: str, ours_hold: bool
                    ) -> tuple[VacuumFigures, Outside]:
     """VACUUM (VERBOSE), and whether its cutoff shows a holder we did not see.
 
     The marker's age is read just before VACUUM, so a cutoff older than that age is older than
     the marker (other transactions in between only make the test more cautious)."""
     marker_age = conn.execute(PROBE_QUERIES["marker_age"], {"marker": marker}).fetchone()[0]
-    figures = vacuum_verbose(conn)
+    figures = vacuum_verbose(conn, schema)
     if not ours_hold and figures.cutoff_age_xids is not None and figures.cutoff_age_xids > marker_age:
         outside = replace(outside, cutoff_predates_workload=True)
     return figures, outside
@@ -221,10 +221,10 @@ def run_holder(coordinator: psycopg.Connection, dsn: str, schema: str, run_id: s
             horizon = horizon_of(coordinator, pid)
             outside = outside_holders(coordinator, [worker.info.backend_pid, holding.info.backend_pid], marker)
             before = table_stats(coordinator)
-            held, outside = vacuum_checked(coordinator, outside, marker, ours_hold=holder in HOLDS_HORIZON)
+            held, outside = vacuum_checked(coordinator, schema, outside, marker, ours_hold=holder in HOLDS_HORIZON)
         flush_stats(holding)
         outside_after = outside_holders(coordinator, [worker.info.backend_pid, holding.info.backend_pid], marker)
-        released, outside_after = vacuum_checked(coordinator, outside_after, marker, ours_hold=False)
+        released, outside_after = vacuum_checked(coordinator, schema, outside_after, marker, ours_hold=False)
         after = table_stats(coordinator)
     return VacuumRow(holder, processed, horizon, outside, before, held, released, after, outside_after)
 
@@ -242,7 +242,7 @@ def archive(coordinator: psycopg.Connection, dsn: str, schema: str, run_id: str,
         worker = connect(dsn, schema, run_id, "archive-worker", stack, worker=True)
         process_jobs(worker, strategy, jobs, worker="archive-worker")
         flush_stats(worker)
-        coordinator.execute(vacuum_of(coordinator, "vacuum_plain"))
+        coordinator.execute(vacuum_of(schema, "vacuum_plain"))
         before = table_stats(coordinator)
         batches = deleted = 0
         while True:
@@ -252,7 +252,7 @@ def archive(coordinator: psycopg.Connection, dsn: str, schema: str, run_id: str,
             batches, deleted = batches + 1, deleted + count
         flush_stats(worker)
     after_delete = table_stats(coordinator)
-    figures = vacuum_verbose(coordinator)
+    figures = vacuum_verbose(coordinator, schema)
     after_vacuum = table_stats(coordinator)
     return ArchiveResult(batch, batches, deleted, before, after_delete, after_vacuum, figures)
 

@@ -30,9 +30,9 @@ from pathlib import Path
 import psycopg
 
 from claimcheck.errors import ServerError, UsageError
-from claimcheck.server.interrupts import die_with_parent, done, shielded
+from claimcheck.server.interrupts import die_with_parent, shielded
 from claimcheck.server.ownership import owner_dead, read_owner_file
-from claimcheck.server.postmaster import owned_dir, server_account, temp_parent
+from claimcheck.server.postmaster import owned_dir, remove_dir, run_as, server_account, temp_parent, terminate
 
 MODES = ("transaction", "session")
 """Statement mode refuses transaction blocks: lock mode and any multi-statement claim could not run."""
@@ -162,7 +162,7 @@ class PgBouncer:
         self.process = subprocess.Popen(
             [str(self.binary), str(self.root / "pgbouncer.ini")], stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent,
-            **({"user": self.account, "group": None} if self.account else {}))
+            **run_as(self.account))
         deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -192,26 +192,11 @@ class PgBouncer:
         with shielded():
             running = self.process is not None and self.process.poll() is None
             if self.process is not None:
-                _terminate(self.process)
+                terminate(self.process, signal.SIGTERM, STOP_TIMEOUT_S)  # SIGTERM: PgBouncer's immediate shutdown
                 self.process = None
             if self.root is not None:
-                shutil.rmtree(self.root, ignore_errors=True)
-                if not self.root.exists():
-                    done(f"the PgBouncer we started stopped and its directory {self.root} deleted" if running
-                         else f"the directory of the PgBouncer we were starting, {self.root}, deleted")
-                else:
-                    print(f"claimcheck: warning: could not delete {self.root}; delete it by hand", file=sys.stderr)
+                remove_dir(self.root, "PgBouncer", running)
                 self.root = None
-
-
-def _terminate(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def sweep(parent: Path) -> list[str]:

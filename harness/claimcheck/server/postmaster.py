@@ -77,6 +77,33 @@ def owned_dir(prefix: str, parent: Path, account: str | None) -> Path:
     return root
 
 
+def run_as(account: str | None) -> dict:
+    """subprocess's keywords that run a child of ours as `account` (see server_account), if any."""
+    return {"user": account, "group": None} if account else {}
+
+
+def terminate(process: subprocess.Popen, signum: int, timeout_s: float) -> None:
+    """Stop a child of ours with its shutdown signal `signum`; killed if it still runs after `timeout_s`."""
+    if process.poll() is None:
+        process.send_signal(signum)
+        try:
+            process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def remove_dir(root: Path, what: str, running: bool) -> None:
+    """Delete the directory of the `what` we started (a process now stopped, if it was `running`), and
+    say so; or warn that it is left, to be deleted by hand."""
+    shutil.rmtree(root, ignore_errors=True)
+    if not root.exists():
+        done(f"the {what} we started stopped and its directory {root} deleted" if running
+             else f"the directory of the {what} we were starting, {root}, deleted")
+    else:
+        print(f"claimcheck: warning: could not delete {root}; delete it by hand", file=sys.stderr)
+
+
 class LocalPostmaster:
     """One postgres process over a temporary data directory; `start()` then `stop()`."""
 
@@ -100,10 +127,6 @@ class LocalPostmaster:
         assert self.root is not None
         return self.root / "server.log"
 
-
-    def _run_as_account(self) -> dict:
-        return {"user": self.account, "group": None} if self.account else {}
-
     def start(self) -> None:
         for tool in ("initdb", "postgres"):
             if not (self.bin_dir / tool).exists():
@@ -116,7 +139,7 @@ class LocalPostmaster:
         initdb = subprocess.run(
             [str(self.bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
              "--encoding=UTF8", "--no-locale", "--no-sync"],
-            capture_output=True, text=True, **self._run_as_account(),
+            capture_output=True, text=True, **run_as(self.account),
         )
         if initdb.returncode != 0:
             self.stop()
@@ -132,7 +155,7 @@ class LocalPostmaster:
             [str(self.bin_dir / "postgres"), "-D", str(self.root / "data"), "-k", str(self.root),
              "-p", str(SOCKET_PORT), "-c", "listen_addresses=", "-c", f"max_connections={self.max_connections}"],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True, preexec_fn=server_dies_with_parent, **self._run_as_account(),
+            start_new_session=True, preexec_fn=server_dies_with_parent, **run_as(self.account),
         )
         log.close()
         self._wait_until_ready()
@@ -159,13 +182,8 @@ class LocalPostmaster:
         raise ServerError(f"{self.label}: the server did not accept connections within {READY_TIMEOUT_S:.0f} s")
 
     def _shutdown(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
-            try:
-                self.process.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        if self.process is not None:
+            terminate(self.process, signal.SIGINT, STOP_TIMEOUT_S)  # SIGINT: PostgreSQL's fast shutdown
         self.process = None
 
     def stop(self) -> None:
@@ -175,13 +193,7 @@ class LocalPostmaster:
             running = self.process is not None
             self._shutdown()
             if self.root is not None:
-                shutil.rmtree(self.root, ignore_errors=True)
-                gone = not self.root.exists()
-                if gone:
-                    done(f"the server we started stopped and its directory {self.root} deleted" if running
-                         else f"the directory of the server we were starting, {self.root}, deleted")
-                else:
-                    print(f"claimcheck: warning: could not delete {self.root}; delete it by hand", file=sys.stderr)
+                remove_dir(self.root, "server", running)
                 self.root = None
 
 

@@ -181,8 +181,8 @@ they must name their tables with the schema."""
 class StatelessCursor(psycopg.ClientCursor):
     """Sends each statement in one simple-protocol message (one round trip, one implicit transaction
     unless an explicit one is open) behind the connection's prelude: SET TRANSACTION ISOLATION LEVEL
-    (outside an explicit transaction) and `set_config('search_path', schema, true)`, which ends with
-    the transaction. Never prepared by name: a pooler may hand the next transaction to a backend that
+    and `set_config('search_path', schema, true)`, which ends with the transaction; inside an explicit
+    transaction, alone (its start set both). Never prepared by name: a pooler may hand the next transaction to a backend that
     has a statement of that name, or lacks it. Records the backend that ran it (`conn.backend_pid`).
 
     Why one message and client-side binding: the statement and its prelude must share a transaction,
@@ -209,6 +209,9 @@ class StatelessCursor(psycopg.ClientCursor):
             self.execute(query, params)
 
 
+_NO_PRELUDE: tuple[list[str], tuple[int, bytes]] = ([], (0, b""))
+
+
 class StatelessConnection(psycopg.Connection):
     """A connection through a pooler: see StatelessCursor."""
 
@@ -220,30 +223,62 @@ class StatelessConnection(psycopg.Connection):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.cursor_factory = StatelessCursor
-        self._preludes: dict[tuple, list[str]] = {}
+        self._preludes: dict[tuple, tuple[list[str], tuple[int, bytes]]] = {}
+        self._paths: dict[str, str] = {}
 
     def prelude(self) -> list[str]:
-        """The statements that go before each statement, in its message (SQL text): the isolation level
-        outside an explicit transaction, then the search path (which also returns the backend's pid).
-        The last one, when there is a schema, is the search path's."""
-        idle = self.pgconn.transaction_status == pq.TransactionStatus.IDLE
-        key = (self.schema, self.isolation, idle)
-        if key not in self._preludes:
+        """The statements that go before a statement outside an explicit transaction, in its message (SQL
+        text): the isolation level, then the search path (which also returns the backend's pid); the last
+        one, when there is a schema, is the search path's. None inside an explicit transaction: its start
+        set both for all of it, on the one backend that runs it (see `begin`, `transaction`)."""
+        return self._prelude()[0]
+
+    def prelude_prefix(self) -> tuple[int, bytes]:
+        """`prelude` as the start of a message, encoded once (each statement followed by `; `), and its
+        number of statements."""
+        return self._prelude()[1]
+
+    def _prelude(self) -> tuple[list[str], tuple[int, bytes]]:
+        if self.pgconn.transaction_status != pq.TransactionStatus.IDLE:
+            return _NO_PRELUDE
+        key = (self.schema, self.isolation)
+        cached = self._preludes.get(key)
+        if cached is None:
             parts = []
-            if self.isolation and idle:
+            if self.isolation:
                 parts.append(f"SET TRANSACTION ISOLATION LEVEL {self.isolation.upper()}")
             if self.schema is not None:
-                parts.append(_SEARCH_PATH.format(sql.Literal(self.schema)).as_string(self))
-            self._preludes[key] = parts
-        return self._preludes[key]
+                parts.append(self.search_path())
+            prefix = "".join(f"{part}; " for part in parts).encode(self.info.encoding)
+            cached = self._preludes[key] = (parts, (len(parts), prefix))
+        return cached
+
+    def search_path(self) -> str:
+        """The statement that sets the search path to the schema for the transaction and returns the
+        backend's pid (SQL text, made once per schema)."""
+        if self.schema not in self._paths:
+            self._paths[self.schema] = _SEARCH_PATH.format(sql.Literal(self.schema)).as_string(self)
+        return self._paths[self.schema]
+
+    def begin(self) -> bytes:
+        """The message that starts an explicit transaction: BEGIN, then the prelude an idle connection's
+        statement gets (the isolation level, the search path, which returns the backend's pid last)."""
+        parts = ["BEGIN"]
+        if self.isolation:
+            parts.append(f"SET TRANSACTION ISOLATION LEVEL {self.isolation.upper()}")
+        if self.schema is not None:
+            parts.append(self.search_path())
+        return "; ".join(parts).encode(self.info.encoding)
 
     @contextmanager
     def transaction(self, *args, **kwargs) -> Iterator[psycopg.Transaction]:
-        """psycopg's transaction, whose first statement sets the search path for all of it: a statement
-        inside by a cursor of another kind (a ClientCursor, a stream) finds the run's tables too."""
+        """psycopg's transaction, whose first statement sets the search path for all of it (and records
+        its backend): a statement inside, which carries no prelude, or by a cursor of another kind (a
+        ClientCursor, a stream) finds the run's tables."""
         with super().transaction(*args, **kwargs) as tx:
             if self.schema is not None:
-                psycopg.Cursor(self).execute(_SEARCH_PATH.format(sql.Literal(self.schema)), prepare=False)
+                cursor = psycopg.Cursor(self).execute(self.search_path(), prepare=False)
+                self.backend_pid = cursor.fetchone()[1]  # its statements have no prelude: the backend is this one
             yield tx
 
 
