@@ -196,7 +196,7 @@ def test_two_runs_under_one_key_are_refused_not_half_judged(tmp_path):
     path = tmp_path / "new.json"
     path.write_text(json.dumps(report(ok, violated)))
     with pytest.raises(UsageError, match=r"new.json: runs\[0\] and runs\[1\] have the same strategy, mode, workers, "
-                                         r"batch and planner condition \(skip-locked · lease · 8 · 10 · as-seeded\)"):
+                                         r"batch, planner condition and offered rate \(skip-locked · lease · 8 · 10 · as-seeded\)"):
         load_report(path)
     with pytest.raises(UsageError, match="the new report: runs\\[0\\] and runs\\[1\\]"):
         compare(BASE, report(ok, violated))

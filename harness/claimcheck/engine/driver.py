@@ -28,13 +28,13 @@ from claimcheck.server.provision import Server
 from claimcheck.contract.queries import QUERIES
 from claimcheck.engine.reaper import Reaper
 from claimcheck.verdict.result import RunResult, TableOutcome
-from claimcheck.engine.sampler import LockWaitSampler, StuckBackend, stuck_backends, WaitSamples
+from claimcheck.engine.sampler import RunSamplers, StuckBackend, stuck_backends, WaitSamples
 from claimcheck.server.runcontext import RunContext
 from claimcheck.server.schema import SeededJobs, build_jobs_table, build_own_tables, key_base
 from claimcheck.settings import MAX_FAULTS, RunSettings
 from claimcheck.verdict.stats import latency_summary
 from claimcheck.contract.strategy import ClaimShape, Strategy, execute_section, validate_on_server
-from claimcheck.report.timeline import claims_over_time
+from claimcheck.report.timeline import claims_over_time, rate_over_time
 from claimcheck.engine.watch import RunWatch
 from claimcheck.engine.worker import BARRIER_TIMEOUT_S, Shared, WorkerPlan, worker_main
 
@@ -56,7 +56,7 @@ def run_strategy(conn: psycopg.Connection, server: Server, schema: str, run_id: 
     seeded = seeded or seed(conn, schema, run_id, strategy, settings.jobs)
     shape = validate(server.dsn, run_id, schema, strategy, seeded.count)
     settings = reaper_for(strategy, shape, settings)
-    _check_headroom(conn, settings.workers + (1 if settings.faults else 0) + (1 if settings.rate_per_s else 0))
+    _check_headroom(conn, settings.workers + (1 if settings.faults else 0) + (2 if settings.rate_per_s else 0))
     context = RunContext(server.dsn, run_id)
     # The producer's keys are reserved now, after the seeded ones: the watch knows them before any is enqueued.
     feed = None if settings.rate_per_s is None else producing.ProducerPlan(
@@ -183,6 +183,7 @@ def judge_run(conn: psycopg.Connection, run: "_Run", strategy: Strategy, setting
         claims_over_time=claims_over_time(logs, started, max(log.finished_at for log in logs) - started),
         stop_reason=run.stop_reason(started),
         cpu_s=cpu_use(logs, run.coordinator_cpu_s), producer=fed,
+        over_time=fed and rate_over_time(logs, started, run.sampler.queue, run.plan.feed, run.producer.log.started_at),
     )
 
 
@@ -227,7 +228,7 @@ def _check_headroom(conn: psycopg.Connection, workers: int) -> None:
     free = conn.execute(QUERIES["connection_headroom"]).fetchone()[0]
     if free < workers + 2:
         raise ServerError(f"the server has room for {free} more connections but the run needs {workers + 2} "
-                          "(workers, the sampler, the reaper and the fault injector); lower --workers or raise "
+                          "(workers, the samplers, the reaper, the fault injector and the producer); lower --workers or raise "
                           "max_connections (or the role's or database's CONNECTION LIMIT, which count too)")
 
 
@@ -239,7 +240,7 @@ class _Run:
         self.watch = watch
         """Progress and proven violations, from the records as they arrive."""
         self.no_progress_s: float | None = None
-        self.sampler: LockWaitSampler | None = None
+        self.sampler: RunSamplers | None = None
         self.stuck: list[StuckBackend] = []
         """Workers' backends found stuck in one statement when the run was ended for want of progress."""
         self.coordinator_cpu_s: float | None = None
@@ -316,7 +317,7 @@ class _Run:
         done = False
         try:
             # Connected before any worker: a refused connection is then a worker's, reported as such.
-            sampler = self.sampler = LockWaitSampler(self.plan.run)
+            sampler = self.sampler = RunSamplers(self.plan.run, self.plan.feed and self.plan.feed.duration_s)
             sampler.start()
             for index in range(settings.workers):
                 self._spawn(index, barrier)
@@ -344,7 +345,7 @@ class _Run:
             if not self.shared.stop.value and any(log.drained for log in self.logs):
                 self.stopped_by = "drained"  # before its --duration or --claims-per-worker
             self.coordinator_cpu_s = time.process_time() - cpu_started
-            self.waits = sampler.stop()
+            self.waits = sampler.stop(last=True)  # and one sample of a rate run's drained queue
             sampler = None
             if reaper is not None:
                 self.reaps = reaper.stop()

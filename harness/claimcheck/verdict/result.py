@@ -35,6 +35,21 @@ class TableOutcome:
 
 
 @dataclass(frozen=True)
+class OverTime:
+    """A rate run's series from its start (docs/producers.md), in the JSON as they are."""
+
+    queue: dict
+    """`queue_over_time`: the queue sampler's samples (claimcheck.engine.sampler.QueueSamples.series)."""
+    summary: dict
+    """`queue_summary`: the deepest queue, the dead tuples at the end and at most, the largest table."""
+    latency: dict
+    """`latency_over_time`: pickup latency per sampling interval (claimcheck.report.timeline.latency_over_time)."""
+
+    def as_dict(self) -> dict:
+        return {"queue_over_time": self.queue, "queue_summary": self.summary, "latency_over_time": self.latency}
+
+
+@dataclass(frozen=True)
 class RunResult:
     """One strategy x setting: what the ledger, the sampler and the table say."""
 
@@ -83,6 +98,8 @@ class RunResult:
     """The claim's plan under that condition, from EXPLAIN before the run."""
     producer: "ProducerOutcome | None" = None
     """The open-loop producer's figures (`check --rate`): rates, lag, pickup and end-to-end latency."""
+    over_time: OverTime | None = None
+    """A rate run's queue depth, dead tuples, table size and pickup latency over time."""
 
     @property
     def pgbench_ratio(self) -> float | None:
@@ -187,6 +204,8 @@ class RunResult:
             data.update({"plan_shape_ok": self.plan.shape_ok, "plan_reasons": self.plan.reasons})
         if self.producer is not None:  # `check --rate`: the open-loop producer's rates and latencies
             data.update(self.producer.as_dict())
+        if self.over_time is not None:
+            data.update(self.over_time.as_dict())
         if s.lifecycle:
             data.update({
                 "redeliveries": v.redeliveries, "stale_completion_violations": v.stale_completion_violations,
