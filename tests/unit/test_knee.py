@@ -119,3 +119,21 @@ def test_bench_rate_refuses_what_it_does_not_combine_with_before_anything_starts
     code = main(["bench", "--strategies", "skip-locked", *extra, *NO_SERVER])
     err = " ".join(capsys.readouterr().err.split())
     assert code == 2 and words in err and "cannot connect" not in err and "Traceback" not in err, err
+
+
+def test_compare_matches_a_sweeps_runs_by_their_offered_rate(tmp_path):
+    from rich.console import Console
+
+    from claimcheck.verdict.compare import compare, comparison_table
+    from sample_reports import report, run_object
+
+    base = report(*(run_object(offered_rate_per_s=r) for r in (200.0, 500.0)))
+    new = report(run_object(offered_rate_per_s=200.0), run_object(offered_rate_per_s=500.0, ok=False))
+    result = compare(base, new)
+    assert [(d.key[5], d.status) for d in result.diffs] == [(200.0, "ok"), (500.0, "VERDICT REGRESSED")]
+    shown = Console(width=250, record=True)
+    shown.print(comparison_table(result, "rates"))
+    assert "rate/s" in shown.export_text()
+    plain = Console(width=250, record=True)
+    plain.print(comparison_table(compare(report(run_object()), report(run_object())), "no rates"))
+    assert "rate/s" not in plain.export_text()

@@ -80,11 +80,12 @@ def _rate(run: dict) -> str:
     return f"{run['throughput_jobs_per_s']:,.0f} jobs/s" + (f" (median of {n})" if n > 1 else "")
 
 
-def conclusion(runs: list[dict]) -> str:
+def conclusion(runs: list[dict], knees: list[dict] | None = None) -> str:
     """Which runs held, the fastest strategy that held in every run of a mode, and what the others cost.
 
     A strategy (with its batch) counts for a mode only if every one of its runs in that mode held
-    exactly-once: a claim that breaks at 4 workers is not safe at 1. Its best run stands for it."""
+    exactly-once: a claim that breaks at 4 workers is not safe at 1. Its best run stands for it.
+    A rate sweep's (`knees`) runs are ranked by their knees instead: their jobs/s is the offered rate."""
     if not runs:
         return ""
     held = [r for r in runs if r["exactly_once"]]
@@ -97,8 +98,11 @@ def conclusion(runs: list[dict]) -> str:
         head += (f" Violated: {escape(', '.join(names))} ({len(violated)} run(s); {doubles:,} job(s) handed to more "
                  f"than one worker{f', {lost:,} never claimed' if lost else ''}; the table and the JSON say what "
                  "else failed): do not use them as run, however fast they were.")
-    items = []
-    for mode in sorted({r["mode"] for r in runs}):
+    items = [] if not knees else [
+        f"<li><b>{escape(k['strategy'])} · {escape(k['mode'])} · b{k['batch']} · {k['workers']}w</b>: knee "
+        f"{escape(k['summary'])} (pickup p99 ≤ {k['latency_slo_ms']:g} ms)</li>"
+        for k in sorted(knees, key=lambda k: -(k["knee_rate_per_s"] or 0))]
+    for mode in sorted({r["mode"] for r in runs}) if not knees else ():
         groups: dict[str, list[dict]] = {}
         for r in runs:
             if r["mode"] == mode:
@@ -357,7 +361,7 @@ def render(doc: dict) -> str:
         f"<h1>claimcheck report</h1><p class=meta>PostgreSQL {escape(str(pg.get('version', '?')))} "
         f"({escape(str(pg.get('source', '?')))}){_pooler(pg.get('pooler'))} · {escape(str(doc.get('created_at', '')))} · "
         f"<code>{escape(str(tool.get('command', '')))}</code></p>",
-        conclusion(runs),
+        conclusion(runs, doc.get("knees")),
         "<h2>Runs</h2>", _summary_table(runs),
         *(["<h2>Knees: the highest offered rate sustained</h2>", _knees(doc["knees"], runs)] if doc.get("knees") else []),
         *(["<h2>Queue depth and latency over time</h2>", _over_time(runs, slo)]
