@@ -86,7 +86,7 @@ def test_queue_samples_summarize_and_keep_their_time_order():
     assert q.summary() == {"samples": 3, "max_depth": 10, "final_depth": 0, "max_dead_tuples": 40,
                            "final_dead_tuples": 25, "max_table_bytes": 16384, "final_table_bytes": 16384}
     assert QueueSamples().summary()["max_depth"] is None
-    assert queue_interval_s(2) == 0.1 and queue_interval_s(60) == 0.3 and queue_interval_s(600) == 1.0
+    assert queue_interval_s(2) == 0.1 and queue_interval_s(60) == 0.3 and queue_interval_s(600) == 3.0 and queue_interval_s(6000) == 5.0
 
 
 def test_a_long_series_is_drawn_by_its_peaks_and_a_gap_breaks_the_line():

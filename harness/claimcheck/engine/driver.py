@@ -228,8 +228,8 @@ def _check_headroom(conn: psycopg.Connection, workers: int) -> None:
     free = conn.execute(QUERIES["connection_headroom"]).fetchone()[0]
     if free < workers + 2:
         raise ServerError(f"the server has room for {free} more connections but the run needs {workers + 2} "
-                          "(workers, the samplers, the reaper, the fault injector and the producer); lower --workers or raise "
-                          "max_connections (or the role's or database's CONNECTION LIMIT, which count too)")
+                          "(workers, the samplers, the reaper, the fault injector and the producer); lower --workers "
+                          "or raise max_connections (or the role's or database's CONNECTION LIMIT, which count too)")
 
 
 class _Run:
