@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import math
 import os
-from glob import glob
 import re
 import resource
 import subprocess
@@ -157,9 +156,9 @@ RATE_VARIABLES = {"cc_n": "0"}
 
 
 def rate_script(strategy: Strategy, settings: RunSettings, with_attempts: bool, first_key: int) -> str:
-    """One job arriving at a rate: enqueue it (the producer's default enqueue, `enqueue_job`), then one worker
-    cycle of build_script (`settings.batch` should be 1: the claim then takes one job, the oldest queued,
-    most often this one). Keys are first_key, first_key + 1, ...: client c's n-th job is
+    """One job arriving at a rate: enqueue it into our jobs table (the producer's default, `enqueue_job`), then
+    one worker cycle of build_script (`settings.batch` should be 1: the claim then takes one job, the oldest
+    queued, most often this one). Keys are first_key, first_key + 1, ...: client c's n-th job is
     first_key + c + clients * (n - 1), counted in `cc_n` (a client's variables outlive its scripts)."""
     # Typed as psycopg binds the producer's int: untyped, a prepared jsonb_build_object('n', $1) cannot be planned.
     enqueue = _to_pgbench(QUERIES["enqueue_job"], {"key": "CAST(:cc_key AS bigint)"}).strip().rstrip(";")
@@ -246,7 +245,7 @@ def run_script(run: RunContext, bin_dir: Path | None, name: str, script: str, cl
             raise ServerError(f"pgbench did not finish {name} within {PGBENCH_TIMEOUT_S} s") from None
         after = resource.getrusage(resource.RUSAGE_CHILDREN)  # pgbench is the only child reaped meanwhile
         cpu_s = (after.ru_utime - children.ru_utime) + (after.ru_stime - children.ru_stime)
-        logged = _read_logs(glob(str(Path(tmp) / "txn.*"))) if schedule else ()
+        logged = _read_logs(sorted(Path(tmp).glob("txn.*"))) if schedule else ()
     tps, processed = _TPS_RE.search(done.stdout), _PROCESSED_RE.search(done.stdout)
     if done.returncode not in (0, 2) or tps is None or processed is None:
         message = (done.stderr.strip() or done.stdout.strip()).splitlines()[-3:]
@@ -256,13 +255,13 @@ def run_script(run: RunContext, bin_dir: Path | None, name: str, script: str, cl
                          tps=float(tps.group("tps")), cpu_s=cpu_s, logged=logged)
 
 
-def _read_logs(paths: list[str]) -> tuple[tuple[int, int], ...]:
+def _read_logs(paths: list[Path]) -> tuple[tuple[int, int], ...]:
     """(latency, schedule lag) of each script in pgbench's per-transaction logs, microseconds. A line is
     `client_id transaction_no time script_no time_epoch time_us schedule_lag`, `time` from the scheduled
     start with --rate; a failed script's `time` is `failed` (counted by run_script's summary, not here)."""
     out = []
     for path in paths:
-        for line in Path(path).read_text().splitlines():
+        for line in path.read_text().splitlines():
             fields = line.split()
             if len(fields) >= 7 and fields[2].isdigit():
                 out.append((int(fields[2]), int(fields[6])))
