@@ -1,6 +1,6 @@
 """Our latency at a rate beside pgbench --rate's, on the same SQL, printed, never asserted.
 
-Run: .venv/bin/python tests/benchmarks/rate.py [RUNS] [--rates 200,500,1000,3000] [--duration 10] [--workers 4]
+Run: .venv/bin/python tests/benchmarks/rate.py [RUNS] [--rates 50,100,200,400] [--duration 10] [--workers 4]
 [--poll-ms MS] ($CLAIMCHECK_DSN, else an embedded server). For each rate, RUNS times (default 3): pgbench,
 then ours, each on a freshly seeded table of one job, on the same server, back to back.
 
@@ -144,7 +144,7 @@ def main(runs: int, rates: list[float], duration_s: float, workers: int, poll_ms
 def parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("runs", nargs="?", type=int, default=3)
-    p.add_argument("--rates", default="200,500,1000,3000", help="jobs/s, comma-separated")
+    p.add_argument("--rates", default="50,100,200,400", help="jobs/s, comma-separated")
     p.add_argument("--duration", type=float, default=10.0, help="seconds of arrivals per rate")
     p.add_argument("--workers", type=int, default=4, help="our workers, pgbench's clients")
     p.add_argument("--poll-ms", type=float, help="our workers' pause after an empty claim (default: check's)")
