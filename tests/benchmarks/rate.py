@@ -1,8 +1,9 @@
 """Our latency at a rate beside pgbench --rate's, on the same SQL, printed, never asserted.
 
 Run: .venv/bin/python tests/benchmarks/rate.py [RUNS] [--rates 50,100,200,400] [--duration 10] [--workers 4]
-[--poll-ms MS] ($CLAIMCHECK_DSN, else an embedded server). For each rate, RUNS times (default 3): pgbench,
-then ours, each on a freshly seeded table of one job, on the same server, back to back.
+[--poll-ms MS] ($CLAIMCHECK_DSN, else an embedded server). For each rate, RUNS times (default 3): pgbench
+and ours, each on a freshly seeded table of one job, on the same server, back to back (pgbench first in
+the first, third, ... run, ours in the others).
 
 What "the same" is. Both sides are a queue fed at R jobs/s and worked by W connections (default 4),
 skip-locked's own statements, batch 1, zero work time, lease mode:
@@ -130,8 +131,13 @@ def main(runs: int, rates: list[float], duration_s: float, workers: int, poll_ms
         try:
             for i in range(runs):
                 for rate in rates:
+                    # Each side goes first in every other run: the machine's load drifts, and the second
+                    # would always meet the first one's leftovers (dead tuples, a busy checkpointer).
+                    if i % 2:
+                        mine = ours(server.dsn, rate, duration_s, workers, poll, Path(scratch))
                     theirs = pgbench(conn, server, schema, run_id, rate, duration_s, workers)
-                    mine = ours(server.dsn, rate, duration_s, workers, poll, Path(scratch))
+                    if not i % 2:
+                        mine = ours(server.dsn, rate, duration_s, workers, poll, Path(scratch))
                     cells[rate].append((theirs, mine))
                     print(f"run {i + 1}, rate {rate:g}/s (load {os.getloadavg()[0]:.2f}):\n  {line('pgbench', theirs)}"
                           f"\n  {line('ours', mine)}", flush=True)
