@@ -81,7 +81,7 @@ def pgbench(conn: psycopg.Connection, server, schema: str, run_id: str, rate: fl
         _record(latency, total_us / 1e6)
         _record(lag, lag_us / 1e6)
     lags = _summary(lag)
-    missing = counts.scripts - done  # a claim that found the queue empty for a moment leaves one job queued
+    missing = counts.scripts - done  # a claim that found every queued row locked (SKIP LOCKED) took none
     return {"achieved": counts.tps, "max_lag_ms": lags["max"], "first": lags, "e2e": _summary(latency),
             "note": f"{counts.failed} failed" if counts.failed else (f"{missing} not done" if missing > 0 else "")}
 
@@ -147,10 +147,20 @@ def main(runs: int, rates: list[float], duration_s: float, workers: int, poll_ms
     print(subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
 
 
+def _rates(text: str) -> list[float]:
+    try:
+        rates = [float(r) for r in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: jobs/s, comma-separated numbers (50,100,200)") from None
+    if not all(0 < r < float("inf") for r in rates):
+        raise argparse.ArgumentTypeError(f"{text!r}: each rate must be above 0 jobs/s")
+    return rates
+
+
 def parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("runs", nargs="?", type=int, default=3)
-    p.add_argument("--rates", default="50,100,200,400", help="jobs/s, comma-separated")
+    p.add_argument("--rates", type=_rates, default=_rates("50,100,200,400"), help="jobs/s, comma-separated")
     p.add_argument("--duration", type=float, default=10.0, help="seconds of arrivals per rate")
     p.add_argument("--workers", type=int, default=4, help="our workers, pgbench's clients")
     p.add_argument("--poll-ms", type=float, help="our workers' pause after an empty claim (default: check's)")
@@ -159,4 +169,4 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 if __name__ == "__main__":
     args = parse(sys.argv[1:])
-    main(args.runs, [float(r) for r in args.rates.split(",")], args.duration, args.workers, args.poll_ms)
+    main(args.runs, args.rates, args.duration, args.workers, args.poll_ms)
