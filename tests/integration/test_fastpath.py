@@ -6,7 +6,6 @@ import multiprocessing
 import os
 import textwrap
 from pathlib import Path
-from types import SimpleNamespace
 
 import psycopg
 import pytest
@@ -19,7 +18,8 @@ from claimcheck.server.schema import build_jobs_table
 from claimcheck.server.session import run_schema
 from claimcheck.settings import RunSettings, WorkTime
 from claimcheck.contract.strategy import DEFAULT_SHAPE, load_strategy
-from claimcheck.engine.worker import Loop, Shared, WorkerPlan, connect_worker
+from claimcheck.engine.shared import Shared
+from claimcheck.engine.worker import Loop, WorkerPlan, connect_worker
 
 NOWAIT_QUEUE = """
 -- name: schema
@@ -199,7 +199,7 @@ def test_the_built_in_claim_binds_its_completions_from_its_own_text(server, atte
                           shape=dataclasses.replace(DEFAULT_SHAPE, attempt_is_int=attempt_is_int))
         conn = connect_worker(plan, 0)
         log = WorkerLog(worker=0)
-        loop = Loop(plan, 0, conn, log, Shared(stop=SimpleNamespace(value=0), progress={}),
+        loop = Loop(plan, 0, conn, log, Shared.local(),
                     LogStream(sender, log, plan.flush_interval_s))
         try:
             assert loop.plain_jobs and (loop.bind_claimed is not None) is attempt_is_int

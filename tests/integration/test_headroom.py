@@ -61,7 +61,7 @@ def test_a_worker_that_cannot_connect_is_reported_by_its_own_error_not_the_barri
         with pytest.raises(ServerError, match="the server has room for"):
             driver.run_strategy(conn, as_role, schema, run_id, load_strategy("skip-locked"),
                                 RunSettings(workers=3, jobs=20))
-        monkeypatch.setattr(driver, "_check_headroom", lambda conn, workers: None)
+        monkeypatch.setattr(driver, "check_headroom", lambda conn, needed, **words: None)
         with pytest.raises(ServerError) as failed:
             driver.run_strategy(conn, as_role, schema, run_id, load_strategy("skip-locked"),
                                 RunSettings(workers=3, jobs=20))
