@@ -41,30 +41,30 @@ from claimcheck.engine.worker import BARRIER_TIMEOUT_S, WorkerPlan, worker_main
 JOIN_TIMEOUT_S = 10.0
 
 
-def run_strategy(conn: psycopg.Connection, server: Server, schema: str, run_id: str, strategy: Strategy,
+def run_strategy(conn: psycopg.Connection, server: Server, run: RunContext, strategy: Strategy,
                  settings: RunSettings, on_progress=None, seeded: SeededJobs | None = None) -> RunResult:
-    """Seed, check, run and judge one strategy x setting. `conn` is the coordinator's, in `schema`.
-    `seeded`: the tables are built already (a planner condition's, see claimcheck.plans)."""
+    """Seed, check, run and judge one strategy x setting. `conn` is the coordinator's, in the run's
+    schema; `run` makes every other connection of the run. `seeded`: the tables are built already (a
+    planner condition's, see claimcheck.plans)."""
     check_fail_rate(strategy, settings)
     check_rate(strategy, settings)
-    seeded = seeded or seed(conn, schema, run_id, strategy, settings.jobs)
-    shape = validate(server.dsn, run_id, schema, strategy, seeded.count)
+    seeded = seeded or seed(conn, run, strategy, settings.jobs)
+    shape = validate(run, strategy, seeded.count)
     settings = reaper_for(strategy, shape, settings)
     check_headroom(conn, settings.workers + 2 + (1 if settings.faults else 0) + (1 if settings.rate_per_s else 0),
                    who="workers, the sampler, the reaper and the fault injector", lower="--workers")
-    context = RunContext(server.dsn, run_id)
     # The producer's keys are reserved now, after the seeded ones: the watch knows them before any is enqueued.
     feed = None if settings.rate_per_s is None else producing.ProducerPlan(
-        run=context, strategy=strategy, rate_per_s=settings.rate_per_s, duration_s=settings.produce_s,
+        run=run, strategy=strategy, rate_per_s=settings.rate_per_s, duration_s=settings.produce_s,
         first_key=seeded.last_id + 1)
-    plan = WorkerPlan(run=context, strategy=strategy, settings=settings, shape=shape, keys=seeded.keys, feed=feed)
-    run = _Run(plan, server.restart, on_progress, RunWatch(seeded.first_id, feed.last_key if feed else seeded.last_id,
-                                                           proves=plan.stops_on_proof))
-    run.go()
-    fed = None if feed is None else producing.outcome(feed, run.producer.log, run.logs)
-    record = run.record()
-    if any(f.kind == "restart" for f in run.faults):
-        with coordinator_connection(server.dsn, run_id, schema) as fresh:  # the restart closed the coordinator's connection too
+    plan = WorkerPlan(run=run, strategy=strategy, settings=settings, shape=shape, keys=seeded.keys, feed=feed)
+    going = _Run(plan, server.restart, on_progress, RunWatch(seeded.first_id, feed.last_key if feed else seeded.last_id,
+                                                             proves=plan.stops_on_proof))
+    going.go()
+    fed = None if feed is None else producing.outcome(feed, going.producer.log, going.logs)
+    record = going.record()
+    if any(f.kind == "restart" for f in going.faults):
+        with run.connect("coordinator") as fresh:  # the restart closed the coordinator's connection too
             return judge_run(record, RunTable(fresh, strategy), strategy, settings, seeded, releases=plan.releases,
                              fed=fed)
     return judge_run(record, RunTable(conn, strategy), strategy, settings, seeded, releases=plan.releases, fed=fed)
@@ -99,26 +99,20 @@ def check_rate(strategy: Strategy, settings: RunSettings) -> None:
                          "docs/producers.md)")
 
 
-def validate(dsn: str, run_id: str, schema: str, strategy: Strategy, seeded: int | None = None) -> ClaimShape:
+def validate(run: RunContext, strategy: Strategy, seeded: int | None = None) -> ClaimShape:
     """Check the file on the server, on a connection of its own closed before any worker starts: a
     rollback does not release what a statement takes for the session (an advisory lock, a LISTEN, a
     SET), and a connection that lives through the run must hold none of it."""
-    with coordinator_connection(dsn, run_id, schema, role="validate") as throwaway:
+    with run.connect("validate") as throwaway:
         return validate_on_server(throwaway, strategy, seeded)
 
 
-def seed(conn: psycopg.Connection, schema: str, run_id: str, strategy: Strategy, jobs: int, while_seeding=None) -> SeededJobs:
-    """The run's jobs, the file's own tables or our `jobs`, in the run's key range; while_seeding: see build_jobs_table."""
+def seed(conn: psycopg.Connection, run: RunContext, strategy: Strategy, jobs: int, while_seeding=None) -> SeededJobs:
+    """The run's jobs, the file's own tables or our `jobs`, in the run's schema and key range;
+    while_seeding: see build_jobs_table."""
     if strategy.own_schema:
-        return build_own_tables(conn, schema, strategy, jobs, key_base(run_id), while_seeding=while_seeding)
-    return build_jobs_table(conn, schema, jobs, key_base(run_id), while_seeding=while_seeding)
-
-
-def coordinator_connection(dsn: str, run_id: str, schema: str | None = None,
-                           role: str = "coordinator") -> psycopg.Connection:
-    """The coordinator's connection (or a short-lived one for `role`), named for the run, in the
-    run's schema once it exists."""
-    return RunContext(dsn, run_id).connect(role, in_schema=schema is not None)
+        return build_own_tables(conn, run.schema, strategy, jobs, key_base(run.run_id), while_seeding=while_seeding)
+    return build_jobs_table(conn, run.schema, jobs, key_base(run.run_id), while_seeding=while_seeding)
 
 
 class _Run:

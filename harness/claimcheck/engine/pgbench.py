@@ -227,15 +227,15 @@ def pgbench_result(counts: PgbenchCounts, clients: int, per_client: int, jobs_do
                          statements=statements, cpu_s=counts.cpu_s)
 
 
-def run_pgbench(conn: psycopg.Connection, dsn: str, bin_dir: Path | None, schema: str, run_id: str,
-                strategy: Strategy, settings: RunSettings) -> PgbenchResult:
+def run_pgbench(conn: psycopg.Connection, run: RunContext, bin_dir: Path | None, strategy: Strategy,
+                settings: RunSettings) -> PgbenchResult:
     """Run the strategy through pgbench on the table as seeded now; read the outcome from the table."""
     if settings.claims_per_worker is not None:
         per_client = settings.claims_per_worker
     else:
         per_client = max(1, math.ceil(settings.jobs / (settings.workers * settings.batch)))
     script = build_script(strategy, settings, claim_returns_attempts(conn, strategy, settings))
-    counts = run_script(RunContext(dsn, run_id), bin_dir, strategy.name, script, settings.workers, per_client,
-                        pgoptions=_pgoptions(schema, strategy.isolation))
+    counts = run_script(run, bin_dir, strategy.name, script, settings.workers, per_client,
+                        pgoptions=_pgoptions(run.schema, strategy.isolation))
     jobs_done = conn.execute(QUERIES["table_outcome"]).fetchone()[0]
     return pgbench_result(counts, settings.workers, per_client, jobs_done, script)

@@ -120,22 +120,21 @@ def run_library(server: Server, adapter: LibraryAdapter, settings: RunSettings,
     """One library x setting, in a database of its own that is dropped after; with `pgbench`, its
     worker cycle through pgbench too, on a freshly enqueued table in that database."""
     run_id = run_id or run_id_from_env()  # as every run: $CLAIMCHECK_RUN_ID names what it creates
-    with run_database(server, run_id, adapter.name) as database, tempfile.TemporaryDirectory(
+    with run_database(server, run_id, adapter.name) as run, tempfile.TemporaryDirectory(
             prefix=f"claimcheck-{run_id}-") as tmp:
-        run = _Run(server, adapter, settings, database, run_id, Path(tmp), progress)
-        result = run.go()
+        result = _Run(server, adapter, settings, run, Path(tmp), progress).go()
         if pgbench:
-            result = dataclasses.replace(result, pgbench=run_cycle(adapter, run.run, server.bin_dir, settings))
+            result = dataclasses.replace(result, pgbench=run_cycle(adapter, run, server.bin_dir, settings))
         return result
 
 
 class _Run:
-    def __init__(self, server: Server, adapter: LibraryAdapter, settings: RunSettings, database: str, run_id: str,
+    def __init__(self, server: Server, adapter: LibraryAdapter, settings: RunSettings, run: RunContext,
                  tmp: Path, progress: Callable[[int, float], None] | None) -> None:
         self.server, self.adapter, self.settings, self.tmp, self.progress = server, adapter, settings, tmp, progress
         # The run's own database; its connections are named as every run's are (claimcheck.server.runcontext),
         # so the sampler and the terminate fault find them. The library connects with a DSN string.
-        self.run = RunContext(psycopg.conninfo.make_conninfo(server.dsn, dbname=database), run_id)
+        self.run = run
         self.dsn = self.run.role_dsn("coordinator")
         self.procs: dict[int, _Proc] = {}
         self.deaths: dict[int, float] = {}

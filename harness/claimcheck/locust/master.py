@@ -73,7 +73,6 @@ class MasterRun:
         version, num = server_version(self.options.dsn)
         self.server = Server(dsn=self.options.dsn, source="dsn", version=version, version_num=num)
         self.run = RunContext(self.server.dsn, run_id_from_env())  # $CLAIMCHECK_RUN_ID names the schema
-        self.run_id, self.schema = self.run.run_id, self.run.schema
         self.cleanup_stack = contextlib.ExitStack()
         self.conn: psycopg.Connection | None = None
         self.sampler: LockWaitSampler | None = None
@@ -94,9 +93,9 @@ class MasterRun:
         print_server(self.err, self.server)
         # The same schema lifecycle as the fork driver's (owner record, sweep of a dead run's
         # leftovers, drop of only what this run created), closed in cleanup().
-        self.conn, _, _ = self.cleanup_stack.enter_context(run_schema(self.server, run_id=self.run_id))
-        self.seeded = seed(self.conn, self.schema, self.run_id, self.strategy, self.settings.jobs)
-        shape = validate(self.server.dsn, self.run_id, self.schema, self.strategy)
+        self.conn, self.run = self.cleanup_stack.enter_context(run_schema(self.server, run_id=self.run.run_id))
+        self.seeded = seed(self.conn, self.run, self.strategy, self.settings.jobs)
+        shape = validate(self.run, self.strategy)
         check_headroom(self.conn, self.settings.workers + 1, who="one per user and the sampler", lower="--users")
         self.plan = plan = WorkerPlan(run=self.run, strategy=self.strategy, settings=self.settings, shape=shape,
                                       keys=self.seeded.keys)
@@ -104,7 +103,7 @@ class MasterRun:
         self.sampler = LockWaitSampler(self.run)
         self.sampler.start()
         self.err.print(f"claimcheck: {self.strategy.name} · {self.settings.mode} · {self.settings.workers} users · "
-                       f"{self.settings.jobs:,} jobs seeded in schema {self.schema}", highlight=False, soft_wrap=True)
+                       f"{self.settings.jobs:,} jobs seeded in schema {self.run.schema}", highlight=False, soft_wrap=True)
         gevent.spawn(self._watch)
 
     # -- 2. the users' records --------------------------------------------------------------------
