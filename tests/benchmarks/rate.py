@@ -48,7 +48,7 @@ from claimcheck.contract.strategy import load_strategy
 from claimcheck.engine.pgbench import run_pgbench_at_rate
 from claimcheck.engine.producer import _histogram, _record, _summary
 from claimcheck.server.provision import provide_server
-from claimcheck.server.runcontext import schema_name
+from claimcheck.server.runcontext import RunContext, schema_name
 from claimcheck.server.schema import build_jobs_table, create_schema, drop_schema
 from claimcheck.settings import RunSettings, WorkTime
 from pgbench_parity import run_bench  # this directory: run as a script, like it
@@ -69,13 +69,12 @@ def ours(dsn: str, rate: float, duration_s: float, workers: int, poll: list[str]
             f"behind: {run['scheduled_jobs'] - run['enqueued_jobs']:,} not enqueued"}
 
 
-def pgbench(conn: psycopg.Connection, server, schema: str, run_id: str, rate: float, duration_s: float,
+def pgbench(conn: psycopg.Connection, server, run: RunContext, rate: float, duration_s: float,
             workers: int) -> dict:
     """pgbench's figures at the rate, on a table seeded as ours is."""
     settings = RunSettings(workers=workers, jobs=SEEDED_JOBS, batch=1, mode="lease", work=WorkTime("fixed", 0.0))
-    build_jobs_table(conn, schema, SEEDED_JOBS)
-    counts, done = run_pgbench_at_rate(conn, server.dsn, server.bin_dir, schema, run_id, load_strategy(STRATEGY),
-                                       settings, rate, duration_s)
+    build_jobs_table(conn, run.schema, SEEDED_JOBS)
+    counts, done = run_pgbench_at_rate(conn, run, server.bin_dir, load_strategy(STRATEGY), settings, rate, duration_s)
     latency, lag = _histogram(), _histogram()
     for total_us, lag_us in counts.logged:
         _record(latency, total_us / 1e6)
@@ -135,7 +134,7 @@ def main(runs: int, rates: list[float], duration_s: float, workers: int, poll_ms
                     # would always meet the first one's leftovers (dead tuples, a busy checkpointer).
                     if i % 2:
                         mine = ours(server.dsn, rate, duration_s, workers, poll, Path(scratch))
-                    theirs = pgbench(conn, server, schema, run_id, rate, duration_s, workers)
+                    theirs = pgbench(conn, server, RunContext(server.dsn, run_id), rate, duration_s, workers)
                     if not i % 2:
                         mine = ours(server.dsn, rate, duration_s, workers, poll, Path(scratch))
                     cells[rate].append((theirs, mine))

@@ -14,10 +14,10 @@ def test_pgbench_at_a_rate_enqueues_each_scheduled_job_works_one_per_script_and_
     if server.bin_dir is None:
         pytest.skip("pgbench comes with the embedded server; this server has no client tools we know of")
     settings = RunSettings(workers=2, jobs=1, batch=1, work=WorkTime("fixed", 0.0))
-    with run_schema(server) as (conn, schema, run_id):
-        build_jobs_table(conn, schema, 1)
-        counts, done = run_pgbench_at_rate(conn, server.dsn, server.bin_dir, schema, run_id,
-                                           load_strategy("skip-locked"), settings, rate_per_s=200, duration_s=0.5)
+    with run_schema(server) as (conn, run):
+        build_jobs_table(conn, run.schema, 1)
+        counts, done = run_pgbench_at_rate(conn, run, server.bin_dir, load_strategy("skip-locked"), settings,
+                                           rate_per_s=200, duration_s=0.5)
         first, last, jobs = conn.execute("SELECT min(id), max(id), count(*) FROM jobs").fetchone()
         queued = conn.execute("SELECT count(*) FROM jobs WHERE status = 'queued'").fetchone()[0]
     assert counts.scripts == 100 and counts.failed == 0  # ceil(200 x 0.5) jobs, 50 per client

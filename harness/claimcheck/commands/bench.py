@@ -137,7 +137,7 @@ def representative(reps: tuple[RunResult, ...]) -> RunResult:
 
 def plan_shapes(server: Server, strategies: list[Strategy]) -> dict[str, PlanVerdict]:
     """Each strategy's plan on a table of finished jobs and a few ready ones, judged by the guard."""
-    with run_schema(server) as (conn, schema, _):
-        prepare_plan_table(conn, schema)
+    with run_schema(server) as (conn, run):
+        prepare_plan_table(conn, run.schema)
         # The guard plans against claimcheck's jobs table: a file with its own tables is not planned.
         return {s.name: plan_verdict(conn, s) for s in strategies if not s.own_schema}

@@ -278,30 +278,29 @@ def pgbench_result(counts: PgbenchCounts, clients: int, per_client: int, jobs_do
                          statements=statements, cpu_s=counts.cpu_s)
 
 
-def run_pgbench(conn: psycopg.Connection, dsn: str, bin_dir: Path | None, schema: str, run_id: str,
-                strategy: Strategy, settings: RunSettings) -> PgbenchResult:
+def run_pgbench(conn: psycopg.Connection, run: RunContext, bin_dir: Path | None, strategy: Strategy,
+                settings: RunSettings) -> PgbenchResult:
     """Run the strategy through pgbench on the table as seeded now; read the outcome from the table."""
     if settings.claims_per_worker is not None:
         per_client = settings.claims_per_worker
     else:
         per_client = max(1, math.ceil(settings.jobs / (settings.workers * settings.batch)))
     script = build_script(strategy, settings, claim_returns_attempts(conn, strategy, settings))
-    counts = run_script(RunContext(dsn, run_id), bin_dir, strategy.name, script, settings.workers, per_client,
-                        pgoptions=_pgoptions(schema, strategy.isolation))
+    counts = run_script(run, bin_dir, strategy.name, script, settings.workers, per_client,
+                        pgoptions=_pgoptions(run.schema, strategy.isolation))
     jobs_done = conn.execute(QUERIES["table_outcome"]).fetchone()[0]
     return pgbench_result(counts, settings.workers, per_client, jobs_done, script)
 
 
-def run_pgbench_at_rate(conn: psycopg.Connection, dsn: str, bin_dir: Path | None, schema: str, run_id: str,
-                        strategy: Strategy, settings: RunSettings, rate_per_s: float,
-                        duration_s: float) -> tuple[PgbenchCounts, int]:
+def run_pgbench_at_rate(conn: psycopg.Connection, run: RunContext, bin_dir: Path | None, strategy: Strategy,
+                        settings: RunSettings, rate_per_s: float, duration_s: float) -> tuple[PgbenchCounts, int]:
     """`check --rate`'s load through pgbench: ceil(rate x duration) jobs (rounded up to a multiple of the clients),
-    each one :func:`rate_script` started on pgbench's --rate schedule, on `schema.jobs` as seeded now (its
+    each one :func:`rate_script` started on pgbench's --rate schedule, on the run's `jobs` as seeded now (its
     producer's keys after the seeded ones). Returns pgbench's counts, each script logged, and the jobs done."""
     first_key = conn.execute(QUERIES["seeded_range"]).fetchone()[1] or 0
     per_client = max(1, math.ceil(math.ceil(rate_per_s * duration_s - 1e-9) / settings.workers))
     script = rate_script(strategy, settings, claim_returns_attempts(conn, strategy, settings), first_key + 1)
-    counts = run_script(RunContext(dsn, run_id), bin_dir, f"{strategy.name}-rate", script, settings.workers,
-                        per_client, pgoptions=_pgoptions(schema, strategy.isolation), variables=RATE_VARIABLES,
+    counts = run_script(run, bin_dir, f"{strategy.name}-rate", script, settings.workers,
+                        per_client, pgoptions=_pgoptions(run.schema, strategy.isolation), variables=RATE_VARIABLES,
                         schedule=Schedule(rate_per_s))
     return counts, conn.execute(QUERIES["table_outcome"]).fetchone()[0]

@@ -69,6 +69,12 @@ class RunResult:
     deadlocks: int
     claim_statements: int
     reconnects: int = 0
+    """Connections the claimers re-established after losing one (a terminated backend, a restart)."""
+    workers_replaced: int = 0
+    """A queue library's workers that exited on their own and were started again (the library runner
+    replaces them, as a process supervisor would): such a library's way to reconnect, which the JSON
+    counts in `reconnects` too, as it always has. The fork driver's replacements of killed workers
+    are faults, not counted here."""
     reaped: int = 0
     faults: list[FaultEvent] = field(default_factory=list)
     claims_over_time: dict = field(default_factory=dict)
@@ -191,7 +197,7 @@ class RunResult:
             "pgbench": None if self.pgbench is None else self.pgbench.as_dict(),
             "cpu_s": {"workers": self.cpu_s.get("workers"), "coordinator": self.cpu_s.get("coordinator")},
             "claims_over_time": self.claims_over_time,
-            "claim_errors": self.claim_errors, "reconnects": self.reconnects,
+            "claim_errors": self.claim_errors, "reconnects": self.reconnects + self.workers_replaced,
             "over_claims": v.over_claims, "over_attempts": v.over_attempts, "claim_limit": self.claim_limit.as_dict(),
             "shape_violations": list(v.shape_evidence),
         }
@@ -210,7 +216,7 @@ class RunResult:
             data.update({
                 "redeliveries": v.redeliveries, "stale_completion_violations": v.stale_completion_violations,
                 "unfinished_jobs": self.unfinished_jobs, "over_max_attempts": self.table.over_max_attempts,
-                "reaped": self.reaped, "reconnects": self.reconnects, "fail_rate": s.fail_rate,
+                "reaped": self.reaped, "reconnects": self.reconnects + self.workers_replaced, "fail_rate": s.fail_rate,
                 "unrecorded_claims": v.unrecorded_claims, "faults_skipped": self.faults_skipped,
                 "lease_seconds": s.lease_seconds, "faults": [f.as_dict() for f in self.faults],
             })
