@@ -65,3 +65,12 @@ def test_the_next_run_sweeps_a_killed_runs_pgbouncer(cli):
     cli.assert_nothing_left()
     cli.run_id = killed  # its schema was swept too, its PgBouncer stopped
     cli.assert_nothing_left()
+
+
+def test_a_design_statement_pooling_cannot_run_is_refused_and_leaves_nothing(cli):
+    refused = cli("check", "skip-locked", "--mode", "lock", "--pooler", "pgbouncer:statement", "--workers", "2",
+                  "--jobs", "100")
+    assert refused.code == 2, refused.stderr
+    words = " ".join(refused.stderr.split())
+    assert "skip-locked in lock mode cannot run behind PgBouncer" in words and "Traceback" not in words, words
+    cli.assert_nothing_left()

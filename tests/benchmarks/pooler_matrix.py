@@ -1,6 +1,7 @@
-"""Every built-in and every field design, directly and behind a real PgBouncer in session and in
-transaction mode (`--pooler pgbouncer:MODE --pool-size 2`): its verdict, and the evidence of each
-violation (the job, the workers, the backend pids their claims ran on) or the server's errors.
+"""Every built-in and every field design, directly and behind a real PgBouncer in session, transaction
+and statement mode (`--pooler pgbouncer:MODE --pool-size 2`): its verdict, and the evidence of each
+violation (the job, the workers, the backend pids their claims ran on), the server's errors, or why
+it was refused (statement pooling: a design that needs a transaction block).
 
     .venv/bin/python tests/benchmarks/pooler_matrix.py [--dsn DSN] [--only NAME]
 
@@ -17,14 +18,14 @@ from pathlib import Path
 from claimcheck.contract.strategy import load_strategy
 from claimcheck.engine.driver import run_strategy
 from claimcheck.scenarios import CATALOG
-from claimcheck.errors import ClaimcheckError
+from claimcheck.errors import ClaimcheckError, UsageError
 from claimcheck.server.pgbouncer import PoolerSpec
 from claimcheck.server.provision import provide_server
 from claimcheck.server.session import run_schema
 from claimcheck.settings import RunSettings, WorkTime
 
 ROOT = Path(__file__).parents[1]
-MODES = (None, "session", "transaction")
+MODES = (None, "session", "transaction", "statement")
 BUILTIN_SETTINGS = {"workers": 4, "jobs": 400}
 POOL = 2
 
@@ -44,6 +45,8 @@ def cell(server, strategy: str, settings: dict) -> str:
     try:
         with run_schema(server) as (conn, schema, run_id):
             result = run_strategy(conn, server, schema, run_id, load_strategy(strategy), RunSettings(**settings))
+    except UsageError as exc:  # refused before anything ran: its reason, without the advice after it
+        return f"refused: {str(exc).split(': ', 1)[-1].split(', and statement pooling')[0][:160]}"
     except ClaimcheckError as exc:
         return f"error: {str(exc).splitlines()[0][:160]}"
     v = result.verdict
@@ -68,7 +71,7 @@ def main() -> None:
     args = parser.parse_args()
     designs = [(name, name, BUILTIN_SETTINGS) for name in CATALOG] + field_cases()
     designs = [d for d in designs if not args.only or args.only in d[0]]
-    print("| design | none | session | transaction |\n|---|---|---|---|")
+    print("| design | none | session | transaction | statement |\n|---|---|---|---|---|")
     rows = {name: [] for name, _, _ in designs}
     for mode in MODES:
         with provide_server(dsn=args.dsn, pooler=PoolerSpec(mode, POOL) if mode else None) as server:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from claimcheck.cli import main
@@ -19,7 +20,7 @@ from claimcheck.engine.fastpath import InlineStatement, Transaction
 from claimcheck.errors import ServerError, UsageError
 from claimcheck.server.pgbouncer import PgBouncer, PoolerSpec, pgbouncer_path
 from claimcheck.server.provision import provide_server
-from claimcheck.server.runcontext import Route, RunContext, route
+from claimcheck.server.runcontext import Route, RunContext, route, route_of
 from claimcheck.server.session import run_schema
 from claimcheck.settings import RunSettings
 from claimcheck.contract.strategy import load_strategy
@@ -120,21 +121,68 @@ def test_a_session_pool_is_found_by_a_new_client_inheriting_a_backend(server):
 
 
 def test_a_statement_pool_in_front_of_the_dsn_is_refused_before_anything_is_made(server):
-    bouncer = PgBouncer(server.dsn, PoolerSpec("statement"), POOL)  # not offered by --pooler; a user's may be
+    bouncer = PgBouncer(server.dsn, PoolerSpec("statement"), POOL)
     bouncer.start()
     try:
-        with pytest.raises(UsageError, match="statement mode"):
+        with pytest.raises(UsageError, match="statement mode") as refused:
             with provide_server(dsn=bouncer.dsn):
                 pass
     finally:
         bouncer.stop()
+    assert "--pooler pgbouncer:statement" in str(refused.value)  # the way that works: only the workers pooled
 
 
-@pytest.mark.parametrize("given, error", [("pgbouncer:statement", "the mode is one of"), ("pgpool", "is pgbouncer"),
-                                          ("pgbouncer:session", None)])
+def test_skip_locked_holds_behind_a_statement_pool(server):
+    """Its claim is one statement and each completion another: each its own transaction, which
+    statement pooling allows (the prelude of search path and isolation shares the statement's message)."""
+    with pooled(server, "statement") as through:
+        assert through.pooler.mode == "statement" and through.pooler.started
+        result = _run(through, "skip-locked", workers=4, jobs=400)
+    assert result.exactly_once and result.jobs_done == 400
+    assert not result.claim_errors, result.claim_errors
+
+
+@pytest.mark.parametrize("design, mode, why", [
+    ("skip-locked", "lock", "lock mode holds one transaction across the claim, the work and the completions"),
+    (str(FIELD / "que_0_14_session_advisory.sql"), "lease", "its pick and its claim run in one transaction"),
+    (str(FIELD / "good_job_3_99_advisory_uuid.sql"), "lease", "its pick and its claim run in one transaction"),
+])
+def test_a_design_that_needs_a_transaction_block_is_refused_behind_a_statement_pool(server, design, mode, why):
+    """PgBouncer answers BEGIN in statement mode with 08P01 and closes the connection (shown below): such a
+    run would claim nothing. Refused from the design's own sections before anything is seeded (the CLI
+    refuses before the schema: tests/acceptance/test_pooler_cli.py); que's and good_job's session-advisory
+    designs are refused so: their lock is taken in a pick, in the claim's transaction."""
+    with pooled(server, "statement") as through:
+        with pytest.raises(UsageError, match="statement mode") as refused:
+            with run_schema(through) as (conn, schema, run_id):
+                run_strategy(conn, through, schema, run_id, load_strategy(design), RunSettings(mode=mode, **SMALL))
+        assert why in str(refused.value) and "Nothing was run" in str(refused.value)
+        with psycopg.connect(through.dsn, autocommit=True) as direct:
+            assert not direct.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone()
+        with psycopg.connect(route_of(through.dsn).workers, autocommit=True) as worker:
+            with pytest.raises(psycopg.errors.ProtocolViolation, match="statement pooling"):
+                worker.execute("BEGIN")
+            assert worker.closed
+
+
+def test_the_probes_behind_a_statement_pool_run_or_say_why_not(server, capsys):
+    """vacuum's workers claim in one statement and complete a claim's jobs in one message (an implicit
+    transaction); explain's plans are the coordinator's, direct. notify's producer needs a transaction
+    across statements, and is refused before anything starts."""
+    given = ["--dsn", server.dsn, "--pooler", "pgbouncer:statement"]
+    assert main(["vacuum", "--jobs", "200", "--holders", "none,claim", *given]) == 0, capsys.readouterr().err
+    assert main(["explain", "skip-locked", *given]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    assert main(["notify", *given]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "notify cannot run behind --pooler pgbouncer:statement" in err and "SQLSTATE 08P01" in err
+
+
+@pytest.mark.parametrize("given, error", [("pgbouncer:auto", "the mode is one of"), ("pgpool", "is pgbouncer"),
+                                          ("pgbouncer:session", None), ("pgbouncer:statement", None)])
 def test_the_pooler_option_names_what_it_accepts(given, error):
     if error is None:
-        assert PoolerSpec.parse(given, 3) == PoolerSpec("session", 3)
+        assert PoolerSpec.parse(given, 3) == PoolerSpec(given.partition(":")[2], 3)
         return
     with pytest.raises(UsageError, match=error):
         PoolerSpec.parse(given)

@@ -16,6 +16,8 @@ from claimcheck.probes.wakeup import Variant, WakeResult, run_wakeup
 from claimcheck.report.render import print_server, server_title
 from claimcheck.server.session import run_schema
 from claimcheck.contract.strategy import load_strategy
+from claimcheck.errors import UsageError
+from claimcheck.server.pgbouncer import PoolerSpec
 from claimcheck.settings import positive
 
 DEFAULT_ENQUEUES = 50
@@ -49,6 +51,13 @@ def variants(args: argparse.Namespace) -> list[Variant]:
 def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     chosen = variants(args)
     strategy = load_strategy(PROBE_STRATEGY)
+    if args.pooler and PoolerSpec.parse(args.pooler).mode == "statement":
+        # Each fact needs a transaction across statements; through statement pooling none can be opened.
+        raise UsageError("notify cannot run behind --pooler pgbouncer:statement: its producer holds a transaction "
+                         "open across statements (the INSERT whose NOTIFY must wait for the COMMIT, the inserts "
+                         "that fold into one notification, a rolled-back payload), and statement pooling refuses "
+                         "every transaction block (PgBouncer answers BEGIN with SQLSTATE 08P01). Nothing was run: "
+                         "use --pooler pgbouncer:transaction, where notify shows the LISTEN lost (docs/poolers.md)")
     with provide(args) as server:
         print_server(err, server)
         with run_schema(server) as (conn, schema, run_id):

@@ -122,5 +122,45 @@ def refuse_statement_mode(dsn: str, pooler: Pooler) -> None:
     if pooler.mode == "statement":
         raise UsageError(f"{redact_dsn(dsn)} goes through a pooler in statement mode ({pooler.evidence}, and it "
                          "refuses transaction blocks). claimcheck builds its schema, seeds and validates in "
-                         "transactions: point --dsn at the server or at a transaction or session pool, and put "
-                         "a pooler in front of the workers with --pooler pgbouncer:transaction")
+                         "transactions: point --dsn at the server, and put a pooler in statement mode in front of "
+                         "the workers only with --pooler pgbouncer:statement (or use a transaction or session pool)")
+
+
+PER_JOB_SECTIONS = ("complete", "fail", "extend")
+"""A worker's per-job sections in lease mode: each of several statements is a transaction block."""
+
+
+def transaction_blocks(strategy, mode: str) -> list[str]:
+    """Why a worker of `strategy` in `mode` needs an explicit transaction block (statement pooling
+    refuses every one), in words; empty when each of its statements is a transaction of its own."""
+    needs = ["lock mode holds one transaction across the claim, the work and the completions"] \
+        if mode == "lock" else []
+    if strategy.has_pick:
+        needs.append("its pick and its claim run in one transaction")
+    elif len(strategy.steps("claim")) > 1:
+        needs.append(f"its claim is {len(strategy.steps('claim'))} statements in one transaction")
+    needs += [f"its {section} is {len(strategy.steps(section))} statements in one transaction"
+              for section in PER_JOB_SECTIONS if strategy.has(section) and len(strategy.steps(section)) > 1]
+    return needs
+
+
+def refuse_transaction_blocks(pooler: Pooler | None, strategy, modes) -> None:
+    """Workers behind statement pooling can run only a design whose every transaction is one statement.
+
+    Refused (exit 2) rather than run: PgBouncer answers a BEGIN in statement mode with SQLSTATE 08P01
+    and closes the client's connection, so every claim would fail before it claimed anything and the
+    run would count errors instead of showing what the design does with its jobs."""
+    if pooler is None or pooler.mode != "statement":
+        return
+    for mode in dict.fromkeys(modes):
+        needs = transaction_blocks(strategy, mode)
+        if not needs:
+            continue
+        fix = ("run it in lease mode (--mode lease), where a lone claim statement commits on its own"
+               if mode == "lock" and len(needs) == 1 else
+               "a design for statement pooling claims in one statement and finishes each job in one")
+        raise UsageError(f"{strategy.name} in {mode} mode cannot run behind {pooler_words(pooler.as_dict(), False)}: "
+                         f"{'; '.join(needs)}, and statement pooling refuses every transaction block (PgBouncer "
+                         "answers BEGIN with SQLSTATE 08P01 and closes the connection), so no claim could run. "
+                         f"Nothing was run: {fix}, or put the workers behind a transaction or session pool "
+                         "(--pooler pgbouncer:transaction)")

@@ -22,6 +22,7 @@ from claimcheck.verdict.result import RunResult
 from claimcheck.errors import UsageError
 from claimcheck.server import interrupts
 from claimcheck.server.interrupts import shielded
+from claimcheck.server.pooling import refuse_transaction_blocks
 from claimcheck.server.provision import Server
 from claimcheck.contract.queries import QUERIES
 from claimcheck.server.redaction import scrub
@@ -123,6 +124,8 @@ def run_all(server: Server, strategies: list[Strategy], grid: list[RunSettings],
         own = [s.source for s in strategies if s.own_schema]
         if own:
             raise UsageError(f"--pgbench runs the SQL on claimcheck's jobs table; {own[0]} brings its own tables")
+    for strategy in strategies:  # before the schema: a design statement pooling cannot run, nothing made
+        refuse_transaction_blocks(server.pooler, strategy, [settings.mode for settings in grid])
     results = []
     with run_schema(server) as (original, schema, run_id):
         conn = original
