@@ -68,7 +68,7 @@ def run(strategy: str | os.PathLike | None = None, *, lib: str | None = None, ds
     with contextlib.ExitStack() as stack:
         if server is None:
             server = stack.enter_context(provide_server(dsn=dsn))
-        refuse_transaction_blocks(server.pooler, loaded, [run_settings.mode])
+        refuse_transaction_blocks(server.pooler, [loaded], [run_settings.mode])
         conn, schema, run_id = stack.enter_context(run_schema(server, run_id=new_run_id()))
         if not CHOICES[plans]:
             return run_strategy(conn, server, schema, run_id, loaded, run_settings)

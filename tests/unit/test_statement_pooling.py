@@ -37,14 +37,24 @@ def test_what_needs_a_transaction_block_is_named(strategy, mode, why):
 
 def test_the_refusal_says_why_and_what_to_do_and_only_behind_statement_pooling():
     with pytest.raises(UsageError) as refused:
-        refuse_transaction_blocks(STATEMENT, load_strategy("skip-locked"), ["lease", "lock"])
+        refuse_transaction_blocks(STATEMENT, [load_strategy("skip-locked")], ["lease", "lock"])
     words = " ".join(str(refused.value).split())
     assert words.startswith("skip-locked in lock mode cannot run behind PgBouncer 1.18.0 in statement mode")
     assert "SQLSTATE 08P01" in words and "--mode lease" in words and "Nothing was run" in words
-    refuse_transaction_blocks(STATEMENT, load_strategy("skip-locked"), ["lease"])
+    refuse_transaction_blocks(STATEMENT, [load_strategy("skip-locked")], ["lease"])
     for mode in ("transaction", "session"):
-        refuse_transaction_blocks(Pooler(mode=mode, started=True, evidence=""), _strategy(), ["lock"])
-    refuse_transaction_blocks(None, _strategy(pick="SELECT 1"), ["lock"])
+        refuse_transaction_blocks(Pooler(mode=mode, started=True, evidence=""), [_strategy()], ["lock"])
+    refuse_transaction_blocks(None, [_strategy(pick="SELECT 1")], ["lock"])
+
+
+def test_a_sweep_is_refused_once_naming_every_run_that_needs_a_transaction_block():
+    catalog = [load_strategy(name) for name in ("skip-locked", "select-then-update")]
+    with pytest.raises(UsageError) as refused:
+        refuse_transaction_blocks(STATEMENT, catalog, ["lease", "lock"])
+    words = " ".join(str(refused.value).split())
+    assert words.startswith("3 of the runs cannot run behind PgBouncer 1.18.0 in statement mode"), words
+    assert "the pick and its claim run in one transaction (select-then-update)" in words
+    assert "the completions (skip-locked, select-then-update)" in words
 
 
 def test_planner_conditions_that_set_local_are_not_applicable_behind_statement_pooling():

@@ -53,7 +53,7 @@ def run_strategy(conn: psycopg.Connection, server: Server, schema: str, run_id: 
     `seeded`: the tables are built already (a planner condition's, see claimcheck.plans)."""
     check_fail_rate(strategy, settings)
     check_rate(strategy, settings)
-    pooling.refuse_transaction_blocks(server.pooler, strategy, [settings.mode])  # before anything is made
+    pooling.refuse_transaction_blocks(server.pooler, [strategy], [settings.mode])  # before anything is made
     seeded = seeded or seed(conn, schema, run_id, strategy, settings.jobs)
     shape = validate(server.dsn, run_id, schema, strategy, seeded.count)
     settings = reaper_for(strategy, shape, settings)

@@ -211,7 +211,7 @@ def run_with_plans(server: Server, strategy: Strategy, grid: list[RunSettings], 
                    err) -> tuple[list[RunResult], list[ConditionOutcome]]:
     """`check`'s runs under every condition, for each setting of the grid, in one schema of the run's
     own: every run made (in the order made) and every condition's outcome, run or not."""
-    refuse_transaction_blocks(server.pooler, strategy, [settings.mode for settings in grid])  # before the schema
+    refuse_transaction_blocks(server.pooler, [strategy], [settings.mode for settings in grid])  # before the schema
     results, outcomes = [], []
     with run_schema(server) as (conn, _schema, run_id):
         run = RunContext(server.dsn, run_id)

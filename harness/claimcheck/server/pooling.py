@@ -16,12 +16,17 @@ For a PgBouncer we started, the mode and pool size are known and not probed.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import psycopg
 
 from claimcheck.errors import ServerError, UsageError
 from claimcheck.server.redaction import redact_dsn, scrub
+
+if TYPE_CHECKING:
+    from claimcheck.contract.strategy import Strategy
 
 CONNECT_TIMEOUT_S = 5
 TRIES = 3
@@ -130,7 +135,7 @@ PER_JOB_SECTIONS = ("complete", "fail", "extend")
 """A worker's per-job sections in lease mode: each of several statements is a transaction block."""
 
 
-def transaction_blocks(strategy, mode: str) -> list[str]:
+def transaction_blocks(strategy: Strategy, mode: str) -> list[str]:
     """Why a worker of `strategy` in `mode` needs an explicit transaction block (statement pooling
     refuses every one), in words; empty when each of its statements is a transaction of its own."""
     needs = ["lock mode holds one transaction across the claim, the work and the completions"] \
@@ -144,23 +149,35 @@ def transaction_blocks(strategy, mode: str) -> list[str]:
     return needs
 
 
-def refuse_transaction_blocks(pooler: Pooler | None, strategy, modes) -> None:
+def refuse_transaction_blocks(pooler: Pooler | None, strategies: Sequence[Strategy], modes: Sequence[str]) -> None:
     """Workers behind statement pooling can run only a design whose every transaction is one statement.
 
     Refused (exit 2) rather than run: PgBouncer answers a BEGIN in statement mode with SQLSTATE 08P01
     and closes the client's connection, so every claim would fail before it claimed anything and the
-    run would count errors instead of showing what the design does with its jobs."""
+    run would count errors instead of showing what the design does with its jobs. One paragraph names
+    every strategy x mode of the run that needs a transaction block, and why."""
     if pooler is None or pooler.mode != "statement":
         return
-    for mode in dict.fromkeys(modes):
-        needs = transaction_blocks(strategy, mode)
-        if not needs:
-            continue
+    refused = [(strategy.name, mode, needs) for strategy in strategies for mode in dict.fromkeys(modes)
+               if (needs := transaction_blocks(strategy, mode))]
+    if not refused:
+        return
+    if len(refused) == 1:
+        (name, mode, needs), = refused
+        what = f"{name} in {mode} mode cannot run"
         fix = ("run it in lease mode (--mode lease), where a lone claim statement commits on its own"
                if mode == "lock" and len(needs) == 1 else
                "a design for statement pooling claims in one statement and finishes each job in one")
-        raise UsageError(f"{strategy.name} in {mode} mode cannot run behind {pooler_words(pooler.as_dict(), False)}: "
-                         f"{'; '.join(needs)}, and statement pooling refuses every transaction block (PgBouncer "
-                         "answers BEGIN with SQLSTATE 08P01 and closes the connection), so no claim could run. "
-                         f"Nothing was run: {fix}, or put the workers behind a transaction or session pool "
-                         "(--pooler pgbouncer:transaction)")
+        why = "; ".join(needs)
+    else:  # grouped by reason: a sweep's lock mode is one reason for every strategy
+        what = f"{len(refused)} of the runs cannot run"
+        fix = "leave them out (--strategies, --mode lease)"
+        by_need: dict[str, dict[str, None]] = {}
+        for name, _mode, needs in refused:
+            for need in needs:
+                by_need.setdefault(need, {})[name] = None
+        why = "; ".join(f"{need.replace('its ', 'the ', 1)} ({', '.join(names)})" for need, names in by_need.items())
+    raise UsageError(f"{what} behind {pooler_words(pooler.as_dict(), False)}: {why}, and statement pooling "
+                     "refuses every transaction block (PgBouncer answers BEGIN with SQLSTATE 08P01 and closes the "
+                     f"connection), so no claim could run. Nothing was run: {fix}, or put the workers behind a "
+                     "transaction or session pool (--pooler pgbouncer:transaction)")

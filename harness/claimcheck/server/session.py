@@ -124,8 +124,7 @@ def run_all(server: Server, strategies: list[Strategy], grid: list[RunSettings],
         own = [s.source for s in strategies if s.own_schema]
         if own:
             raise UsageError(f"--pgbench runs the SQL on claimcheck's jobs table; {own[0]} brings its own tables")
-    for strategy in strategies:  # before the schema: a design statement pooling cannot run, nothing made
-        refuse_transaction_blocks(server.pooler, strategy, [settings.mode for settings in grid])
+    refuse_transaction_blocks(server.pooler, strategies, [settings.mode for settings in grid])  # before the schema
     results = []
     with run_schema(server) as (original, schema, run_id):
         conn = original
