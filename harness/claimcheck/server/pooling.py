@@ -11,7 +11,9 @@ A pooler is not told apart by its port or its name but by what it does to backen
 
 The result is shown in the report header (`postgres.pooler`) and decides how the run connects
 (see claimcheck.server.runcontext: through a pooler every transaction carries its own search path).
-For a PgBouncer we started, the mode and pool size are known and not probed.
+For a PgBouncer we started, the mode and pool size are known and not probed. Behind statement
+pooling the workers can run only a design whose every transaction is one statement; the others are
+refused before anything is made (:func:`refuse_transaction_blocks`).
 """
 from __future__ import annotations
 
@@ -132,7 +134,7 @@ def refuse_statement_mode(dsn: str, pooler: Pooler) -> None:
 
 
 PER_JOB_SECTIONS = ("complete", "fail", "extend")
-"""A worker's per-job sections in lease mode: each of several statements is a transaction block."""
+"""A worker's per-job sections in lease mode: one of several statements is a transaction block of its own."""
 
 
 def transaction_blocks(strategy: Strategy, mode: str) -> list[str]:
