@@ -108,6 +108,22 @@ def test_a_dsn_to_a_pgbouncer_we_did_not_start_is_found_and_run_through(server):
     assert not broken.exactly_once
 
 
+@pytest.mark.parametrize("design", ["serializable", str(FIELD / "hasura_event_fetch_repeatable_read.sql")])
+def test_a_design_of_another_isolation_level_validates_through_a_pooler_in_front_of_the_dsn(server, design):
+    """Its validation's BEGIN names the level: through a pooler the transaction's first statement sets
+    its search path, a query, after which SET TRANSACTION ISOLATION LEVEL is refused (it was, blamed on
+    the claim: "section 'claim' fails on the server: SET TRANSACTION ISOLATION LEVEL must be called
+    before any query")."""
+    bouncer = PgBouncer(server.dsn, PoolerSpec("transaction"), POOL)
+    bouncer.start()
+    try:
+        with provide_server(dsn=bouncer.dsn) as foreign:
+            result = _run(foreign, design, workers=4, jobs=200)
+    finally:
+        bouncer.stop()
+    assert result.exactly_once and result.jobs_done == 200
+
+
 def test_a_session_pool_is_found_by_a_new_client_inheriting_a_backend(server):
     bouncer = PgBouncer(server.dsn, PoolerSpec("session"), POOL)
     bouncer.start()

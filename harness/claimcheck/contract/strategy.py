@@ -252,10 +252,14 @@ def validate_on_server(conn: psycopg.Connection, strategy: Strategy, seeded: int
     pick_columns: tuple[str, ...] = ()
     picked: dict[str, list] = {}
     section, step = "claim", [0]
+    # The BEGIN names the isolation level: through a pooler the transaction's first statement sets its
+    # search path (claimcheck.server.runcontext.StatelessConnection), a query, after which a SET
+    # TRANSACTION ISOLATION LEVEL is refused ("must be called before any query").
+    level = conn.isolation_level
+    conn.isolation_level = psycopg.IsolationLevel[strategy.isolation.upper().replace(" ", "_")]
     try:
         with conn.transaction(force_rollback=True):
             conn.execute(pgsql.SQL("SET LOCAL statement_timeout = {}").format(VALIDATION_TIMEOUT_MS))
-            conn.execute(pgsql.SQL("SET TRANSACTION ISOLATION LEVEL {}").format(pgsql.SQL(strategy.isolation.upper())))
             for section in RUN_SECTIONS:
                 if section not in strategy.statements:
                     continue
@@ -280,6 +284,8 @@ def validate_on_server(conn: psycopg.Connection, strategy: Strategy, seeded: int
                     _check_remaining(strategy, cur, seeded)
     except psycopg.Error as exc:
         raise SqlFileError(server_message(strategy, section, step[0], exc)) from None
+    finally:
+        conn.isolation_level = level  # a shared connection's (explain's) next transactions are its own
     return shape
 
 
