@@ -8,6 +8,7 @@ runs (4 workers, a few hundred jobs, a pool of 2), so the file costs a few secon
 """
 from __future__ import annotations
 
+import os
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import pytest
 from claimcheck.cli import main
 from claimcheck.engine.driver import run_strategy
 from claimcheck.engine.fastpath import InlineStatement, Transaction
-from claimcheck.errors import ServerError, UsageError
+from claimcheck.errors import ServerError, SqlFileError, UsageError
 from claimcheck.server.pgbouncer import PgBouncer, PoolerSpec, pgbouncer_path
 from claimcheck.server.provision import provide_server
 from claimcheck.server.runcontext import Route, RunContext, route, route_of
@@ -136,16 +137,82 @@ def test_a_session_pool_is_found_by_a_new_client_inheriting_a_backend(server):
         assert direct.pooler is None
 
 
-def test_a_statement_pool_in_front_of_the_dsn_is_refused_before_anything_is_made(server):
+BAD_COMPLETE = """-- lifecycle: shared
+-- name: claim
+WITH picked AS (SELECT id FROM jobs WHERE status = 'queued' ORDER BY id LIMIT %(batch)s FOR UPDATE SKIP LOCKED)
+UPDATE jobs SET status = 'running', attempts = attempts + 1 FROM picked WHERE jobs.id = picked.id
+RETURNING jobs.id, jobs.attempts;
+
+-- name: complete
+UPDATE jobs SET status = 'done', no_such_column = 1 WHERE id = %(id)s;
+"""
+
+
+@contextmanager
+def foreign_statement_pool(server):
+    """A PgBouncer in statement mode the test starts, handed over as a plain --dsn: every connection of
+    the run goes through it (schema, seed, validation, plans, workers, cleanup)."""
     bouncer = PgBouncer(server.dsn, PoolerSpec("statement"), POOL)
     bouncer.start()
     try:
-        with pytest.raises(UsageError, match="statement mode") as refused:
-            with provide_server(dsn=bouncer.dsn):
-                pass
+        with provide_server(dsn=bouncer.dsn) as foreign:
+            yield foreign
     finally:
         bouncer.stop()
-    assert "--pooler pgbouncer:statement" in str(refused.value)  # the way that works: only the workers pooled
+
+
+def test_a_dsn_to_a_statement_pool_runs_the_harness_without_transaction_blocks(server, tmp_path):
+    """The schema and the seed commit as one message each, the validation and the plans' EXPLAIN are
+    replayed statement by statement and rolled back (so the workers still find every job queued), and a
+    file's own tables are built in one message: skip-locked and pgmq hold, a bad completion is placed on
+    its line and character, and the run leaves no schema."""
+    bad = tmp_path / "bad_complete.sql"
+    bad.write_text(BAD_COMPLETE)
+    with foreign_statement_pool(server) as foreign:
+        assert foreign.pooler.mode == "statement" and not foreign.pooler.started, foreign.pooler
+        held = _run(foreign, "skip-locked", workers=4, jobs=300)
+        own = _run(foreign, str(FIELD / "pgmq_1_5_visibility_timeout.sql"), workers=4, jobs=200)
+        with pytest.raises(SqlFileError) as refused:
+            _run(foreign, str(bad), workers=2, jobs=50)
+        with pytest.raises(UsageError, match="lock mode holds one transaction"):
+            _run(foreign, "skip-locked", workers=2, jobs=50, mode="lock")
+    assert held.exactly_once and held.jobs_done == 300 and not held.claim_errors
+    assert own.exactly_once and own.jobs_done == 200
+    assert f"{bad}:8: section 'complete' fails on the server: column \"no_such_column\"" in str(refused.value)
+    assert "(at character 34 of the statement)" in str(refused.value)
+    with psycopg.connect(server.dsn, autocommit=True) as direct:
+        mine = direct.execute("SELECT count(*) FROM pg_namespace WHERE obj_description(oid, 'pg_namespace') LIKE %s",
+                              (f'%"pid": {os.getpid()},%',)).fetchone()[0]
+    assert mine == 0, "a run's schema was left behind"
+
+
+def test_check_through_a_dsn_to_a_statement_pool_says_which_conditions_it_cannot_make(server, capsys):
+    """stale-stats keeps its seed's transaction open while another connection analyzes, and the SET LOCAL
+    conditions share the claim's transaction: not applicable there, each said why; the others run."""
+    bouncer = PgBouncer(server.dsn, PoolerSpec("statement"), POOL)
+    bouncer.start()
+    try:
+        assert main(["check", "skip-locked", "--dsn", bouncer.dsn, "--workers", "2", "--jobs", "200"]) == 0
+        err = " ".join(capsys.readouterr().err.split())
+        assert main(["check", "skip-locked", "--dsn", bouncer.dsn, "--pooler", "pgbouncer"]) == 2
+        refused = " ".join(capsys.readouterr().err.split())
+    finally:
+        bouncer.stop()
+    assert "stale-stats: not applicable: its statistics are taken while the seed's transaction is still open" in err
+    assert "nested-loop: not applicable: its settings are SET LOCAL" in err
+    assert "history: 200 done" in err and "as-seeded: 200 done" in err
+    assert "goes through a pooler in statement mode" in refused and "--pooler pgbouncer:statement" in refused
+
+
+def test_a_step_that_needs_a_transaction_block_through_a_statement_pool_says_so(server):
+    """A transaction that commits and reads between its statements has no one-message form: refused in
+    words, not with PgBouncer's 08P01 and a closed connection."""
+    with foreign_statement_pool(server) as foreign:
+        with RunContext(foreign.dsn, "blocks").connect("coordinator", in_schema=False) as conn:
+            with pytest.raises(UsageError, match="needs a transaction block across statements"):
+                with conn.transaction():
+                    pass
+            assert conn.execute("SELECT 1").fetchone() == (1,)  # nothing reached the pooler
 
 
 def test_skip_locked_holds_behind_a_statement_pool(server):
@@ -191,7 +258,7 @@ def test_the_probes_behind_a_statement_pool_run_or_say_why_not(server, capsys):
     capsys.readouterr()
     assert main(["notify", *given]) == 2
     err = " ".join(capsys.readouterr().err.split())
-    assert "notify cannot run behind --pooler pgbouncer:statement" in err and "SQLSTATE 08P01" in err
+    assert "notify cannot run behind a pooler in statement mode" in err and "SQLSTATE 08P01" in err
 
 
 @pytest.mark.parametrize("given, error", [("pgbouncer:auto", "the mode is one of"), ("pgpool", "is pgbouncer"),

@@ -285,7 +285,8 @@ def validate_on_server(conn: psycopg.Connection, strategy: Strategy, seeded: int
     except psycopg.Error as exc:
         raise SqlFileError(server_message(strategy, section, step[0], exc)) from None
     finally:
-        conn.isolation_level = level  # a shared connection's (explain's) next transactions are its own
+        if not conn.broken:  # behind statement pooling a failed statement's message closes the connection
+            conn.isolation_level = level  # a shared connection's (explain's) next transactions are its own
     return shape
 
 
@@ -343,7 +344,8 @@ def server_message(strategy: Strategy, section: str, step: int, exc: psycopg.Err
     and the seed's)."""
     diag = exc.diag
     detail = (diag.message_primary or str(exc)).strip().rstrip(".")
-    position = int(diag.statement_position) if diag.statement_position else None
+    # A statement replayed behind statement pooling shares its message with others: its offset there.
+    position = int(diag.statement_position) - getattr(exc, "statement_offset", 0) if diag.statement_position else None
     where = f" (at character {position} of the statement)" if position else ""
     hint = f" Hint: {diag.message_hint.strip().rstrip('.')}." if diag.message_hint else ""
     return (f"{strategy.where(section, step, position)}: section '{section}' fails on the server: {detail}{where}."

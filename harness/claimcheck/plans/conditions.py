@@ -130,6 +130,9 @@ def build_tables(conn: psycopg.Connection, run: RunContext, strategy: Strategy, 
         return seed(conn, run.schema, run.run_id, strategy, jobs)
     if condition.table == "history":  # the finished jobs' ids after the ready ones
         return prepare_plan_table(conn, run.schema, finished=HISTORY_JOBS, ready=jobs, first_key=key_base(run.run_id))
+    if condition.table == "stale" and getattr(conn, "refuses_blocks", False):
+        raise TablesUnavailable("its statistics are taken while the seed's transaction is still open, and the "
+                                "pooler in front of --dsn is in statement mode: no transaction stays open there")
     hook = (lambda: _analyze_unseen(run)) if condition.table == "stale" else None
     seeded = seed(conn, run.schema, run.run_id, strategy, jobs, while_seeding=hook)
     if hook is None and strategy.own_schema:  # our jobs table is analyzed as it is built

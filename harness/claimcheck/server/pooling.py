@@ -124,13 +124,13 @@ def _refuses_blocks(dsn: str) -> bool:
 
 
 def refuse_statement_mode(dsn: str, pooler: Pooler) -> None:
-    """A run needs transaction blocks for its own setup (the schema, the seed, the validation of the
-    file, rolled back); a pooler in statement mode refuses them, so say so before anything is made."""
+    """`--pooler` in front of a pooler in statement mode: our PgBouncer's transactions (a worker's claim and
+    its prelude, lock mode's BEGIN) would reach a pool that refuses them, so say so before anything is made."""
     if pooler.mode == "statement":
         raise UsageError(f"{redact_dsn(dsn)} goes through a pooler in statement mode ({pooler.evidence}, and it "
-                         "refuses transaction blocks). claimcheck builds its schema, seeds and validates in "
-                         "transactions: point --dsn at the server, and put a pooler in statement mode in front of "
-                         "the workers only with --pooler pgbouncer:statement (or use a transaction or session pool)")
+                         "refuses transaction blocks); --pooler would put a PgBouncer of claimcheck's in front of "
+                         "it for the workers. Leave --pooler out to run through that pool as it is, or point --dsn "
+                         "at the server and give --pooler pgbouncer:statement")
 
 
 PER_JOB_SECTIONS = ("complete", "fail", "extend")
