@@ -241,7 +241,7 @@ def test_a_design_that_needs_a_transaction_block_is_refused_behind_a_statement_p
                 run_strategy(conn, through, run, load_strategy(design), RunSettings(mode=mode, **SMALL))
         assert why in str(refused.value) and "Nothing was run" in str(refused.value)
         with psycopg.connect(through.dsn, autocommit=True) as direct:
-            assert not direct.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone()
+            assert not direct.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (run.schema,)).fetchone()
         with psycopg.connect(route_of(through.dsn).workers, autocommit=True) as worker:
             with pytest.raises(psycopg.errors.ProtocolViolation, match="statement pooling"):
                 worker.execute("BEGIN")
