@@ -15,9 +15,9 @@ claim outcome, counted and retried), a lost connection is one `lost` says is (re
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import psycopg
 from psycopg import pq
@@ -26,6 +26,9 @@ from claimcheck.contract.dialect import placeholders
 from claimcheck.contract.queries import QUERIES
 from claimcheck.contract.strategy import RUN_SECTIONS, execute_section, pick_params
 from claimcheck.server.runcontext import StatelessConnection
+
+if TYPE_CHECKING:  # the worker module builds the backends: it imports this one
+    from claimcheck.engine.worker import WorkerPlan
 
 INJECTED_ERROR = "claimcheck: injected failure"
 """What a `fail` writes to last_error: a lost requeue is known committed by it (`job_state`)."""
@@ -47,6 +50,8 @@ class Backend(Protocol):
 
     backend_pid: int | None
     """The server backend that ran the last claim, through a pooler (None otherwise)."""
+    conn: Any
+    """The connection now (a reconnect replaces it): Locust's users anchor their clock on it between transactions."""
 
     def claim(self) -> list[tuple]:
         """Run the claim (and its pick); its rows, as values or libpq's text."""
@@ -87,7 +92,7 @@ class Backend(Protocol):
 class Keys:
     """A job number as a statement's parameter: the number itself, or the seeded key it stands for."""
 
-    def __init__(self, plan: Any, unknown_keys: dict) -> None:
+    def __init__(self, plan: WorkerPlan, unknown_keys: dict) -> None:
         self.keys, self.unknown_keys = plan.keys, unknown_keys  # the log's: filled as claims are kept
         self.numbered = plan.keys is None or plan.keys.keys is None
         """Keys are the ledger's numbers themselves (our jobs table, or a contiguous integer range)."""
@@ -95,8 +100,12 @@ class Keys:
     def shown(self, job: int) -> object:
         return job if self.numbered else self.keys.shown(job, self.unknown_keys)
 
+    def pairs(self, jobs: list[tuple[int, int]]) -> list[tuple[object, int]]:
+        """(key as the server knows it, attempt) per claimed (job, attempt)."""
+        return jobs if self.numbered else [(self.shown(job), attempt) for job, attempt in jobs]
 
-def section_params(plan: Any, worker: str) -> dict[str, dict]:
+
+def section_params(plan: WorkerPlan, worker: str) -> dict[str, dict]:
     """The fixed parameters of each run section; the claim's pick columns and a job's id and attempt
     are added per claim and per job."""
     s = plan.settings
@@ -112,7 +121,7 @@ class PsycopgBackend:
     Locust user's), and through a pooler its StatelessConnection sends each one whole, parameters
     bound on the client, nothing prepared by name (see claimcheck.server.runcontext)."""
 
-    def __init__(self, plan: Any, worker: str, conn: psycopg.Connection, unknown_keys: dict,
+    def __init__(self, plan: WorkerPlan, worker: str, conn: psycopg.Connection, unknown_keys: dict,
                  connect: Callable[[], psycopg.Connection]) -> None:
         self.strategy, self.shape, self.connect = plan.strategy, plan.shape, connect
         self.params = section_params(plan, worker)
@@ -201,7 +210,3 @@ class PsycopgBackend:
         except Exception:
             pass
 
-
-def bound_pairs(keys: Keys, jobs: Sequence[tuple[int, int]]) -> list[tuple[object, int]]:
-    """(key as the server knows it, attempt) per claimed job."""
-    return list(jobs) if keys.numbered else [(keys.shown(job), attempt) for job, attempt in jobs]

@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 import random
 import time
+from typing import TYPE_CHECKING
 
 import psycopg
 from psycopg import errors
@@ -34,6 +35,9 @@ from claimcheck.contract.claimrows import ClaimRows, Notes
 from claimcheck.engine.backend import INJECTED_ERROR, Backend, Stopping
 from claimcheck.engine.logstream import LogStream
 from claimcheck.verdict.ledger import ABANDONED, CLAIM_IS_COMPLETION, DONE, FAILED, STALE, WorkerLog
+
+if TYPE_CHECKING:  # the worker module runs the cycles: it imports this one
+    from claimcheck.engine.worker import Shared, WorkerPlan
 
 MAX_COMPLETION_RETRIES = 100
 RETRY_BACKOFF_BASE_S = 0.0005
@@ -47,7 +51,8 @@ class Cycle:
     """What both modes share: reading a claim, keeping what committed, the per-job work, and the
     retry rules. `claims` is the mode's cycle."""
 
-    def __init__(self, plan, index: int, backend: Backend, log: WorkerLog, shared, stream: LogStream) -> None:
+    def __init__(self, plan: WorkerPlan, index: int, backend: Backend, log: WorkerLog, shared: Shared,
+                 stream: LogStream) -> None:
         self.plan, self.index, self.backend, self.log, self.shared, self.stream = plan, index, backend, log, shared, stream
         self.settings = s = plan.settings
         self.strategy = plan.strategy
@@ -55,9 +60,11 @@ class Cycle:
         self.reader = ClaimRows(plan.shape, plan.keys, plan.limit.rows)
         self.no_work = s.work.kind == "fixed" and s.work.a_ms == 0
         """Zero work time (a parity run): nothing to draw or sleep per job."""
+        self.completes = plan.strategy.has_complete
+        """False: each claim is its jobs' completion."""
         self.unlocks = plan.strategy.has("after_commit")
         self.may_fail = bool(s.fail_rate and plan.strategy.has("fail"))
-        self.alike = plan.strategy.has_complete and self.no_work and not self.unlocks and s.faults is None \
+        self.alike = self.completes and self.no_work and not self.unlocks and s.faults is None \
             and not self.may_fail
         """Nothing happens per job but its completion (no work time, no failure to decide, no fault, no
         unlock): a claim's completions go to the backend in one call (`complete_each`).
@@ -225,14 +232,14 @@ class LeaseCycle(Cycle):
                 claimed = backend.claim()
                 rows, notes = self._read(claimed, started)
             committed = clock()  # a lease claim is timed once its commit returned
-            if self.strategy.has_complete:
+            if self.completes:
                 first = self._committed(rows, notes, committed, (committed - started) * 1000)
-            else:  # each claim is its jobs' completion
+            else:
                 first = self._committed(rows, notes, committed, (committed - started) * 1000, committed,
                                         [CLAIM_IS_COMPLETION] * len(rows))
             if not rows:
                 return 0
-            if not self.strategy.has_complete:
+            if not self.completes:
                 self._after_commit(rows)
                 self._flush()
             elif self.alike:
@@ -343,12 +350,13 @@ class LockCycle(Cycle):
         """Work and complete (or fail) inside the claim's transaction."""
         if not self._work(job, attempt):
             return ABANDONED
-        if not self.strategy.has_complete:
+        if not self.completes:
             return CLAIM_IS_COMPLETION
         return self._complete(job, attempt, self._decide_failure())
 
 
-def cycle_for(plan, index: int, backend: Backend, log: WorkerLog, shared, stream: LogStream) -> Cycle:
+def cycle_for(plan: WorkerPlan, index: int, backend: Backend, log: WorkerLog, shared: Shared,
+              stream: LogStream) -> Cycle:
     """The cycle of the plan's mode."""
     cycle = LockCycle if plan.settings.mode == "lock" else LeaseCycle
     return cycle(plan, index, backend, log, shared, stream)

@@ -22,7 +22,7 @@ import psycopg
 from psycopg import errors, pq
 
 from claimcheck.contract.dialect import substitute, to_positional
-from claimcheck.engine.backend import JOB_COLUMNS, Counted, PsycopgBackend, bound_pairs
+from claimcheck.engine.backend import JOB_COLUMNS, Counted, PsycopgBackend
 from claimcheck.server.runcontext import StatelessConnection
 
 _OK = frozenset(int(status) for status in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK))
@@ -287,7 +287,7 @@ class LibpqBackend(PsycopgBackend):
         if self.bind_claimed is not None and plain:
             bound = self.bind_claimed(claimed)
         else:
-            bound = self.bind_complete.pairs(bound_pairs(self.keys, jobs))
+            bound = self.bind_complete.pairs(self.keys.pairs(jobs))
         return self.fast_complete.rowcount_each(bound, clock)
 
     def change(self, section: str, job: int, attempt: int) -> bool:
