@@ -121,9 +121,8 @@ class Cycle:
 
     def _after_commit(self, rows: list[tuple[int, int]]) -> None:
         """The file's `after_commit` (the unlock of a session advisory lock), per job, on this
-        connection, once the transaction that ended the job's ownership has committed."""
-        if not self.unlocks:
-            return
+        connection, once the transaction that ended the job's ownership has committed (a file
+        with the section: `unlocks`)."""
         for job, attempt in rows:
             try:
                 self.backend.change("after_commit", job, attempt)
@@ -240,7 +239,8 @@ class LeaseCycle(Cycle):
             if not rows:
                 return 0
             if not self.completes:
-                self._after_commit(rows)
+                if self.unlocks:
+                    self._after_commit(rows)
                 self._flush()
             elif self.alike:
                 # No fault can kill this worker in between: the claims reach the coordinator with
@@ -264,7 +264,8 @@ class LeaseCycle(Cycle):
             error = None
             self.log.end(slot, self._released_at if outcome == FAILED else time.monotonic(), outcome)
             self.stream.mark_ended(slot)
-            self._after_commit([(job, attempt)])
+            if self.unlocks:
+                self._after_commit([(job, attempt)])
             self._flush()
 
     def _finish_resiliently(self, job: int, attempt: int, error: psycopg.Error | None = None) -> int:
@@ -333,7 +334,7 @@ class LockCycle(Cycle):
                 commit_sent = clock()
             committed = clock()
             first = self._committed(rows, notes, committed, (returned - started) * 1000, committed, outcomes)
-            if FAILED in outcomes:
+            if self.may_fail and FAILED in outcomes:
                 # A requeue is timed when its COMMIT was sent: no later claim can have seen it sooner
                 # (see LeaseCycle._finish_resiliently). A claim is timed once its commit returned.
                 for slot, outcome in enumerate(outcomes, first):
@@ -341,7 +342,8 @@ class LockCycle(Cycle):
                         log.ended_at[slot] = commit_sent
             if not rows:
                 return 0
-            self._after_commit(rows)
+            if self.unlocks:
+                self._after_commit(rows)
             self._flush()
             if self._done():
                 return len(rows)
