@@ -22,7 +22,8 @@ import psycopg
 
 from claimcheck.engine.backend import INJECTED_ERROR
 from claimcheck.engine.logstream import LogStream
-from claimcheck.engine.worker import Loop, Shared, WorkerPlan
+from claimcheck.engine.shared import Shared
+from claimcheck.engine.worker import Loop, WorkerPlan
 from claimcheck.contract.strategy import load_strategy
 from claimcheck.server.runcontext import RunContext
 from claimcheck.settings import RunSettings
@@ -170,15 +171,18 @@ class MemoryBackend:
         self.conn.closed = True
 
 
-class TracePipe:
-    """The worker's pipe: each message the stream sends goes to the trace (as ("send", records))."""
+class TraceSink:
+    """Where the worker's stream sends (a claimcheck.engine.logstream.RecordSink): each delta goes to
+    the trace as ("send", the jobs it carries), the summary as ("send", "end")."""
 
     def __init__(self, trace: list) -> None:
         self.trace = trace
 
-    def send(self, message: tuple) -> None:
-        kind, payload = message
-        self.trace.append(("send", list(payload[1]) if kind == "log" else kind))
+    def send_delta(self, delta) -> None:
+        self.trace.append(("send", list(delta.job)))
+
+    def send_end(self, summary: dict) -> None:
+        self.trace.append(("send", "end"))
 
 
 def memory_loop(jobs: int = 10, *, strategy: str = "skip-locked", statements: dict | None = None,
@@ -194,6 +198,5 @@ def memory_loop(jobs: int = 10, *, strategy: str = "skip-locked", statements: di
     trace: list = []
     backend = MemoryBackend(MemoryQueue.seeded(jobs), run.batch, trace, run.lifecycle)
     log = WorkerLog(worker=0)
-    shared = Shared(stop=SimpleNamespace(value=0), progress={})
-    stream = LogStream(TracePipe(trace), log, plan.flush_interval_s)
-    return Loop(plan, 0, backend, log, shared, stream), backend, log, trace
+    stream = LogStream(TraceSink(trace), log, plan.flush_interval_s)
+    return Loop(plan, 0, backend, log, Shared.local(), stream), backend, log, trace

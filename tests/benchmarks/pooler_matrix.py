@@ -42,8 +42,8 @@ def cell(server, strategy: str, settings: dict) -> str:
     if "work" in settings:
         settings["work"] = WorkTime.parse(settings["work"])
     try:
-        with run_schema(server) as (conn, schema, run_id):
-            result = run_strategy(conn, server, schema, run_id, load_strategy(strategy), RunSettings(**settings))
+        with run_schema(server) as (conn, run):
+            result = run_strategy(conn, server, run, load_strategy(strategy), RunSettings(**settings))
     except ClaimcheckError as exc:
         return f"error: {str(exc).splitlines()[0][:160]}"
     v = result.verdict

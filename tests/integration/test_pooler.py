@@ -51,8 +51,8 @@ def pooled(server, mode: str):
 
 
 def _run(server, strategy: str, **settings):
-    with run_schema(server) as (conn, schema, run_id):
-        return run_strategy(conn, server, schema, run_id, load_strategy(strategy), RunSettings(**settings))
+    with run_schema(server) as (conn, run):
+        return run_strategy(conn, server, run, load_strategy(strategy), RunSettings(**settings))
 
 
 @pytest.mark.parametrize("design", SESSION_ADVISORY)

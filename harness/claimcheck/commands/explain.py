@@ -16,7 +16,6 @@ from claimcheck.plans.conditions import CHOICES, CONDITION_JOBS, HISTORY, build_
 from claimcheck.plans.explore import plan_under
 from claimcheck.probes.explain import (FINISHED_JOBS, READY_JOBS, PlanVerdict, plan_verdict, prepare_plan_table,
                                        with_conditions)
-from claimcheck.server.runcontext import RunContext
 from claimcheck.report.render import print_server, server_title
 from claimcheck.server.session import run_schema
 from claimcheck.errors import UsageError
@@ -52,9 +51,8 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
                          "tables (run EXPLAIN on them yourself, or `claimcheck check` it)")
     with provide(args) as server:
         print_server(err, server)
-        with run_schema(server) as (conn, schema, run_id):
-            run = RunContext(server.dsn, run_id)
-            prepare_plan_table(conn, schema, args.finished, args.ready)
+        with run_schema(server) as (conn, run):
+            prepare_plan_table(conn, run.schema, args.finished, args.ready)
             verdicts, shapes = [], {}
             for strategy in strategies:
                 validate_on_server(conn, strategy)

@@ -51,11 +51,11 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     strategy = load_strategy(PROBE_STRATEGY)
     with provide(args) as server:
         print_server(err, server)
-        with run_schema(server) as (conn, schema, run_id):
+        with run_schema(server) as (conn, run):
             err.print("  delivery at commit, folding, payload limit", highlight=False)
-            facts = notify_facts(conn, server.dsn, schema, run_id)
+            facts = notify_facts(conn, run)
             err.print(f"  wake-up latency: {len(chosen)} variants x {args.enqueues} enqueues", highlight=False)
-            wake = run_wakeup(conn, server.dsn, schema, run_id, strategy, chosen, args.enqueues)
+            wake = run_wakeup(conn, run, strategy, chosen, args.enqueues)
         where = server_title(server)
         for table in facts_tables(facts, where):
             console.print(table)

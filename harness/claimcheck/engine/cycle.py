@@ -34,10 +34,11 @@ from psycopg import errors
 from claimcheck.contract.claimrows import ClaimRows, Notes
 from claimcheck.engine.backend import INJECTED_ERROR, Backend, Stopping
 from claimcheck.engine.logstream import LogStream
+from claimcheck.engine.shared import STALL_ASKED, STALLED, Shared
 from claimcheck.verdict.ledger import ABANDONED, CLAIM_IS_COMPLETION, DONE, FAILED, STALE, WorkerLog
 
 if TYPE_CHECKING:  # the worker module runs the cycles: it imports this one
-    from claimcheck.engine.worker import Shared, WorkerPlan
+    from claimcheck.engine.worker import WorkerPlan
 
 MAX_COMPLETION_RETRIES = 100
 RETRY_BACKOFF_BASE_S = 0.0005
@@ -144,10 +145,10 @@ class Cycle:
     def _work(self, job: int, attempt: int) -> bool:
         """Work on a job; False if the lease could not be extended (the job is no longer ours)."""
         shared, s = self.shared, self.settings
-        if shared.stall is not None and shared.stall[self.index] == 1:
+        if shared.stall is not None and shared.stall[self.index] == STALL_ASKED:
             # The stall fault: sleep past the lease without extending it, then carry on.
             shared.stalled_job[self.index] = job
-            shared.stall[self.index] = 2
+            shared.stall[self.index] = STALLED
             self.stream.flush()
             time.sleep(s.lease_seconds * s.faults.stall_factor)
             return True

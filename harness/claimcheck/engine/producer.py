@@ -62,6 +62,11 @@ class ProducerPlan:
     def last_key(self) -> int:
         return self.first_key + self.scheduled - 1
 
+    def due_at(self, start: float, job) -> float | None:
+        """A produced job's scheduled enqueue time (`start` is the producer's), or None for a seeded job."""
+        k = job - self.first_key if isinstance(job, int) else -1
+        return start + k / self.rate_per_s if 0 <= k < self.scheduled else None
+
     def histograms(self, start: float, log: WorkerLog) -> tuple[bytes, bytes] | None:
         """A worker's own (pickup, end-to-end) HDR histograms, encoded, at its end: every claim it made of a
         produced job, from the job's scheduled time to the claim's commit and to its finish (microseconds).
@@ -70,9 +75,8 @@ class ProducerPlan:
             return None
         pickup, end_to_end = _histogram(), _histogram()
         for job, claimed, ended, how in zip(log.job, log.claimed_at, log.ended_at, log.outcome):
-            k = job - self.first_key if isinstance(job, int) else -1
-            if 0 <= k < self.scheduled:
-                due = start + k / self.rate_per_s
+            due = self.due_at(start, job)
+            if due is not None:
                 _record(pickup, claimed - due)
                 if how in (DONE, CLAIM_IS_COMPLETION):
                     _record(end_to_end, ended - due)

@@ -123,11 +123,11 @@ def build_tables(conn: psycopg.Connection, run: RunContext, strategy: Strategy, 
     if strategy.own_schema:
         reset_schema(conn, run.schema)
     if condition.table == "seeded":
-        return seed(conn, run.schema, run.run_id, strategy, jobs)
+        return seed(conn, run, strategy, jobs)
     if condition.table == "history":  # the finished jobs' ids after the ready ones
         return prepare_plan_table(conn, run.schema, finished=HISTORY_JOBS, ready=jobs, first_key=key_base(run.run_id))
     hook = (lambda: _analyze_unseen(run)) if condition.table == "stale" else None
-    seeded = seed(conn, run.schema, run.run_id, strategy, jobs, while_seeding=hook)
+    seeded = seed(conn, run, strategy, jobs, while_seeding=hook)
     if hook is None and strategy.own_schema:  # our jobs table is analyzed as it is built
         _analyze(conn)
     return seeded

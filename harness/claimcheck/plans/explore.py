@@ -144,7 +144,7 @@ def explore(conn: psycopg.Connection, server: Server, run: RunContext, strategy:
 
 def _run(conn: psycopg.Connection, server: Server, run: RunContext, strategy: Strategy, condition: Condition,
          shape: PlanShape, settings: RunSettings, seeded, started: float) -> ConditionOutcome:
-    result = run_strategy(conn, server, run.schema, run.run_id, under(strategy, condition), settings, seeded=seeded)
+    result = run_strategy(conn, server, run, under(strategy, condition), settings, seeded=seeded)
     result = dataclasses.replace(result, condition=condition.name, condition_plan=shape)
     return ConditionOutcome(condition, shape, "held" if result.exactly_once else "VIOLATED", result=result,
                             seconds=time.perf_counter() - started)
@@ -210,8 +210,7 @@ def run_with_plans(server: Server, strategy: Strategy, grid: list[RunSettings], 
     """`check`'s runs under every condition, for each setting of the grid, in one schema of the run's
     own: every run made (in the order made) and every condition's outcome, run or not."""
     results, outcomes = [], []
-    with run_schema(server) as (conn, _schema, run_id):
-        run = RunContext(server.dsn, run_id)
+    with run_schema(server) as (conn, run):
         for settings in grid:
             label = f"{strategy.name} {settings.mode} {settings.workers}w"
             err.print(f"  {label}: {len(conditions)} planner conditions (docs/plans.md)",

@@ -13,7 +13,6 @@ import psycopg
 
 from claimcheck.probes import PROBE_QUERIES
 from claimcheck.server.runcontext import RunContext
-from claimcheck.server.schema import schema_name
 from claimcheck.contract.strategy import Strategy, sample_params
 
 PROBE_STRATEGY = "skip-locked"
@@ -24,12 +23,10 @@ STATS_POLL_S = 0.2
 STATS_SETTLE_TIMEOUT_S = 3.0  # before 15: wait this long at most for n_dead_tup to stop moving
 
 
-def connect(dsn: str, schema: str, run_id: str, role: str, stack: ExitStack, *, worker: bool = False
-            ) -> psycopg.Connection:
+def connect(run: RunContext, role: str, stack: ExitStack, *, worker: bool = False) -> psycopg.Connection:
     """An autocommit connection in the run's schema, closed when `stack` closes (also on error). A
     `worker` (a queue's client: its workers, producers and listeners) goes through --pooler's PgBouncer."""
-    assert schema == schema_name(run_id), (schema, run_id)
-    return stack.enter_context(RunContext(dsn, run_id).connect(role, worker=worker))
+    return stack.enter_context(run.connect(role, worker=worker))
 
 
 @dataclass(frozen=True)
