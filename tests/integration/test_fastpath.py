@@ -12,7 +12,7 @@ import pytest
 
 from claimcheck.engine.fastpath import LibpqBackend, PreparedStatement, Transaction
 from claimcheck.verdict.ledger import DONE, WorkerLog
-from claimcheck.engine.logstream import LogStream
+from claimcheck.engine.logstream import LogStream, PipeSink
 from claimcheck.server.schema import build_jobs_table
 from claimcheck.server.session import run_schema
 from claimcheck.settings import RunSettings, WorkTime
@@ -200,7 +200,7 @@ def test_the_built_in_claim_binds_its_completions_from_its_own_text(server, atte
         log = WorkerLog(worker=0)
         backend = LibpqBackend(plan, "w00", conn, log.unknown_keys, connect=lambda: connect_worker(plan, 0))
         loop = Loop(plan, 0, backend, log, Shared.local(),
-                    LogStream(sender, log, plan.flush_interval_s))
+                    LogStream(PipeSink(sender), log, plan.flush_interval_s))
         try:
             assert loop.cycle.alike and (backend.bind_claimed is not None) is attempt_is_int
             assert loop.cycle.claims() == 0  # claims until the queue is empty
