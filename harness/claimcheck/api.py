@@ -51,6 +51,7 @@ def run(strategy: str | os.PathLike | None = None, *, lib: str | None = None, ds
     from claimcheck.errors import UsageError
     from claimcheck.plans.conditions import CHOICES
     from claimcheck.plans.explore import explore
+    from claimcheck.server.pooling import refuse_transaction_blocks
     from claimcheck.server.provision import provide_server
     from claimcheck.server.schema import new_run_id
     from claimcheck.server.session import run_schema
@@ -66,6 +67,7 @@ def run(strategy: str | os.PathLike | None = None, *, lib: str | None = None, ds
     with contextlib.ExitStack() as stack:
         if server is None:
             server = stack.enter_context(provide_server(dsn=dsn))
+        refuse_transaction_blocks(server.pooler, [loaded], [run_settings.mode])
         conn, run_context = stack.enter_context(run_schema(server, run_id=new_run_id()))
         if not CHOICES[plans]:
             return run_strategy(conn, server, run_context, loaded, run_settings)

@@ -63,9 +63,9 @@ def add_server_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--pg", metavar="KIND", help="start a server: embedded (default, PostgreSQL 18), embedded:16, "
                                                 "system (the machine's pg_ctl), docker:VERSION")
     g.add_argument("--pooler", metavar="pgbouncer[:MODE]",
-                   help="start a PgBouncer (transaction mode, or :session) in front of the server and connect the "
-                        "workers through it; a --dsn that reaches a pooler is found by behaviour without this "
-                        "(see docs/poolers.md)")
+                   help="start a PgBouncer (transaction mode, or :session, :statement) in front of the server and "
+                        "connect the workers through it; a --dsn that reaches a pooler is found by behaviour without "
+                        "this (see docs/poolers.md)")
     g.add_argument("--pool-size", type=int, metavar="N",
                    help="--pooler: server connections in its pool (default: half the fewest workers, at least 1)")
 

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from claimcheck.commands._options import add_json_option, add_server_options, provide
 from claimcheck.probes._report import maybe_write, probe_document
-from claimcheck.plans.conditions import CHOICES, CONDITION_JOBS, HISTORY, build_tables
+from claimcheck.plans.conditions import CHOICES, CONDITION_JOBS, HISTORY, TablesUnavailable, build_tables
 from claimcheck.plans.explore import plan_under
 from claimcheck.probes.explain import (FINISHED_JOBS, READY_JOBS, PlanVerdict, plan_verdict, prepare_plan_table,
                                        with_conditions)
@@ -59,7 +59,16 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
                 verdicts.append(plan_verdict(conn, strategy))
                 shapes[strategy.name] = [(HISTORY.name, plan_under(run, strategy, HISTORY, GUARD_BATCH, analyze=True))]
             for condition in GUARD_CONDITIONS:  # each condition's tables once, every strategy planned on them
-                build_tables(conn, run, strategies[0], condition, condition.jobs(CONDITION_JOBS, GUARD_BATCH))
+                if condition.generic and getattr(conn, "refuses_blocks", False):
+                    err.print(f"  {condition.name}: not planned: a generic plan is that of a statement prepared on "
+                              "one backend, and a statement pool gives each statement any backend", highlight=False,
+                              soft_wrap=True)
+                    continue
+                try:
+                    build_tables(conn, run, strategies[0], condition, condition.jobs(CONDITION_JOBS, GUARD_BATCH))
+                except TablesUnavailable as exc:  # stale-stats behind statement pooling: said, and left out
+                    err.print(f"  {condition.name}: not planned: {exc}", highlight=False, soft_wrap=True)
+                    continue
                 for strategy in strategies:
                     shapes[strategy.name].append(
                         (condition.name, plan_under(run, strategy, condition, GUARD_BATCH, analyze=True)))

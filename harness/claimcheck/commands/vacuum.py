@@ -61,6 +61,13 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     strategy = load_strategy(args.strategy)
     with provide(args) as server:
         print_server(err, server)
+        if server.pooler is not None and server.pooler.mode == "statement" and not server.pooler.started:
+            # --pooler pgbouncer:statement pools only the queue's workers; the holders connect directly.
+            raise UsageError("vacuum cannot run through a pooler in statement mode in front of --dsn: its holders "
+                             "keep a transaction open while the workers run (what holds VACUUM back), and statement "
+                             "pooling refuses every transaction block (PgBouncer answers BEGIN with SQLSTATE 08P01). "
+                             "Nothing was run: point --dsn at the server and give --pooler pgbouncer:statement, which "
+                             "puts only the workers behind a statement pool")
         with run_schema(server) as (conn, run):
             build_jobs_table(conn, run.schema, VALIDATION_JOBS)
             validate(run, strategy)  # as `check` does: a broken file is one clear error, first

@@ -17,7 +17,7 @@ import time
 import psycopg
 
 from claimcheck.errors import ClaimcheckError, Interrupted, ServerError, UsageError
-from claimcheck.server import interrupts
+from claimcheck.server import interrupts, pooling
 from claimcheck.server.interrupts import shielded
 from claimcheck.engine.faults import FaultEvent, FaultInjector
 from claimcheck.engine import producer as producing
@@ -49,6 +49,7 @@ def run_strategy(conn: psycopg.Connection, server: Server, run: RunContext, stra
     planner condition's, see claimcheck.plans)."""
     check_fail_rate(strategy, settings)
     check_rate(strategy, settings)
+    pooling.refuse_transaction_blocks(server.pooler, [strategy], [settings.mode])  # before anything is made
     seeded = seeded or seed(conn, run, strategy, settings.jobs)
     shape = validate(run, strategy, seeded.count)
     settings = reaper_for(strategy, shape, settings)

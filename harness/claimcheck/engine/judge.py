@@ -101,9 +101,8 @@ class RunTable:
         if not self.strategy.own_schema:
             return TableOutcome(*conn.execute(QUERIES["table_outcome"]).fetchone(),
                                 *conn.execute(QUERIES["lifecycle_outcome"]).fetchone()[1:])
-        # Own tables: the file's `remaining` says how many jobs are unfinished; the rest are done.
-        with conn.transaction():
-            left = execute_section(conn, self.strategy, "remaining", {}).fetchone()[0]
+        # Own tables: the file's `remaining` says how many are unfinished (statement by statement, as the workers run it).
+        left = execute_section(conn, self.strategy, "remaining", {}).fetchone()[0]
         attempts = max((max(log.attempt) for log in logs if len(log)), default=0)
         return TableOutcome(done=seeded.count - left, queued=left, running=0, failed=0, max_attempts=attempts)
 

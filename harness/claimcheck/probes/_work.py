@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import psycopg
 
 from claimcheck.probes import PROBE_QUERIES
-from claimcheck.server.runcontext import RunContext
+from claimcheck.server.runcontext import RunContext, StatelessConnection
+from claimcheck.server.schema import schema_name
 from claimcheck.contract.strategy import Strategy, sample_params
 
 PROBE_STRATEGY = "skip-locked"
@@ -36,23 +37,25 @@ class Claimed:
 
 
 def claim(conn: psycopg.Connection, strategy: Strategy, worker: str, batch: int = CLAIM_BATCH) -> list[Claimed]:
-    """One claim transaction, committed: the lease style of seed 003."""
-    with conn.transaction():
-        cur = conn.execute(strategy.statements["claim"],
-                           sample_params(strategy, "claim", worker=worker, batch=batch, lease_seconds=LEASE_SECONDS))
-        rows = cur.fetchall()
-    return [Claimed(r[0], r[1] if len(r) > 1 else None) for r in rows]
+    """One claim, committed: the lease style of seed 003. The connection is in autocommit, so the lone
+    statement is its own transaction, with no BEGIN (which statement pooling refuses)."""
+    cur = conn.execute(strategy.statements["claim"],
+                       sample_params(strategy, "claim", worker=worker, batch=batch, lease_seconds=LEASE_SECONDS))
+    return [Claimed(r[0], r[1] if len(r) > 1 else None) for r in cur.fetchall()]
 
 
 def complete(conn: psycopg.Connection, strategy: Strategy, worker: str, jobs: list[Claimed]) -> None:
-    """Complete claimed jobs in one short transaction (no-op for a claim that also completes)."""
+    """Complete claimed jobs in one short transaction (no-op for a claim that also completes): their
+    statements in one message, bound on the client, which the server runs as one implicit transaction,
+    so no BEGIN is sent (statement pooling refuses it) and it costs one round trip."""
     if not jobs or not strategy.has_complete:
         return
-    with conn.transaction():
-        with conn.cursor() as cur:
-            cur.executemany(strategy.statements["complete"],
-                            [sample_params(strategy, "complete", id=j.id, attempts=j.attempts, worker=worker)
-                             for j in jobs])
+    cursor = conn.cursor() if isinstance(conn, StatelessConnection) else psycopg.ClientCursor(conn)
+    with cursor:
+        # ";\n": a section's last line may be a comment, which would swallow a "; " after it.
+        cursor.execute(";\n".join(cursor.mogrify(strategy.statements["complete"],
+                                                   sample_params(strategy, "complete", id=j.id, attempts=j.attempts,
+                                                                 worker=worker)) for j in jobs))
 
 
 def process_jobs(conn: psycopg.Connection, strategy: Strategy, jobs: int, worker: str) -> int:

@@ -22,6 +22,7 @@ from claimcheck.verdict.result import RunResult
 from claimcheck.errors import UsageError
 from claimcheck.server import interrupts
 from claimcheck.server.interrupts import shielded
+from claimcheck.server.pooling import refuse_transaction_blocks
 from claimcheck.server.provision import Server
 from claimcheck.contract.queries import QUERIES
 from claimcheck.server.redaction import scrub
@@ -125,6 +126,7 @@ def run_all(server: Server, strategies: list[Strategy], grid: list[RunSettings],
         own = [s.source for s in strategies if s.own_schema]
         if own:
             raise UsageError(f"--pgbench runs the SQL on claimcheck's jobs table; {own[0]} brings its own tables")
+    refuse_transaction_blocks(server.pooler, strategies, [settings.mode for settings in grid])  # before the schema
     results = []
     with run_schema(server) as (original, run):
         conn = original
