@@ -92,3 +92,49 @@ def test_a_producer_that_cannot_connect_is_reported_by_its_own_error_not_the_bar
     monkeypatch.setattr(RunContext, "connect", refuse_the_producer)  # inherited by the forked producer
     with pytest.raises(ServerError, match="^the run could not start: the producer could not connect: refused for"):
         run("skip-locked", workers=2, jobs=5, batch=5, rate_per_s=50, produce_s=0.5)
+
+
+def test_several_producers_share_the_schedule_and_every_job_is_judged(run):
+    result = run("skip-locked", workers=3, jobs=10, batch=5, rate_per_s=300, produce_s=1.0, producers=3,
+                 stop_early=True)
+    p = result.producer
+    assert result.exactly_once and result.stopped_by == "drained", result.verdict.violations[:3]
+    assert p.kept_up and p.enqueued == p.scheduled == 300 and [f.scheduled for f in p.producers] == [100] * 3
+    assert all(f.enqueued == 100 and f.max_lag_ms < 1000 for f in p.producers)
+    assert result.seeded.count == 310 and result.jobs_done == 310 and result.verdict.unclaimed_jobs == 0
+    assert p.pickup_latency_ms["count"] == 300 and p.claimed_before_last_enqueue > 200
+    assert [f["producer"] for f in result.as_dict()["producers"]] == [0, 1, 2]
+
+
+def test_a_producer_behind_the_others_leaves_gaps_and_only_committed_keys_are_judged(run, tmp_path):
+    # One producer of three is slow (its keys share a residue mod 3): it commits a prefix of its share,
+    # the others all of theirs, so the committed keys are not a range. No reserved key it never
+    # committed may count as lost.
+    path = tmp_path / "one_slow.sql"
+    path.write_text(SKIP_LOCKED.read_text() + SLOW_ENQUEUE.replace(
+        "pg_sleep(0.05)", "pg_sleep(CASE WHEN %(key)s::bigint %% 3 = 0 THEN 0.05 ELSE 0 END)"))
+    result = run(str(path), workers=2, jobs=5, batch=5, rate_per_s=150, produce_s=1.0, producers=3)
+    p = result.producer
+    late = [f for f in p.producers if not f.kept_up]
+    assert len(late) == 1 and late[0].enqueued < late[0].scheduled == 50, p.producers
+    assert all(f.enqueued == 50 for f in p.producers if f.kept_up)
+    assert not p.kept_up and p.behind.startswith("1 of 3 producers could not keep up")
+    assert f"producer {late[0].producer}: " in p.behind and "not enqueued" in p.behind
+    assert result.exactly_once and result.verdict.unclaimed_jobs == 0 and result.verdict.unexpected_jobs == 0
+    assert result.seeded.count == 5 + p.enqueued == result.jobs_done
+    assert result.seeded.keys is not None  # the gaps: a key space of the committed keys themselves
+
+
+def test_an_unsafe_claim_is_caught_while_several_producers_run(run):
+    result = run("naive-subquery", workers=4, jobs=1, batch=1, poll_ms=0, rate_per_s=400, produce_s=1, producers=2)
+    assert not result.exactly_once and result.verdict.double_claimed_jobs > 0
+    keys = result.seeded.keys
+    first_produced = (keys.keys[0] if keys is not None and keys.keys is not None else result.seeded.first_id) + 1
+    assert any(x.job >= first_produced for x in result.verdict.violations), result.verdict.violations[:3]
+
+
+def test_producers_without_a_rate_are_refused():
+    with pytest.raises(UsageError, match="--producers needs --rate"):
+        RunSettings(producers=2)
+    with pytest.raises(UsageError, match="--producers must be between 1 and 32"):
+        RunSettings(rate_per_s=10, produce_s=1, producers=0)

@@ -56,3 +56,7 @@ def test_check_judges_one_setting_and_its_help_offers_no_comma_list(capsys, opti
     with pytest.raises(SystemExit):
         main(["check", "--help"])
     assert "comma" not in capsys.readouterr().out.split("lifecycle")[0]
+
+
+def test_check_refuses_producers_without_a_rate(capsys):
+    assert "--producers needs --rate" in refused(capsys, "check", "skip-locked", "--producers", "2")

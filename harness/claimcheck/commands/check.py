@@ -43,6 +43,9 @@ def register(verbs: argparse._SubParsersAction) -> None:
                    help="open loop: one producer enqueues this many jobs per second for --duration seconds while "
                         "the workers claim (after the --jobs seeded ones), then the workers drain; the run is the "
                         "as-seeded condition only (see docs/producers.md)")
+    p.add_argument("--producers", type=int, default=1,
+                   help="with --rate: this many producer processes share the schedule (job i is producer i mod N's, "
+                        "each keeping its own due time), default 1")
     p.add_argument("--drain", action="store_true",
                    help="run until every job is claimed even after a violation is proven (by default a check "
                         "stops at the first proven double claim and reports what it saw)")

@@ -21,7 +21,7 @@ from claimcheck.errors import ClaimcheckError, Interrupted, ServerError, UsageEr
 from claimcheck.server import interrupts
 from claimcheck.server.interrupts import shielded
 from claimcheck.engine.faults import FaultEvent, FaultInjector, fates
-from claimcheck.engine import producer as producing
+from claimcheck.engine import fedkeys, producer as producing
 from claimcheck.verdict.ledger import Verdict, WorkerLog, judge
 from claimcheck.engine.logstream import apply_summary, merge_delta
 from claimcheck.server.provision import Server
@@ -56,17 +56,17 @@ def run_strategy(conn: psycopg.Connection, server: Server, schema: str, run_id: 
     seeded = seeded or seed(conn, schema, run_id, strategy, settings.jobs)
     shape = validate(server.dsn, run_id, schema, strategy, seeded.count)
     settings = reaper_for(strategy, shape, settings)
-    _check_headroom(conn, settings.workers + (1 if settings.faults else 0) + (1 if settings.rate_per_s else 0))
+    _check_headroom(conn, settings.workers + (1 if settings.faults else 0) + (settings.producers if settings.rate_per_s else 0))
     context = RunContext(server.dsn, run_id)
     # The producer's keys are reserved now, after the seeded ones: the watch knows them before any is enqueued.
     feed = None if settings.rate_per_s is None else producing.ProducerPlan(
         run=context, strategy=strategy, rate_per_s=settings.rate_per_s, duration_s=settings.produce_s,
-        first_key=seeded.last_id + 1)
+        first_key=seeded.last_id + 1, producers=settings.producers)
     plan = WorkerPlan(run=context, strategy=strategy, settings=settings, shape=shape, keys=seeded.keys, feed=feed)
     run = _Run(plan, server.restart, on_progress, RunWatch(seeded.first_id, feed.last_key if feed else seeded.last_id,
                                                            proves=plan.stops_on_proof))
     run.go()
-    fed = None if feed is None else producing.outcome(feed, run.producer.log, run.logs)
+    fed = None if feed is None else producing.outcome(feed, run.producer.logs, run.logs)
     if any(f.kind == "restart" for f in run.faults):
         with coordinator_connection(server.dsn, run_id, schema) as fresh:  # the restart closed the coordinator's connection too
             return judge_run(fresh, run, strategy, settings, seeded, releases=plan.releases, fed=fed)
@@ -151,9 +151,8 @@ def judge_run(conn: psycopg.Connection, run: "_Run", strategy: Strategy, setting
     master's). `releases`: see WorkerPlan.releases; `unreaped`: no reaper returns a dead claimer's
     jobs (see _unrecorded); `fed`: the producer's figures, in a run with --rate."""
     logs = run.logs
-    if fed is not None:
-        # The producer commits in key order: what it enqueued is exactly the keys after the seeded ones up to its last.
-        seeded = dataclasses.replace(seeded, last_id=seeded.last_id + fed.enqueued, count=seeded.count + fed.enqueued)
+    if fed is not None:  # the seeded jobs and exactly those the producers committed (claimcheck.engine.fedkeys)
+        seeded, logs = fedkeys.judged(seeded, fed.committed_keys(), logs)
     outcome = _table_outcome(conn, strategy, seeded, logs)
     started, finished = run_span(logs)
     # A run ended early (a proven violation, no progress, its time or claim limit) did not drain:
@@ -253,9 +252,9 @@ class _Run:
                              progress=self.ctx.Array("q", slots, lock=False),
                              stall=self.ctx.Array("b", slots, lock=False),
                              stalled_job=self.ctx.Array("q", slots, lock=False),
-                             producing=self.ctx.Value("b", 1 if plan.feed else 0, lock=False),
+                             producing=producing.Producing(self.ctx, plan.feed.producers if plan.feed else 0),
                              feed_start=self.ctx.Value("d", float("nan"), lock=False))
-        self.producer: producing.ProducerProcess | None = None
+        self.producer: producing.Producers | None = None
         self.processes: dict[int, multiprocessing.Process] = {}
         self.receivers: dict[int, multiprocessing.connection.Connection] = {}
         # One selector for the whole run: building one per wait (multiprocessing.connection.wait)
@@ -311,7 +310,7 @@ class _Run:
 
     def go(self) -> None:
         settings = self.settings
-        barrier = self.ctx.Barrier(settings.workers + 1 + (1 if self.plan.feed else 0))
+        barrier = self.ctx.Barrier(settings.workers + 1 + (self.plan.feed.producers if self.plan.feed else 0))
         sampler = reaper = None
         done = False
         try:
@@ -322,13 +321,13 @@ class _Run:
                 self._spawn(index, barrier)
             if self.plan.feed is not None:
                 with interrupts.deferred():  # registered before a Ctrl-C is raised, as _spawn's workers
-                    self.producer = producing.ProducerProcess(self.ctx, self.plan.feed, barrier, self.shared)
+                    self.producer = producing.Producers(self.ctx, self.plan.feed, barrier, self.shared)
             try:
                 barrier.wait(BARRIER_TIMEOUT_S)
             except threading.BrokenBarrierError:
                 self._drain_messages(deadline=time.monotonic() + JOIN_TIMEOUT_S)
-                if self.producer is not None and self.producer.receive(JOIN_TIMEOUT_S) and self.producer.log.error:
-                    raise ServerError(f"the run could not start: {self.producer.log.error}") from None
+                if self.producer is not None and self.producer.receive(JOIN_TIMEOUT_S) and self.producer.error:
+                    raise ServerError(f"the run could not start: {self.producer.error}") from None
                 errors = [log.error for log in self.logs if log.error]
                 raise ServerError("workers could not start: " + (errors[0] if errors else
                                   "they did not reach the start barrier")) from None
@@ -354,8 +353,8 @@ class _Run:
             errors = [log.error for log in self.logs if log.error]
             if errors:
                 raise ClaimcheckError(f"a worker failed mid-run, so the run is not judged: {errors[0]}")
-            if self.producer is not None and self.producer.log.error:
-                raise ClaimcheckError(f"{self.producer.log.error}; the run is not judged without its producer")
+            if self.producer is not None and self.producer.error:
+                raise ClaimcheckError(f"{self.producer.error}; the run is not judged without its producer")
             done = True
         except KeyboardInterrupt:
             raise Interrupted("interrupted: workers stopped before the run finished") from None
@@ -364,11 +363,11 @@ class _Run:
                 if thread is not None:
                     thread.stop()
             with shielded():  # a second Ctrl-C must not leave workers behind
-                _reap(list(self.processes.values()) + ([self.producer.process] if self.producer else []),
+                _reap(list(self.processes.values()) + (self.producer.processes if self.producer else []),
                       graceful=done)
             self.selector.close()
             if self.producer is not None:
-                self.producer.receiver.close()
+                self.producer.close()
             for receiver in self.receivers.values():
                 receiver.close()
 

@@ -1,18 +1,26 @@
-"""The open-loop producer: one process that enqueues jobs on a schedule fixed in advance while the workers claim.
+"""The open-loop producers: processes that enqueue jobs on a schedule fixed in advance while the workers claim.
 
-Job i (0-based) is due at `start + i / rate`; `start` is the producer's release from the run's
+Job i (0-based) is due at `start + i / rate`; `start` is the first producer's release from the run's
 barrier, on this host's monotonic clock (the workers' clock too: every process of a fork run is on
-this host, and CLOCK_MONOTONIC is system-wide). An enqueue that is late is late: it is sent at
-once, never skipped and never moved, so the next one keeps its own due time and a slow server
-cannot hide its slowness by slowing the load (pgbench --rate's model). Every job due within
-`duration` is sent, late or not, until `duration + LAG_LIMIT_S`: then the producer stops, and jobs it
-had not enqueued by then are reported as not enqueued (it fell behind), never dropped silently.
+this host, and CLOCK_MONOTONIC is system-wide). With `--producers N` the schedule is split: job i
+is producer `i mod N`'s, and keeps its own due time, so N producers offer the same load as one, each
+at rate/N. An enqueue that is late is late: it is sent at once, never skipped and never moved, so
+the next one keeps its own due time and a slow server cannot hide its slowness by slowing the load
+(pgbench --rate's model). Every job due within `duration` is sent, late or not, until
+`duration + LAG_LIMIT_S`: then each producer stops, and jobs it had not enqueued by then are
+reported as not enqueued (it fell behind), never dropped silently.
 
-Keys: the producer's keys are reserved before the run, right after the seeded ones
-(`first_key .. first_key + count - 1`), and inserted with explicit ids in order, one job per
-transaction. So the ledger's range is known up front (the watch proves on it mid-run) and, since
-the producer commits in key order, the keys it did commit are exactly `first_key ..
-first_key + enqueued - 1`: the range judged after the run.
+Keys: the producers' keys are reserved before the run, right after the seeded ones
+(`first_key .. first_key + scheduled - 1`), and inserted with explicit ids, one job per
+transaction; the watch knows the whole reserved range before any is enqueued, and proves on it
+mid-run. What was committed is each producer's own report: a producer commits its jobs in its
+own order (`p, p + N, p + 2N, ...`), one transaction each, and logs each commit, so producer p
+committed exactly its first `enqueued` jobs. With one producer that is a prefix of the range; with
+several, one that fell behind leaves gaps between the others' keys, and the ledger judges exactly
+the committed keys (claimcheck.engine.fedkeys). The report, not the table, is the source: reading
+the keys back from the table at the end would miss jobs a `complete` deletes, and a commit the
+producer cannot confirm (its connection lost in COMMIT) fails the producer, which leaves the run
+unjudged rather than guessed.
 
 Latency (:meth:`ProducerPlan.histograms`, recorded in each worker's process and merged by
 :func:`merged`) is measured from each job's *scheduled* time, so it includes the producer's own
@@ -20,6 +28,7 @@ lag (coordinated-omission free by construction; no HDR correction is applied on 
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 import time
@@ -52,6 +61,8 @@ class ProducerPlan:
     rate_per_s: float
     duration_s: float
     first_key: int
+    producers: int = 1
+    """How many producer processes share the schedule (job i is producer i mod producers')."""
 
     @property
     def scheduled(self) -> int:
@@ -61,6 +72,10 @@ class ProducerPlan:
     @property
     def last_key(self) -> int:
         return self.first_key + self.scheduled - 1
+
+    def jobs_of(self, producer: int) -> range:
+        """The schedule's indices of one producer's jobs, in the order it enqueues them."""
+        return range(producer, self.scheduled, self.producers)
 
     def histograms(self, start: float, log: WorkerLog) -> tuple[bytes, bytes] | None:
         """A worker's own (pickup, end-to-end) HDR histograms, encoded, at its end: every claim it made of a
@@ -85,7 +100,8 @@ class ProducerLog:
 
     started_at: float = math.nan
     committed_at: array = field(default_factory=lambda: array("d"))
-    """Commit time of job i (in key order); its due time is started_at + i / rate."""
+    """Commit time of this producer's k-th job (ProducerPlan.jobs_of(producer)[k]); its due time is
+    started_at + that index / rate."""
     error: str | None = None
 
     @property
@@ -106,13 +122,26 @@ def enqueue(conn: psycopg.Connection, strategy: Strategy, key: int) -> None:
                          "key %(key)s and return that key, one row (INSERT ... RETURNING id)")
 
 
-def producer_main(plan: ProducerPlan, barrier, shared, sender) -> None:
-    """The producer process: connect, wait at the barrier, enqueue on schedule until the duration ends."""
+class Producing:
+    """Which producers may still enqueue: one flag each, cleared by its producer after its last commit
+    (or by the coordinator, for one that died first). Read as `.value`, 1 while any may, as the workers
+    read it: an empty queue then is not drained."""
+
+    def __init__(self, ctx, producers: int) -> None:
+        self.flags = ctx.Array("b", [1] * producers, lock=False)
+
+    @property
+    def value(self) -> int:
+        return 1 if any(self.flags) else 0
+
+
+def producer_main(plan: ProducerPlan, index: int, barrier, shared, sender) -> None:
+    """Producer `index`'s process: connect, wait at the barrier, enqueue its jobs on schedule until the duration ends."""
     interrupts.child_process_setup()
     log = ProducerLog()
     try:
         try:
-            conn = plan.run.connect("producer")
+            conn = plan.run.connect("producer" if plan.producers == 1 else f"producer{index:02d}")
         except psycopg.Error as exc:
             log.error = f"the producer could not connect: {exc}"
             barrier.abort()
@@ -122,10 +151,10 @@ def producer_main(plan: ProducerPlan, barrier, shared, sender) -> None:
                 barrier.wait(BARRIER_TIMEOUT_S)
             except threading.BrokenBarrierError:
                 return  # broken by a worker that could not start: its error is the run's, not ours
-            start = log.started_at = shared.feed_start.value = time.monotonic()  # before any job exists
+            start = log.started_at = _schedule_start(index, shared)
             end = start + plan.duration_s + LAG_LIMIT_S  # a late job is sent late; one later than this is not sent
             clock, sleep, rate, stop = time.monotonic, time.sleep, plan.rate_per_s, shared.stop
-            for i in range(plan.scheduled):
+            for i in plan.jobs_of(index):
                 due, now = start + i / rate, clock()
                 while due > now and not stop.value:  # a low --rate's wait is seconds: the stop may come first
                     sleep(min(due - now, STOP_POLL_S))
@@ -137,29 +166,40 @@ def producer_main(plan: ProducerPlan, barrier, shared, sender) -> None:
     except Exception as exc:  # reported by the coordinator: the run is not judged without its producer
         log.error = f"the producer failed: {exc}"
     finally:
-        shared.producing.value = 0  # only after its last commit: a worker that sees 0 then finds the queue empty is drained
+        # Only after its last commit: a worker that sees every flag 0 then finds the queue empty is drained.
+        shared.producing.flags[index] = 0
         sender.send(("producer", log))
         sender.close()
 
 
+def _schedule_start(index: int, shared) -> float:
+    """The schedule's one start, on every producer: the first producer's release, written to shared memory
+    before any job exists (the workers' latencies read it too); the others wait the moment it takes."""
+    if index == 0:
+        shared.feed_start.value = time.monotonic()
+    while math.isnan(shared.feed_start.value):
+        time.sleep(0.0005)
+    return shared.feed_start.value
+
+
 class ProducerProcess:
-    """The coordinator's side of the producer: its process, the pipe its log comes back on.
+    """The coordinator's side of one producer: its process, the pipe its log comes back on.
     Started when made: make it inside interrupts.deferred() and keep it there, or a Ctrl-C mid-fork
     leaves it untracked (as the driver's workers)."""
 
-    def __init__(self, ctx, plan: ProducerPlan, barrier, shared) -> None:
+    def __init__(self, ctx, plan: ProducerPlan, barrier, shared, index: int = 0) -> None:
         self.receiver, sender = ctx.Pipe(duplex=False)
-        self.process = ctx.Process(target=producer_main, args=(plan, barrier, shared, sender),
-                                   name="claimcheck-producer", daemon=True)
-        self.shared, self.log = shared, ProducerLog()
+        self.process = ctx.Process(target=producer_main, args=(plan, index, barrier, shared, sender),
+                                   name=f"claimcheck-producer{index:02d}", daemon=True)
+        self.index, self.shared, self.log = index, shared, ProducerLog()
         self.process.start()
         sender.close()
 
     def watch(self) -> None:
-        """A producer dead before its `finally` never cleared `producing`: clear it, so the workers may drain
+        """A producer dead before its `finally` never cleared its flag: clear it, so the workers may drain
         (its missing log is reported by receive)."""
-        if self.shared.producing.value and not self.process.is_alive():
-            self.shared.producing.value = 0
+        if self.shared.producing.flags[self.index] and not self.process.is_alive():
+            self.shared.producing.flags[self.index] = 0
 
     def receive(self, timeout_s: float) -> bool:
         """Its log, once the workers are done (it ended before they could drain). False if none came."""
@@ -173,9 +213,64 @@ class ProducerProcess:
         return False
 
 
+class Producers:
+    """The coordinator's side of a run's producers, as one: started together (inside interrupts.deferred(),
+    as ProducerProcess), watched, their logs received."""
+
+    def __init__(self, ctx, plan: ProducerPlan, barrier, shared) -> None:
+        self.each: list[ProducerProcess] = []
+        for index in range(plan.producers):  # appended one by one: a Ctrl-C mid-way leaves none untracked
+            self.each.append(ProducerProcess(ctx, plan, barrier, shared, index))
+
+    @property
+    def processes(self) -> list:
+        return [p.process for p in self.each]
+
+    @property
+    def logs(self) -> list[ProducerLog]:
+        return [p.log for p in self.each]
+
+    @property
+    def error(self) -> str | None:
+        """The first producer's error (by index), or None."""
+        return next((p.log.error for p in self.each if p.log.error), None)
+
+    def watch(self) -> None:
+        for p in self.each:
+            p.watch()
+
+    def receive(self, timeout_s: float) -> bool:
+        """Every producer's log within `timeout_s` in all; False if one did not come."""
+        deadline = time.monotonic() + timeout_s
+        return all([p.receive(max(0.0, deadline - time.monotonic())) for p in self.each])
+
+    def close(self) -> None:
+        for p in self.each:
+            p.receiver.close()
+
+
+@dataclass(frozen=True)
+class ProducerFigures:
+    """One producer's share of the schedule, and how it kept to it."""
+
+    producer: int
+    scheduled: int
+    enqueued: int
+    max_lag_ms: float
+    """Its latest commit past its due time (0 when it enqueued nothing)."""
+
+    @property
+    def kept_up(self) -> bool:
+        return self.enqueued == self.scheduled and self.max_lag_ms <= LAG_LIMIT_S * 1000
+
+    def as_dict(self) -> dict:
+        return {"producer": self.producer, "scheduled_jobs": self.scheduled, "enqueued_jobs": self.enqueued,
+                "max_lag_ms": round(self.max_lag_ms, 3), "kept_up": self.kept_up}
+
+
 @dataclass(frozen=True)
 class ProducerOutcome:
-    """The producer's figures for the report."""
+    """The producers' figures for the report."""
 
     rate_per_s: float
     duration_s: float
@@ -185,32 +280,53 @@ class ProducerOutcome:
     max_lag_ms: float
     kept_up: bool
     claimed_before_last_enqueue: int
-    """Produced jobs whose first claim committed before the producer's last commit: jobs that arrived mid-run."""
+    """Produced jobs whose first claim committed before the producers' last commit: jobs that arrived mid-run."""
     pickup_latency_ms: dict
     end_to_end_latency_ms: dict
-    clock: str = "this host's monotonic clock: the producer and the workers are processes on it"
+    first_key: int = 0
+    producers: tuple[ProducerFigures, ...] = ()
+    """Each producer's share and lag, by index."""
+    clock: str = "this host's monotonic clock: the producers and the workers are processes on it"
+
+    def committed_keys(self) -> list[int]:
+        """The keys the producers committed, sorted: producer p's first `enqueued` of p, p + N, p + 2N, ..."""
+        n = len(self.producers)
+        return sorted(self.first_key + f.producer + k * n for f in self.producers for k in range(f.enqueued))
 
     @property
     def behind(self) -> str | None:
-        """Why the producer did not keep up, in words, or None."""
+        """Why the producers did not keep up, in words, or None."""
         if self.kept_up:
             return None
-        missing = self.scheduled - self.enqueued
-        parts = [f"{missing:,} of {self.scheduled:,} scheduled jobs were not enqueued by the end of --duration "
-                 f"plus {LAG_LIMIT_S:g} s"] if missing else []
-        if self.max_lag_ms > LAG_LIMIT_S * 1000:
-            parts.append(f"its lag behind the schedule reached {self.max_lag_ms:,.0f} ms")
-        return (f"the producer could not keep up with --rate {self.rate_per_s:g}: " + "; ".join(parts)
-                + f" (achieved {self.achieved_rate_per_s:,.1f} jobs/s)")
+        if len(self.producers) <= 1:
+            return (f"the producer could not keep up with --rate {self.rate_per_s:g}: "
+                    + _lagging(self.scheduled, self.enqueued, self.max_lag_ms)
+                    + f" (achieved {self.achieved_rate_per_s:,.1f} jobs/s)")
+        late = [f for f in self.producers if not f.kept_up]
+        n = len(self.producers)
+        return (f"{len(late)} of {n} producers could not keep up with --rate {self.rate_per_s:g} "
+                f"({self.rate_per_s / n:g} jobs/s each): "
+                + "; ".join(f"producer {f.producer}: {_lagging(f.scheduled, f.enqueued, f.max_lag_ms)}" for f in late)
+                + f" (achieved {self.achieved_rate_per_s:,.1f} jobs/s in all)")
 
     def as_dict(self) -> dict:
         return {"offered_rate_per_s": self.rate_per_s, "achieved_rate_per_s": round(self.achieved_rate_per_s, 3),
                 "producer_duration_s": self.duration_s, "scheduled_jobs": self.scheduled,
                 "enqueued_jobs": self.enqueued, "producer_max_lag_ms": round(self.max_lag_ms, 3),
                 "producer_kept_up": self.kept_up, "producer_behind": self.behind,
+                "producers": [f.as_dict() for f in self.producers],
                 "claimed_before_last_enqueue": self.claimed_before_last_enqueue,
                 "pickup_latency_ms": self.pickup_latency_ms, "end_to_end_latency_ms": self.end_to_end_latency_ms,
                 "latency_clock": self.clock}
+
+
+def _lagging(scheduled: int, enqueued: int, max_lag_ms: float) -> str:
+    missing = scheduled - enqueued
+    parts = [f"{missing:,} of {scheduled:,} scheduled jobs were not enqueued by the end of --duration "
+             f"plus {LAG_LIMIT_S:g} s"] if missing else []
+    if max_lag_ms > LAG_LIMIT_S * 1000:
+        parts.append(f"its lag behind the schedule reached {max_lag_ms:,.0f} ms")
+    return "; ".join(parts)
 
 
 def _histogram() -> HdrHistogram:
@@ -239,27 +355,36 @@ def merged(logs: list[WorkerLog]) -> tuple[HdrHistogram, HdrHistogram]:
     return pickup, end_to_end
 
 
-def claimed_mid_run(plan: ProducerPlan, log: ProducerLog, logs: list[WorkerLog]) -> int:
-    """Produced jobs whose first claim committed before the producer's last commit."""
-    last = log.committed_at[-1] if log.enqueued else -math.inf
+def claimed_mid_run(outcome_keys: set[int], last_commit: float, logs: list[WorkerLog]) -> int:
+    """Produced jobs whose first claim committed before the producers' last commit."""
     early = set()
     for w in logs:
         for job, claimed in zip(w.job, w.claimed_at):
-            if isinstance(job, int) and 0 <= job - plan.first_key < log.enqueued and claimed < last:
+            if claimed < last_commit and job in outcome_keys:
                 early.add(job)
     return len(early)
 
 
-def outcome(plan: ProducerPlan, log: ProducerLog, logs: list[WorkerLog]) -> ProducerOutcome:
-    pickup, end_to_end = merged(logs)
-    early = claimed_mid_run(plan, log, logs)
-    lags = [at - (log.started_at + k / plan.rate_per_s) for k, at in enumerate(log.committed_at)]
-    max_lag_ms = max(lags, default=0.0) * 1000
-    span = (log.committed_at[-1] - log.started_at) if log.enqueued else 0.0
+def outcome(plan: ProducerPlan, logs: list[ProducerLog], worker_logs: list[WorkerLog]) -> ProducerOutcome:
+    """The producers' figures from their logs (by index) and the workers'."""
+    pickup, end_to_end = merged(worker_logs)
+    start = next((log.started_at for log in logs if not math.isnan(log.started_at)), math.nan)
+    figures = []
+    for index, log in enumerate(logs):
+        due = plan.jobs_of(index)
+        lags = [at - (start + due[k] / plan.rate_per_s) for k, at in enumerate(log.committed_at)]
+        figures.append(ProducerFigures(producer=index, scheduled=len(due), enqueued=log.enqueued,
+                                       max_lag_ms=max(lags, default=0.0) * 1000))
+    enqueued = sum(f.enqueued for f in figures)
+    last = max((log.committed_at[-1] for log in logs if log.enqueued), default=-math.inf)
+    span = last - start if enqueued else 0.0
     # Achieved: jobs committed over the schedule's span (the first is due at 0, so n jobs span (n-1)/rate on time).
-    achieved = (log.enqueued - 1) / span if log.enqueued > 1 and span > 0 else float(log.enqueued)
-    kept_up = log.enqueued == plan.scheduled and max_lag_ms <= LAG_LIMIT_S * 1000
-    return ProducerOutcome(rate_per_s=plan.rate_per_s, duration_s=plan.duration_s, scheduled=plan.scheduled,
-                           enqueued=log.enqueued, achieved_rate_per_s=achieved, max_lag_ms=max_lag_ms,
-                           kept_up=kept_up, claimed_before_last_enqueue=early, pickup_latency_ms=_summary(pickup),
-                           end_to_end_latency_ms=_summary(end_to_end))
+    achieved = (enqueued - 1) / span if enqueued > 1 and span > 0 else float(enqueued)
+    result = ProducerOutcome(rate_per_s=plan.rate_per_s, duration_s=plan.duration_s, scheduled=plan.scheduled,
+                             enqueued=enqueued, achieved_rate_per_s=achieved,
+                             max_lag_ms=max((f.max_lag_ms for f in figures), default=0.0),
+                             kept_up=all(f.kept_up for f in figures), claimed_before_last_enqueue=0,
+                             pickup_latency_ms=_summary(pickup), end_to_end_latency_ms=_summary(end_to_end),
+                             first_key=plan.first_key, producers=tuple(figures))
+    early = claimed_mid_run(set(result.committed_keys()), last, worker_logs)
+    return dataclasses.replace(result, claimed_before_last_enqueue=early)
