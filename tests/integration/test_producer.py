@@ -138,3 +138,73 @@ def test_producers_without_a_rate_are_refused():
         RunSettings(producers=2)
     with pytest.raises(UsageError, match="--producers must be between 1 and 32"):
         RunSettings(rate_per_s=10, produce_s=1, producers=0)
+
+
+UUID_QUEUE = """
+-- name: schema
+CREATE TABLE q (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), status text NOT NULL DEFAULT 'queued');
+-- name: seed
+INSERT INTO q SELECT FROM generate_series(1, %(jobs)s) RETURNING id;
+-- name: remaining
+SELECT count(*) FROM q WHERE status <> 'done';
+-- name: enqueue
+INSERT INTO q DEFAULT VALUES RETURNING id;
+-- name: claim
+WITH picked AS (SELECT id FROM q WHERE status = 'queued' LIMIT %(batch)s {lock})
+UPDATE q SET status = 'running' FROM picked WHERE q.id = picked.id RETURNING q.id;
+-- name: complete
+UPDATE q SET status = 'done' WHERE id = %(id)s AND status = 'running';
+"""
+IDENTITY_QUEUE = """
+-- name: schema
+CREATE TABLE q (id bigint GENERATED ALWAYS AS IDENTITY (START WITH 1000) PRIMARY KEY);
+-- name: seed
+INSERT INTO q SELECT FROM generate_series(1, %(jobs)s) RETURNING id;
+-- name: remaining
+SELECT count(*) FROM q;
+-- name: enqueue
+INSERT INTO q DEFAULT VALUES RETURNING id;
+INSERT INTO q DEFAULT VALUES RETURNING id;
+-- name: claim
+DELETE FROM q WHERE id = (SELECT id FROM q ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id;
+"""
+
+
+def test_a_files_own_tables_are_fed_through_its_enqueue_and_its_keys_learnt(run, tmp_path):
+    # uuid keys the enqueue makes, unknown until it returns them: judged like the seeded ones, with stop_early
+    # as `check` runs (an unseen key mid-run is no proof here: it may be a produced one).
+    path = tmp_path / "uuid_queue.sql"
+    path.write_text(UUID_QUEUE.format(lock="FOR UPDATE SKIP LOCKED"))
+    result = run(str(path), workers=3, jobs=10, batch=2, rate_per_s=200, produce_s=1.0, producers=2, stop_early=True)
+    p = result.producer
+    assert result.exactly_once and result.stopped_by == "drained", result.verdict.violations[:3]
+    assert p.kept_up and p.enqueued == 200 and result.seeded.count == 210 == result.jobs_done
+    assert result.verdict.unclaimed_jobs == 0 and result.verdict.unexpected_jobs == 0
+    assert p.pickup_latency_ms["count"] == 200 and p.end_to_end_latency_ms["count"] == 200
+    assert p.claimed_before_last_enqueue > 100
+
+
+def test_an_enqueue_of_two_jobs_on_identity_keys_is_judged_on_the_keys_it_returned(run, tmp_path):
+    # Each enqueue makes two jobs (its section's last statement returns the second; the first is the
+    # section's own business and is not a job the ledger knows) -- so the claim, which takes every row,
+    # hands out keys nobody reported: unexpected.
+    path = tmp_path / "identity_queue.sql"
+    path.write_text(IDENTITY_QUEUE)
+    result = run(str(path), workers=2, jobs=5, batch=1, rate_per_s=100, produce_s=0.5)
+    assert not result.exactly_once and result.verdict.unexpected_jobs == result.producer.enqueued == 50
+
+
+def test_an_unsafe_claim_on_a_files_own_fed_tables_is_caught(run, tmp_path):
+    path = tmp_path / "uuid_no_lock.sql"
+    path.write_text(UUID_QUEUE.format(lock=""))
+    result = run(str(path), workers=4, jobs=1, batch=1, poll_ms=0, rate_per_s=400, produce_s=1.0)
+    assert not result.exactly_once and result.verdict.double_claimed_jobs > 0
+    assert result.verdict.unexpected_jobs == 0
+
+
+def test_a_files_own_tables_without_an_enqueue_are_refused_with_rate(run, tmp_path):
+    path = tmp_path / "no_enqueue.sql"
+    path.write_text(UUID_QUEUE.format(lock="FOR UPDATE SKIP LOCKED").replace(
+        "-- name: enqueue\nINSERT INTO q DEFAULT VALUES RETURNING id;\n", ""))
+    with pytest.raises(UsageError, match="--rate needs its `enqueue` section"):
+        run(str(path), workers=2, jobs=5, batch=1, rate_per_s=10, produce_s=0.5)

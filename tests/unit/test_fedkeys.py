@@ -47,3 +47,19 @@ def test_a_key_produced_twice_is_refused():
         assert "already seeded or produced twice" in str(exc)
     else:
         raise AssertionError("a produced key that was seeded must be refused")
+
+
+def test_learnt_text_keys_join_the_seeded_ones_and_a_worker_s_unknown_numbers_become_jobs():
+    from claimcheck.contract.keys import KeySpace, unknown_number
+
+    space = KeySpace.of(["a", "c"], key_is_int=False)
+    seeded = SeededJobs(first_id=1, last_id=2, count=2, seconds=0.0, keys=space)
+    # What a worker recorded: the seeded keys by number, the produced ones ("b", "d") and one nobody made ("z")
+    # as unknown numbers with their text.
+    log = _log(0, [1, unknown_number("b"), 2, unknown_number("d"), unknown_number("z")])
+    log.unknown_keys = {unknown_number(k): k for k in ("b", "d", "z")}
+    after, (moved,) = judged(seeded, ["b", "d"], [log])
+    assert after.count == 4 and after.keys.keys == ["a", "b", "c", "d"]
+    assert list(moved.job[:4]) == [1, 2, 3, 4] and moved.unknown_keys == {unknown_number("z"): "z"}
+    v = _verdict(after, [moved])
+    assert v.unexpected_jobs == 1 and v.unclaimed_jobs == 0 and v.unique_jobs_claimed == 5

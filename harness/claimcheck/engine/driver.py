@@ -52,7 +52,7 @@ def run_strategy(conn: psycopg.Connection, server: Server, schema: str, run_id: 
     """Seed, check, run and judge one strategy x setting. `conn` is the coordinator's, in `schema`.
     `seeded`: the tables are built already (a planner condition's, see claimcheck.plans)."""
     check_fail_rate(strategy, settings)
-    check_rate(strategy, settings)
+    producing.check_feedable(strategy, settings)
     seeded = seeded or seed(conn, schema, run_id, strategy, settings.jobs)
     shape = validate(server.dsn, run_id, schema, strategy, seeded.count)
     settings = reaper_for(strategy, shape, settings)
@@ -61,12 +61,14 @@ def run_strategy(conn: psycopg.Connection, server: Server, schema: str, run_id: 
     # The producer's keys are reserved now, after the seeded ones: the watch knows them before any is enqueued.
     feed = None if settings.rate_per_s is None else producing.ProducerPlan(
         run=context, strategy=strategy, rate_per_s=settings.rate_per_s, duration_s=settings.produce_s,
-        first_key=seeded.last_id + 1, producers=settings.producers)
+        first_key=seeded.last_id + 1, producers=settings.producers, learns_keys=strategy.own_schema,
+        key_is_int=shape.key_is_int)
     plan = WorkerPlan(run=context, strategy=strategy, settings=settings, shape=shape, keys=seeded.keys, feed=feed)
     run = _Run(plan, server.restart, on_progress, RunWatch(seeded.first_id, feed.last_key if feed else seeded.last_id,
-                                                           proves=plan.stops_on_proof))
+                                                           proves=plan.stops_on_proof,
+                                                           knows_keys=not (feed and feed.learns_keys)))
     run.go()
-    fed = None if feed is None else producing.outcome(feed, run.producer.logs, run.logs)
+    fed = None if feed is None else producing.outcome(feed, run.producer.logs, run.logs, seeded.keys)
     if any(f.kind == "restart" for f in run.faults):
         with coordinator_connection(server.dsn, run_id, schema) as fresh:  # the restart closed the coordinator's connection too
             return judge_run(fresh, run, strategy, settings, seeded, releases=plan.releases, fed=fed)
@@ -93,13 +95,6 @@ def reaper_for(strategy: Strategy, shape: ClaimShape, settings: RunSettings) -> 
 def check_fail_rate(strategy: Strategy, settings: RunSettings) -> None:
     if settings.fail_rate and not strategy.has("fail"):
         raise UsageError(f"--fail-rate needs a 'fail' section in {strategy.source}")
-
-
-def check_rate(strategy: Strategy, settings: RunSettings) -> None:
-    if settings.rate_per_s is not None and strategy.own_schema:
-        raise UsageError(f"{strategy.source} brings its own tables: --rate feeds claimcheck's own jobs table only "
-                         "for now (an `enqueue` section on a file's own tables is not supported yet; see "
-                         "docs/producers.md)")
 
 
 def validate(dsn: str, run_id: str, schema: str, strategy: Strategy, seeded: int | None = None) -> ClaimShape:
@@ -152,7 +147,7 @@ def judge_run(conn: psycopg.Connection, run: "_Run", strategy: Strategy, setting
     jobs (see _unrecorded); `fed`: the producer's figures, in a run with --rate."""
     logs = run.logs
     if fed is not None:  # the seeded jobs and exactly those the producers committed (claimcheck.engine.fedkeys)
-        seeded, logs = fedkeys.judged(seeded, fed.committed_keys(), logs)
+        seeded, logs = fedkeys.judged(seeded, fed.committed, logs)
     outcome = _table_outcome(conn, strategy, seeded, logs)
     started, finished = run_span(logs)
     # A run ended early (a proven violation, no progress, its time or claim limit) did not drain:

@@ -15,15 +15,16 @@ from __future__ import annotations
 import dataclasses
 from array import array
 
-from claimcheck.contract.keys import KeySpace
+from claimcheck.contract.keys import KeySpace, key_of
 from claimcheck.errors import ClaimcheckError
 from claimcheck.server.schema import SeededJobs
 from claimcheck.verdict.ledger import WorkerLog
 
 
-def judged(seeded: SeededJobs, committed: list, logs: list[WorkerLog],
-           key_is_int: bool = True) -> tuple[SeededJobs, list[WorkerLog]]:
-    """The seeded jobs plus the committed keys (sorted, none seeded), and the workers' logs numbered in that space."""
+def judged(seeded: SeededJobs, committed: list, logs: list[WorkerLog]) -> tuple[SeededJobs, list[WorkerLog]]:
+    """The seeded jobs plus the committed keys (sorted canonical keys, none seeded), and the workers' logs
+    numbered in that space."""
+    key_is_int = seeded.keys is None or seeded.keys.key_is_int
     count = seeded.count + len(committed)
     if seeded.keys is None and key_is_int and (not committed or (
             committed[0] == seeded.last_id + 1 and committed[-1] - committed[0] + 1 == len(committed))):
@@ -35,16 +36,17 @@ def judged(seeded: SeededJobs, committed: list, logs: list[WorkerLog],
     if space.duplicates:
         raise ClaimcheckError(f"{space.duplicates:,} produced key(s) were already seeded or produced twice: an "
                               "enqueue must create a new job each time; the run is not judged")
-    renumbered = [_renumbered(log, before, space) for log in logs]
-    return dataclasses.replace(seeded, first_id=space.first, last_id=space.last, count=count, keys=space), renumbered
+    renumbered = [_renumbered(log, before, space, key_is_int) for log in logs]
+    return dataclasses.replace(seeded, first_id=space.first, last_id=space.last, count=count,
+                               keys=space if space.keys is not None else None), renumbered
 
 
-def _renumbered(log: WorkerLog, before: KeySpace | None, after: KeySpace) -> WorkerLog:
+def _renumbered(log: WorkerLog, before: KeySpace | None, after: KeySpace, key_is_int: bool) -> WorkerLog:
     """A worker's log with each job number (of `before`, or an integer key as it is) moved to `after`'s."""
     unknown: dict[int, str] = {}
 
     def moved(job: int) -> int:
-        key = job if before is None or before.keys is None else before.shown(job, log.unknown_keys)
+        key = key_of(before, job, log.unknown_keys, key_is_int)
         number = after.number(key)
         if number < 0:
             unknown[number] = str(key)

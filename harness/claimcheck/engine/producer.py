@@ -28,7 +28,6 @@ lag (coordinated-omission free by construction; no HDR correction is applied on 
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 import threading
 import time
@@ -38,11 +37,14 @@ from dataclasses import dataclass, field
 import psycopg
 from hdrh.histogram import HdrHistogram
 
+from claimcheck.contract.keys import KeySpace, canonical, key_of
 from claimcheck.contract.queries import QUERIES
 from claimcheck.contract.strategy import Strategy, execute_section
 from claimcheck.engine.worker import BARRIER_TIMEOUT_S
+from claimcheck.errors import UsageError
 from claimcheck.server import interrupts
 from claimcheck.server.runcontext import RunContext
+from claimcheck.settings import RunSettings
 from claimcheck.verdict.ledger import CLAIM_IS_COMPLETION, DONE, WorkerLog
 
 LAG_LIMIT_S = 1.0
@@ -63,6 +65,10 @@ class ProducerPlan:
     first_key: int
     producers: int = 1
     """How many producer processes share the schedule (job i is producer i mod producers')."""
+    learns_keys: bool = False
+    """A file's own tables: its `enqueue` makes the keys (it returns them), none is reserved; see claimcheck.engine.fedkeys."""
+    key_is_int: bool = True
+    """The claim's key type (learnt keys are compared in its canonical form, claimcheck.contract.keys)."""
 
     @property
     def scheduled(self) -> int:
@@ -80,17 +86,13 @@ class ProducerPlan:
     def histograms(self, start: float, log: WorkerLog) -> tuple[bytes, bytes] | None:
         """A worker's own (pickup, end-to-end) HDR histograms, encoded, at its end: every claim it made of a
         produced job, from the job's scheduled time to the claim's commit and to its finish (microseconds).
-        None if the producer never started (`start` is NaN)."""
-        if math.isnan(start):
+        None if the producer never started (`start` is NaN), or its keys are learnt: a worker cannot know a
+        learnt key's due time, so the coordinator records those after the run (`outcome`)."""
+        if math.isnan(start) or self.learns_keys:
             return None
-        pickup, end_to_end = _histogram(), _histogram()
-        for job, claimed, ended, how in zip(log.job, log.claimed_at, log.ended_at, log.outcome):
-            k = job - self.first_key if isinstance(job, int) else -1
-            if 0 <= k < self.scheduled:
-                due = start + k / self.rate_per_s
-                _record(pickup, claimed - due)
-                if how in (DONE, CLAIM_IS_COMPLETION):
-                    _record(end_to_end, ended - due)
+        first, scheduled = self.first_key, self.scheduled
+        pickup, end_to_end = _latencies(start, self.rate_per_s, log, lambda job: job - first
+                                        if isinstance(job, int) and 0 <= job - first < scheduled else None)
         return pickup.encode(), end_to_end.encode()
 
 
@@ -103,23 +105,42 @@ class ProducerLog:
     """Commit time of this producer's k-th job (ProducerPlan.jobs_of(producer)[k]); its due time is
     started_at + that index / rate."""
     error: str | None = None
+    keys: list = field(default_factory=list)
+    """Learnt keys only: the keys each of its enqueues returned (a tuple per enqueue, canonical form)."""
 
     @property
     def enqueued(self) -> int:
         return len(self.committed_at)
 
 
-def enqueue(conn: psycopg.Connection, strategy: Strategy, key: int) -> None:
-    """One job with key `key`, in its own transaction: the file's `enqueue` section, or our jobs table's.
-    The section must return the key it created, one row."""
+def enqueue(conn: psycopg.Connection, strategy: Strategy, key: int, learns: bool = False,
+            key_is_int: bool = True) -> tuple:
+    """One enqueue in its own transaction: the file's `enqueue` section, or our jobs table's; the keys it created.
+    On our jobs table the section must create the job with the reserved `key` and return it, one row; on a
+    file's own tables (`learns`) it returns the keys it created, one row each, whatever they are."""
     if strategy.has("enqueue"):
         with conn.transaction():
             rows = execute_section(conn, strategy, "enqueue", {"key": key}).fetchall()
     else:  # one statement on an autocommit connection is its own transaction: one round trip, not three
         rows = conn.execute(QUERIES["enqueue_job"], {"key": key}, prepare=True).fetchall()
+    if learns:
+        if not rows or any(not r or r[0] is None for r in rows):
+            raise ValueError(f"section 'enqueue' returned {rows[:3]!r}; it must return the key of each job it "
+                             "created, one row each (INSERT ... RETURNING id)")
+        return tuple(canonical(r[0], key_is_int) for r in rows)
     if [tuple(r) for r in rows] != [(key,)]:
         raise ValueError(f"section 'enqueue' returned {rows[:3]!r} for key {key}; it must create the job with "
                          "key %(key)s and return that key, one row (INSERT ... RETURNING id)")
+    return (key,)
+
+
+def check_feedable(strategy: Strategy, settings: RunSettings) -> None:
+    """What --rate can feed: our jobs table (a default enqueue, or the file's), or a file's own tables through
+    its own `enqueue`, which returns the keys it created (learnt keys, claimcheck.engine.fedkeys)."""
+    if settings.rate_per_s is not None and strategy.own_schema and not strategy.has("enqueue"):
+        raise UsageError(f"{strategy.source} brings its own tables: --rate needs its `enqueue` section, which "
+                         "creates a job in them and returns its key (docs/contracts.md, section 1; "
+                         "docs/producers.md)")
 
 
 class Producing:
@@ -161,8 +182,10 @@ def producer_main(plan: ProducerPlan, index: int, barrier, shared, sender) -> No
                     now = clock()
                 if stop.value or now >= end:
                     break  # what is not enqueued by then is reported as not enqueued
-                enqueue(conn, plan.strategy, plan.first_key + i)
+                keys = enqueue(conn, plan.strategy, plan.first_key + i, plan.learns_keys, plan.key_is_int)
                 log.committed_at.append(clock())
+                if plan.learns_keys:
+                    log.keys.append(keys)
     except Exception as exc:  # reported by the coordinator: the run is not judged without its producer
         log.error = f"the producer failed: {exc}"
     finally:
@@ -283,15 +306,11 @@ class ProducerOutcome:
     """Produced jobs whose first claim committed before the producers' last commit: jobs that arrived mid-run."""
     pickup_latency_ms: dict
     end_to_end_latency_ms: dict
-    first_key: int = 0
     producers: tuple[ProducerFigures, ...] = ()
     """Each producer's share and lag, by index."""
+    committed: list = field(default_factory=list, repr=False, compare=False)
+    """The keys the producers committed, sorted (see the module's docstring): the jobs judged beside the seeded ones."""
     clock: str = "this host's monotonic clock: the producers and the workers are processes on it"
-
-    def committed_keys(self) -> list[int]:
-        """The keys the producers committed, sorted: producer p's first `enqueued` of p, p + N, p + 2N, ..."""
-        n = len(self.producers)
-        return sorted(self.first_key + f.producer + k * n for f in self.producers for k in range(f.enqueued))
 
     @property
     def behind(self) -> str | None:
@@ -355,36 +374,62 @@ def merged(logs: list[WorkerLog]) -> tuple[HdrHistogram, HdrHistogram]:
     return pickup, end_to_end
 
 
-def claimed_mid_run(outcome_keys: set[int], last_commit: float, logs: list[WorkerLog]) -> int:
-    """Produced jobs whose first claim committed before the producers' last commit."""
-    early = set()
-    for w in logs:
-        for job, claimed in zip(w.job, w.claimed_at):
-            if claimed < last_commit and job in outcome_keys:
-                early.add(job)
-    return len(early)
+def committed_keys(plan: ProducerPlan, logs: list[ProducerLog]) -> list:
+    """The keys the producers committed, sorted: the keys their enqueues returned (learnt), or producer p's
+    first `enqueued` reserved keys of p, p + N, p + 2N, ..."""
+    if plan.learns_keys:
+        return sorted(key for log in logs for keys in log.keys for key in keys)
+    return sorted(plan.first_key + i for p, log in enumerate(logs) for i in plan.jobs_of(p)[:log.enqueued])
 
 
-def outcome(plan: ProducerPlan, logs: list[ProducerLog], worker_logs: list[WorkerLog]) -> ProducerOutcome:
-    """The producers' figures from their logs (by index) and the workers'."""
-    pickup, end_to_end = merged(worker_logs)
+def _latencies(start: float, rate: float, log: WorkerLog, index_of) -> tuple[HdrHistogram, HdrHistogram]:
+    """(pickup, end-to-end) of one worker's claims of produced jobs; index_of(job): its place in the schedule, or None."""
+    pickup, end_to_end = _histogram(), _histogram()
+    for job, claimed, ended, how in zip(log.job, log.claimed_at, log.ended_at, log.outcome):
+        k = index_of(job)
+        if k is not None:
+            due = start + k / rate
+            _record(pickup, claimed - due)
+            if how in (DONE, CLAIM_IS_COMPLETION):
+                _record(end_to_end, ended - due)
+    return pickup, end_to_end
+
+
+def outcome(plan: ProducerPlan, logs: list[ProducerLog], worker_logs: list[WorkerLog],
+            keys: KeySpace | None = None) -> ProducerOutcome:
+    """The producers' figures from their logs (by index) and the workers'. `keys`: the seeded key space the
+    workers numbered their claims in (for learnt keys)."""
     start = next((log.started_at for log in logs if not math.isnan(log.started_at)), math.nan)
+    committed = committed_keys(plan, logs)
+    if plan.learns_keys:  # each worker's histograms, recorded here: only the producers' logs know a learnt key's due time
+        due = {key: i for p, log in enumerate(logs) for i, made in zip(plan.jobs_of(p), log.keys) for key in made}
+        pickup, end_to_end = _histogram(), _histogram()
+        for w in worker_logs if not math.isnan(start) else []:
+            mine = _latencies(start, plan.rate_per_s, w, lambda job: due.get(key_of(keys, job, w.unknown_keys, plan.key_is_int)))
+            pickup.add(mine[0])
+            end_to_end.add(mine[1])
+        produced = lambda job, w: key_of(keys, job, w.unknown_keys, plan.key_is_int) in due  # noqa: E731
+    else:
+        pickup, end_to_end = merged(worker_logs)
+        reserved = set(committed)
+        produced = lambda job, w: job in reserved  # noqa: E731
     figures = []
     for index, log in enumerate(logs):
-        due = plan.jobs_of(index)
-        lags = [at - (start + due[k] / plan.rate_per_s) for k, at in enumerate(log.committed_at)]
-        figures.append(ProducerFigures(producer=index, scheduled=len(due), enqueued=log.enqueued,
+        mine = plan.jobs_of(index)
+        lags = [at - (start + mine[k] / plan.rate_per_s) for k, at in enumerate(log.committed_at)]
+        figures.append(ProducerFigures(producer=index, scheduled=len(mine), enqueued=log.enqueued,
                                        max_lag_ms=max(lags, default=0.0) * 1000))
     enqueued = sum(f.enqueued for f in figures)
     last = max((log.committed_at[-1] for log in logs if log.enqueued), default=-math.inf)
     span = last - start if enqueued else 0.0
     # Achieved: jobs committed over the schedule's span (the first is due at 0, so n jobs span (n-1)/rate on time).
     achieved = (enqueued - 1) / span if enqueued > 1 and span > 0 else float(enqueued)
-    result = ProducerOutcome(rate_per_s=plan.rate_per_s, duration_s=plan.duration_s, scheduled=plan.scheduled,
-                             enqueued=enqueued, achieved_rate_per_s=achieved,
-                             max_lag_ms=max((f.max_lag_ms for f in figures), default=0.0),
-                             kept_up=all(f.kept_up for f in figures), claimed_before_last_enqueue=0,
-                             pickup_latency_ms=_summary(pickup), end_to_end_latency_ms=_summary(end_to_end),
-                             first_key=plan.first_key, producers=tuple(figures))
-    early = claimed_mid_run(set(result.committed_keys()), last, worker_logs)
-    return dataclasses.replace(result, claimed_before_last_enqueue=early)
+    # Produced jobs whose first claim committed before the producers' last commit: jobs that arrived mid-run.
+    early = {job for w in worker_logs
+             for job, claimed in zip(w.job, w.claimed_at) if claimed < last and produced(job, w)}
+    return ProducerOutcome(rate_per_s=plan.rate_per_s, duration_s=plan.duration_s, scheduled=plan.scheduled,
+                           enqueued=enqueued, achieved_rate_per_s=achieved,
+                           max_lag_ms=max((f.max_lag_ms for f in figures), default=0.0),
+                           kept_up=all(f.kept_up for f in figures), claimed_before_last_enqueue=len(early),
+                           pickup_latency_ms=_summary(pickup), end_to_end_latency_ms=_summary(end_to_end),
+                           producers=tuple(figures), committed=committed)
