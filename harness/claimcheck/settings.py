@@ -9,6 +9,7 @@ from typing import ClassVar
 from claimcheck.errors import UsageError
 
 MODES = ("lease", "lock")
+WAKEUPS = ("poll", "notify")
 MAX_WORKERS = 64
 # The bounds of every load option (docs/contracts.md, section 6). Each is far beyond what a run on
 # one machine needs; past it a typo would seed for hours, fill a disk, or sleep for days.
@@ -151,6 +152,9 @@ class RunSettings:
     """How long the producer enqueues (`--duration` with `--rate`); the workers then drain."""
     producers: int = 1
     """Producer processes sharing the --rate schedule (job i is producer i mod producers')."""
+    wakeup: str = "poll"
+    """After an empty claim: `poll` sleeps poll_ms; `notify` (with --rate) waits for the producers' NOTIFY
+    (see claimcheck.engine.idle)."""
     stop_early: bool = False
     """Stop once a violation is proven (`check`'s default; `--drain` turns it off). Applies only where
     nothing releases a claim (no reaper, failures or faults): see claimcheck.engine.watch."""
@@ -189,7 +193,11 @@ class RunSettings:
             if self.duration_s is not None or self.claims_per_worker is not None or self.faults is not None:
                 raise UsageError("--rate runs until the producer's --duration ends and the workers drain: it does not "
                                  "combine with --claims-per-worker or --faults")
-        elif self.producers != 1:
+        if self.wakeup not in WAKEUPS:
+            raise UsageError(f"--wakeup must be one of {', '.join(WAKEUPS)}, got {self.wakeup!r}")
+        if self.wakeup == "notify" and self.rate_per_s is None:
+            raise UsageError("--wakeup notify needs --rate: the producers' enqueues send the notifications")
+        if self.rate_per_s is None and self.producers != 1:
             raise UsageError("--producers needs --rate: the producers feed the queue on the --rate schedule")
 
     @property

@@ -208,3 +208,32 @@ def test_a_files_own_tables_without_an_enqueue_are_refused_with_rate(run, tmp_pa
         "-- name: enqueue\nINSERT INTO q DEFAULT VALUES RETURNING id;\n", ""))
     with pytest.raises(UsageError, match="--rate needs its `enqueue` section"):
         run(str(path), workers=2, jobs=5, batch=1, rate_per_s=10, produce_s=0.5)
+
+
+def test_wakeup_notify_wakes_idle_workers_by_the_producers_notifications(run):
+    # A poll pause of 5 s that notify never sleeps: jobs are picked up because a notification woke a worker.
+    result = run("skip-locked", workers=3, jobs=5, batch=5, poll_ms=5000, rate_per_s=50, produce_s=1.0,
+                 wakeup="notify", stop_early=True)
+    p = result.producer
+    assert result.exactly_once and result.stopped_by == "drained" and result.jobs_done == 55
+    assert p.wakeups["listen"] == 3 and p.wakeups["notified"] >= 50, p.wakeups
+    assert result.as_dict()["wakeup"]["kind"] == "notify"
+    # Poll without it: the same run's idle workers sleep 5 s after their first empty claim.
+    polled = run("skip-locked", workers=3, jobs=5, batch=5, poll_ms=5000, rate_per_s=50, produce_s=1.0)
+    assert polled.producer.wakeups is None and polled.as_dict()["wakeup"] == {"kind": "poll"}
+    assert polled.producer.pickup_latency_ms["p50"] > p.pickup_latency_ms["p99"], (
+        polled.producer.pickup_latency_ms, p.pickup_latency_ms)
+
+
+def test_an_unsafe_claim_is_caught_under_wakeup_notify(run):
+    result = run("naive-subquery", workers=4, jobs=1, batch=1, rate_per_s=300, produce_s=1, wakeup="notify")
+    assert not result.exactly_once and result.verdict.double_claimed_jobs > 0
+
+
+def test_wakeup_notify_is_refused_for_a_files_own_enqueue(run, tmp_path):
+    path = tmp_path / "own_enqueue.sql"
+    path.write_text(SKIP_LOCKED.read_text() + SLOW_ENQUEUE.replace("pg_sleep(0.05)", "1"))
+    with pytest.raises(UsageError, match="--wakeup notify is for claimcheck's jobs table"):
+        run(str(path), workers=2, jobs=5, batch=5, rate_per_s=10, produce_s=0.5, wakeup="notify")
+    with pytest.raises(UsageError, match="--wakeup notify needs --rate"):
+        RunSettings(wakeup="notify")

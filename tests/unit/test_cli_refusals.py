@@ -60,3 +60,16 @@ def test_check_judges_one_setting_and_its_help_offers_no_comma_list(capsys, opti
 
 def test_check_refuses_producers_without_a_rate(capsys):
     assert "--producers needs --rate" in refused(capsys, "check", "skip-locked", "--producers", "2")
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--wakeup", "notify"], "--wakeup notify needs --rate"),
+    (["--rate", "10", "--duration", "1", "--wakeup", "notify", "--pooler", "pgbouncer"],
+     "--wakeup notify needs workers that can LISTEN"),
+    (["--rate", "10", "--duration", "1", "--wakeup", "notify", str(Path(__file__).parents[1] / "plans" / "own_tables_in_subquery.sql")],
+     "--wakeup notify is for claimcheck's jobs table"),
+])
+def test_check_refuses_notify_where_it_does_not_apply(capsys, argv, words):
+    files = [a for a in argv if a.endswith(".sql")]
+    options = [a for a in argv if not a.endswith(".sql")]
+    assert words in refused(capsys, "check", *(files or ["skip-locked"]), *options)

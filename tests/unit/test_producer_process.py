@@ -44,7 +44,8 @@ def test_a_stopped_producer_does_not_sleep_until_its_next_due_time(monkeypatch):
     # 0.05 jobs/s: job 0 is due at the start, job 1 twenty seconds later.
     plan = SimpleNamespace(run=SimpleNamespace(connect=lambda role: contextlib.nullcontext()), strategy=None,
                            rate_per_s=0.05, duration_s=100.0, first_key=1, producers=1,
-                           learns_keys=False, key_is_int=True, jobs_of=lambda index: range(index, 5))
+                           learns_keys=False, key_is_int=True, channel=None,
+                           jobs_of=lambda index: range(index, 5))
     with interrupts.deferred():
         process = ProducerProcess(ctx, plan, ctx.Barrier(1), shared)
     try:

@@ -21,7 +21,7 @@ from claimcheck.errors import ClaimcheckError, Interrupted, ServerError, UsageEr
 from claimcheck.server import interrupts
 from claimcheck.server.interrupts import shielded
 from claimcheck.engine.faults import FaultEvent, FaultInjector, fates
-from claimcheck.engine import fedkeys, producer as producing
+from claimcheck.engine import fedkeys, idle, producer as producing
 from claimcheck.verdict.ledger import Verdict, WorkerLog, judge
 from claimcheck.engine.logstream import apply_summary, merge_delta
 from claimcheck.server.provision import Server
@@ -53,6 +53,7 @@ def run_strategy(conn: psycopg.Connection, server: Server, schema: str, run_id: 
     `seeded`: the tables are built already (a planner condition's, see claimcheck.plans)."""
     check_fail_rate(strategy, settings)
     producing.check_feedable(strategy, settings)
+    idle.check_wakeup(strategy, settings, RunContext(server.dsn, run_id).stateless(worker=True))
     seeded = seeded or seed(conn, schema, run_id, strategy, settings.jobs)
     shape = validate(server.dsn, run_id, schema, strategy, seeded.count)
     settings = reaper_for(strategy, shape, settings)
@@ -62,7 +63,7 @@ def run_strategy(conn: psycopg.Connection, server: Server, schema: str, run_id: 
     feed = None if settings.rate_per_s is None else producing.ProducerPlan(
         run=context, strategy=strategy, rate_per_s=settings.rate_per_s, duration_s=settings.produce_s,
         first_key=seeded.last_id + 1, producers=settings.producers, learns_keys=strategy.own_schema,
-        key_is_int=shape.key_is_int)
+        key_is_int=shape.key_is_int, channel=idle.channel_name(run_id) if settings.wakeup == "notify" else None)
     plan = WorkerPlan(run=context, strategy=strategy, settings=settings, shape=shape, keys=seeded.keys, feed=feed)
     run = _Run(plan, server.restart, on_progress, RunWatch(seeded.first_id, feed.last_key if feed else seeded.last_id,
                                                            proves=plan.stops_on_proof,

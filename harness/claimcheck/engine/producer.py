@@ -40,6 +40,7 @@ from hdrh.histogram import HdrHistogram
 from claimcheck.contract.keys import KeySpace, canonical, key_of
 from claimcheck.contract.queries import QUERIES
 from claimcheck.contract.strategy import Strategy, execute_section
+from claimcheck.engine.idle import WAKES
 from claimcheck.engine.worker import BARRIER_TIMEOUT_S
 from claimcheck.errors import UsageError
 from claimcheck.server import interrupts
@@ -69,6 +70,8 @@ class ProducerPlan:
     """A file's own tables: its `enqueue` makes the keys (it returns them), none is reserved; see claimcheck.engine.fedkeys."""
     key_is_int: bool = True
     """The claim's key type (learnt keys are compared in its canonical form, claimcheck.contract.keys)."""
+    channel: str | None = None
+    """`--wakeup notify`: the channel each enqueue notifies in its transaction (claimcheck.engine.idle)."""
 
     @property
     def scheduled(self) -> int:
@@ -114,7 +117,7 @@ class ProducerLog:
 
 
 def enqueue(conn: psycopg.Connection, strategy: Strategy, key: int, learns: bool = False,
-            key_is_int: bool = True) -> tuple:
+            key_is_int: bool = True, channel: str | None = None) -> tuple:
     """One enqueue in its own transaction: the file's `enqueue` section, or our jobs table's; the keys it created.
     On our jobs table the section must create the job with the reserved `key` and return it, one row; on a
     file's own tables (`learns`) it returns the keys it created, one row each, whatever they are."""
@@ -122,7 +125,8 @@ def enqueue(conn: psycopg.Connection, strategy: Strategy, key: int, learns: bool
         with conn.transaction():
             rows = execute_section(conn, strategy, "enqueue", {"key": key}).fetchall()
     else:  # one statement on an autocommit connection is its own transaction: one round trip, not three
-        rows = conn.execute(QUERIES["enqueue_job"], {"key": key}, prepare=True).fetchall()
+        rows = conn.execute(QUERIES["enqueue_job_notify"], {"key": key, "channel": channel}, prepare=True).fetchall() \
+            if channel else conn.execute(QUERIES["enqueue_job"], {"key": key}, prepare=True).fetchall()
     if learns:
         if not rows or any(not r or r[0] is None for r in rows):
             raise ValueError(f"section 'enqueue' returned {rows[:3]!r}; it must return the key of each job it "
@@ -182,7 +186,7 @@ def producer_main(plan: ProducerPlan, index: int, barrier, shared, sender) -> No
                     now = clock()
                 if stop.value or now >= end:
                     break  # what is not enqueued by then is reported as not enqueued
-                keys = enqueue(conn, plan.strategy, plan.first_key + i, plan.learns_keys, plan.key_is_int)
+                keys = enqueue(conn, plan.strategy, plan.first_key + i, plan.learns_keys, plan.key_is_int, plan.channel)
                 log.committed_at.append(clock())
                 if plan.learns_keys:
                     log.keys.append(keys)
@@ -308,6 +312,8 @@ class ProducerOutcome:
     end_to_end_latency_ms: dict
     producers: tuple[ProducerFigures, ...] = ()
     """Each producer's share and lag, by index."""
+    wakeups: dict | None = None
+    """--wakeup notify: how the workers' waits after an empty claim ended, summed (claimcheck.engine.idle); None: poll."""
     committed: list = field(default_factory=list, repr=False, compare=False)
     """The keys the producers committed, sorted (see the module's docstring): the jobs judged beside the seeded ones."""
     clock: str = "this host's monotonic clock: the producers and the workers are processes on it"
@@ -334,6 +340,7 @@ class ProducerOutcome:
                 "enqueued_jobs": self.enqueued, "producer_max_lag_ms": round(self.max_lag_ms, 3),
                 "producer_kept_up": self.kept_up, "producer_behind": self.behind,
                 "producers": [f.as_dict() for f in self.producers],
+                "wakeup": {"kind": "poll"} if self.wakeups is None else {"kind": "notify", **self.wakeups},
                 "claimed_before_last_enqueue": self.claimed_before_last_enqueue,
                 "pickup_latency_ms": self.pickup_latency_ms, "end_to_end_latency_ms": self.end_to_end_latency_ms,
                 "latency_clock": self.clock}
@@ -432,4 +439,6 @@ def outcome(plan: ProducerPlan, logs: list[ProducerLog], worker_logs: list[Worke
                            max_lag_ms=max((f.max_lag_ms for f in figures), default=0.0),
                            kept_up=all(f.kept_up for f in figures), claimed_before_last_enqueue=len(early),
                            pickup_latency_ms=_summary(pickup), end_to_end_latency_ms=_summary(end_to_end),
-                           producers=tuple(figures), committed=committed)
+                           producers=tuple(figures), committed=committed,
+                           wakeups=None if plan.channel is None else
+                           {k: sum(w.wakeups.get(k, 0) for w in worker_logs) for k in WAKES})

@@ -26,6 +26,7 @@ import psycopg
 from psycopg import errors, pq, sql
 
 from claimcheck.contract.dialect import placeholders
+from claimcheck.engine import idle
 from claimcheck.engine.fastpath import InlineStatement, PreparedStatement, Transaction
 from claimcheck.server.interrupts import child_process_setup
 from claimcheck.contract.claimrows import ClaimRows, Notes
@@ -239,6 +240,9 @@ class Loop:
         self.pending_leases: list[tuple[float, float]] = []
         self.claim_backend: int | None = None
         self.pooled = False
+        self.idle = idle.waiter(s, plan.feed.channel if plan.feed is not None else None)
+        """The wait after an empty claim: a poll pause, or a LISTEN (--wakeup)."""
+        log.wakeups = self.idle.counts
         self._prepare_fast_paths()
 
     def _prepare_fast_paths(self) -> None:
@@ -338,8 +342,7 @@ class Loop:
                 continue
             self.consecutive_failures = 0
             self.stream.flush_if_due()
-            if self.settings.poll_ms:
-                time.sleep(self.settings.poll_ms / 1000)
+            self.idle.wait(self.conn)  # an empty claim: poll, or wait for a notification (claimcheck.engine.idle)
 
     def _remaining(self) -> int:
         """How many jobs are left (a file's `remaining` section may hold several statements)."""
