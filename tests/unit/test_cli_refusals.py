@@ -73,3 +73,12 @@ def test_check_refuses_notify_where_it_does_not_apply(capsys, argv, words):
     files = [a for a in argv if a.endswith(".sql")]
     options = [a for a in argv if not a.endswith(".sql")]
     assert words in refused(capsys, "check", *(files or ["skip-locked"]), *options)
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["lib", "procrastinate", "--rate", "10", "--duration", "1", "--pgbench"], "does not combine with --pgbench"),
+    (["lib", "procrastinate", "--rate", "10", "--duration", "1", "--faults"], "does not combine"),
+    (["lib", "procrastinate", "--rate", "10"], "--rate needs --duration"),
+])
+def test_lib_refuses_a_rate_where_it_does_not_apply(capsys, argv, words):
+    assert words in refused(capsys, *argv)

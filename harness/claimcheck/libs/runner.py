@@ -27,7 +27,9 @@ from claimcheck.errors import ServerError
 from claimcheck.engine.faults import FaultInjector, fates
 from claimcheck.verdict.ledger import judge
 from claimcheck.libs._adapter import STOP_GRACE_S, LibraryAdapter, WorkerConfig
+from claimcheck.engine import fedkeys, producer as producing
 from claimcheck.libs.database import run_database
+from claimcheck.libs.feed import LibraryFeed
 from claimcheck.libs.parity import run_cycle
 from claimcheck.libs.records import to_ledger
 from claimcheck.server.provision import Server
@@ -61,12 +63,15 @@ FAULT_WORK_MS = "2"
 
 
 def lib_settings(workers: int, jobs: int, work_ms: str | None = None, faults: bool = False,
-                 duration_s: float | None = None) -> RunSettings:
+                 duration_s: float | None = None, rate_per_s: float | None = None) -> RunSettings:
     """One library run's settings. The library batches, leases and retries in its own way, so batch
     and mode are fixed: every library here claims, commits, and works outside the claim."""
     work = WorkTime.parse(str(work_ms) if work_ms is not None else (FAULT_WORK_MS if faults else LIB_WORK_MS))
+    # With --rate, --duration is the producer's (claimcheck.libs.feed): the workers drain after it.
+    duration_s, produce_s = (None, duration_s) if rate_per_s is not None else (duration_s, None)
     return RunSettings(workers=workers, jobs=jobs, batch=1, mode="lease", work=work, duration_s=duration_s,
-                       reap_every_s=RECOVER_EVERY_S, faults=FaultPlan() if faults else None)
+                       reap_every_s=RECOVER_EVERY_S, faults=FaultPlan() if faults else None,
+                       rate_per_s=rate_per_s, produce_s=produce_s)
 
 
 @dataclass
@@ -134,6 +139,11 @@ class _Run:
         self.shared = _Shared(tmp)
         self.conn: psycopg.Connection | None = None
         """The coordinator's connection to the run's database (replaced after a restart fault)."""
+        self.feed_plan = None if settings.rate_per_s is None else producing.ProducerPlan(
+            run=self.run, strategy=library_strategy(adapter), rate_per_s=settings.rate_per_s,
+            duration_s=settings.produce_s, first_key=settings.jobs + 1)
+        """`lib --rate`: the schedule, its keys after the seeded ones."""
+        self.feed: LibraryFeed | None = None
 
     def _records(self, index: int) -> Path:
         """Worker `index`'s records file (claimcheck.libs.records reads them all as w*.tsv)."""
@@ -178,7 +188,10 @@ class _Run:
                 self._spawn()
             sampler.start()
             stopped_by, recovered = self._monitor(injector, origin)
+            fed_log = self.feed.finish() if self.feed is not None else None
         finally:
+            if self.feed is not None:
+                self.feed.close()
             self._stop_all()
             waits = sampler.stop()
         self.conn = conn = self.run.reconnected(self.conn, in_schema=False, wait_s=RESTART_WAIT_S)
@@ -188,10 +201,16 @@ class _Run:
         logs, reaps, executions = to_ledger(files, self.deaths, adapter.stall_release_s,
                                             _terminations(injector, files), adapter.completion_lag_s,
                                             adapter.lease_s)
+        fed = None
+        if fed_log is not None:  # the seeded jobs and the produced ones the producer committed
+            for log in logs:
+                log.latency_histograms = self.feed_plan.histograms(fed_log.started_at, log)
+            fed = producing.outcome(self.feed_plan, [fed_log], logs)
+            seeded, logs = fedkeys.judged(seeded, fed.committed, logs)
         # A library that stopped moving with jobs left (stalled) has lost them as surely as one that
         # drained without them: judged as a drain, its unrun jobs are lost, never "kept its promise".
-        verdict = judge(logs, 1, settings.jobs, drained=stopped_by in ("drained", "stalled"), origin=origin,
-                        reaps=reaps)
+        verdict = judge(logs, seeded.first_id, seeded.last_id, drained=stopped_by in ("drained", "stalled"),
+                        origin=origin, reaps=reaps)
         events = injector.events if injector else []
         if events:
             key_ids = dict(zip(range(1, settings.jobs + 1), ids))
@@ -208,7 +227,7 @@ class _Run:
             reconnects=self.replacements, reaped=recovered, faults=events,
             claims_over_time=claims_over_time(logs, origin, (max(ends) - origin) if ends else 0.0),
             faults_skipped=(injector.skipped + injector.kinds) if injector else [],  # as the fork driver: never due too
-            library={"name": adapter.name, "version": version, "promise": adapter.promise,
+            producer=fed, library={"name": adapter.name, "version": version, "promise": adapter.promise,
                      "docs": adapter.docs, "recovered": recovered, "workers_replaced": self.replacements,
                      "unfinished": unfinished, "worker_errors": self._errors()})
 
@@ -233,11 +252,17 @@ class _Run:
             while injector and injector.due(started):
                 alive = {i: p.popen.pid for i, p in self.procs.items() if p.popen.poll() is None}
                 injector.inject(alive, self.shared, self._spawn)
-            if finished >= settings.jobs and table.queued == 0 and table.running == 0:
+            if self.feed_plan is not None and self.feed is None and started > 0:
+                # `lib --rate` (claimcheck.libs.feed): the schedule starts once the library's workers run, at
+                # their first job, so a slow start-up is not charged to the first produced jobs' latency.
+                self.feed = LibraryFeed(adapter, self.dsn, self.feed_plan)
+            feeding = self.feed_plan is not None and (self.feed is None or self.feed.feeding)
+            expected = settings.jobs + (self.feed.enqueued.value if self.feed is not None else 0)
+            if not feeding and finished >= expected and table.queued == 0 and table.running == 0:
                 return "drained", recovered
             if settings.duration_s is not None and now - origin >= settings.duration_s:
                 return "duration", recovered
-            if (finished, table.running) != last_count:
+            if (finished, table.running) != last_count or feeding:  # a fed queue idle between arrivals is no stall
                 last_count, last_change = (finished, table.running), now
             elif now - last_change > NO_PROGRESS_S:
                 return "stalled", recovered
