@@ -79,11 +79,9 @@ class Listen:
             self.listening_on = conn
             self.counts["listen"] += 1
             return  # claim at once: what was enqueued before the LISTEN notified nobody here
-        # A notification that came in during a fast-path statement (libpq's own calls) waits in libpq's
-        # queue, where psycopg's notifies() does not look before it waits for the socket.
-        if conn.pgconn.notifies() is not None:
-            while conn.pgconn.notifies() is not None:
-                pass
+        # Notifications that came while the worker was busy wake it at once, all of them together: as a
+        # library's listener, one wake-up for what piled up, not one empty claim per stale notification.
+        if _take_pending(conn):
             self.counts["notified"] += 1
             return
         for _ in conn.notifies(timeout=self.fallback_s, stop_after=1):
@@ -91,6 +89,18 @@ class Listen:
             break
         else:
             self.counts["fallback"] += 1
+        _take_pending(conn)  # those that came in the same breath
+
+
+def _take_pending(conn: psycopg.Connection) -> bool:
+    """Consume the notifications already received, without waiting; were there any? Those that came during a
+    fast-path statement (libpq's own calls) wait in libpq's queue, where psycopg's notifies() does not look."""
+    found = False
+    while conn.pgconn.notifies() is not None:
+        found = True
+    for _ in conn.notifies(timeout=0):  # psycopg's backlog, and what the socket holds now
+        found = True
+    return found
 
 
 def waiter(settings, channel: str | None) -> Poll | Listen:
