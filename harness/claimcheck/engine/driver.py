@@ -21,7 +21,7 @@ from claimcheck.errors import ClaimcheckError, Interrupted, ServerError, UsageEr
 from claimcheck.server import interrupts
 from claimcheck.server.interrupts import shielded
 from claimcheck.engine.faults import FaultEvent, FaultInjector, fates
-from claimcheck.engine import fedkeys, idle, producer as producing
+from claimcheck.engine import feedfigures, fedkeys, idle, producer as producing
 from claimcheck.verdict.ledger import Verdict, WorkerLog, judge
 from claimcheck.engine.logstream import apply_summary, merge_delta
 from claimcheck.server.provision import Server
@@ -69,7 +69,7 @@ def run_strategy(conn: psycopg.Connection, server: Server, schema: str, run_id: 
                                                            proves=plan.stops_on_proof,
                                                            knows_keys=not (feed and feed.learns_keys)))
     run.go()
-    fed = None if feed is None else producing.outcome(feed, run.producer.logs, run.logs, seeded.keys)
+    fed = None if feed is None else feedfigures.outcome(feed, run.producer.logs, run.logs, seeded.keys)
     if any(f.kind == "restart" for f in run.faults):
         with coordinator_connection(server.dsn, run_id, schema) as fresh:  # the restart closed the coordinator's connection too
             return judge_run(fresh, run, strategy, settings, seeded, releases=plan.releases, fed=fed)
@@ -142,7 +142,7 @@ def run_span(logs: list[WorkerLog]) -> tuple[float, float]:
 
 def judge_run(conn: psycopg.Connection, run: "_Run", strategy: Strategy, settings: RunSettings,
               seeded: SeededJobs, *, releases: bool, unreaped: bool = False,
-              fed: producing.ProducerOutcome | None = None) -> RunResult:
+              fed: feedfigures.ProducerOutcome | None = None) -> RunResult:
     """Judge a finished run from its workers' logs and the table (the fork driver's and the Locust
     master's). `releases`: see WorkerPlan.releases; `unreaped`: no reaper returns a dead claimer's
     jobs (see _unrecorded); `fed`: the producer's figures, in a run with --rate."""

@@ -23,7 +23,8 @@ import asyncio
 import multiprocessing
 import time
 
-from claimcheck.engine.producer import LAG_LIMIT_S, STOP_POLL_S, ProducerLog, ProducerPlan
+from claimcheck.engine.feedfigures import LAG_LIMIT_S
+from claimcheck.engine.producer import STOP_POLL_S, ProducerLog, ProducerPlan
 from claimcheck.errors import ClaimcheckError
 from claimcheck.libs._adapter import LibraryAdapter
 from claimcheck.server import interrupts

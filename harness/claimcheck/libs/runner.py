@@ -27,7 +27,7 @@ from claimcheck.errors import ServerError
 from claimcheck.engine.faults import FaultInjector, fates
 from claimcheck.verdict.ledger import judge
 from claimcheck.libs._adapter import STOP_GRACE_S, LibraryAdapter, WorkerConfig
-from claimcheck.engine import fedkeys, producer as producing
+from claimcheck.engine import feedfigures, fedkeys, producer as producing
 from claimcheck.libs.database import run_database
 from claimcheck.libs.feed import LibraryFeed
 from claimcheck.libs.parity import run_cycle
@@ -205,7 +205,7 @@ class _Run:
         if fed_log is not None:  # the seeded jobs and the produced ones the producer committed
             for log in logs:
                 log.latency_histograms = self.feed_plan.histograms(fed_log.started_at, log)
-            fed = producing.outcome(self.feed_plan, [fed_log], logs)
+            fed = feedfigures.outcome(self.feed_plan, [fed_log], logs)
             seeded, logs = fedkeys.judged(seeded, fed.committed, logs)
         # A library that stopped moving with jobs left (stalled) has lost them as surely as one that
         # drained without them: judged as a drain, its unrun jobs are lost, never "kept its promise".
