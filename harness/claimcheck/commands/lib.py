@@ -99,7 +99,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     if args.rate is not None and (not adapter.feeds or args.pgbench):
         raise UsageError(f"claimcheck lib {adapter.name} --rate: " + (
             "it does not combine with --pgbench (whose pass enqueues --jobs afresh)" if adapter.feeds else
-            f"feeding {adapter.name} while it works is not implemented (procrastinate, pgqueuer and saq are); "
+            f"feeding {adapter.name} while it works is not implemented; "
             "run it without --rate"))
     grid = [lib_settings(w, args.jobs, args.work_ms, args.faults, args.duration, args.rate) for w in args.workers]
     with provide(args) as server:

@@ -174,6 +174,10 @@ class LibraryAdapter:
     feeds: ClassVar[bool] = False
     """Does it implement :meth:`feeder` (`lib NAME --rate`)?"""
 
+    def fed(self, count: int) -> None:
+        """`lib --rate`: the producer has committed `count` jobs so far (told before each `outcome`), for an
+        adapter whose table forgets finished jobs; the producer runs in a process of its own."""
+
     def feeder(self, dsn: str) -> contextlib.AbstractAsyncContextManager:
         """`lib NAME --rate` (claimcheck.libs.feed): an async context manager whose value is an async
         `defer(key)` that enqueues one job for `key` through the library's public API, committed when it

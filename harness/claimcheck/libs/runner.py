@@ -195,6 +195,8 @@ class _Run:
             self._stop_all()
             waits = sampler.stop()
         self.conn = conn = self.run.reconnected(self.conn, in_schema=False, wait_s=RESTART_WAIT_S)
+        if fed_log is not None:
+            adapter.fed(fed_log.enqueued)
         table = adapter.outcome(conn)
         unfinished = adapter.unfinished(conn, UNFINISHED_SHOWN)
         files, version = adapter.worker_records(self.tmp)
@@ -238,6 +240,8 @@ class _Run:
             time.sleep(TICK_S)
             now = time.monotonic()
             self._replace_dead(now, injector)
+            if self.feed is not None:
+                adapter.fed(self.feed.enqueued.value)
             try:
                 table = adapter.outcome(self.conn)
             except psycopg.OperationalError:  # a restart fault: ask again once the server is back
