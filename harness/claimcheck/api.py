@@ -51,8 +51,8 @@ def run(strategy: str | os.PathLike | None = None, *, lib: str | None = None, ds
     from claimcheck.errors import UsageError
     from claimcheck.plans.conditions import CHOICES
     from claimcheck.plans.explore import explore
+    from claimcheck.server.pooling import refuse_transaction_blocks
     from claimcheck.server.provision import provide_server
-    from claimcheck.server.runcontext import RunContext
     from claimcheck.server.schema import new_run_id
     from claimcheck.server.session import run_schema
     from claimcheck.settings import RunSettings, WorkTime
@@ -67,11 +67,12 @@ def run(strategy: str | os.PathLike | None = None, *, lib: str | None = None, ds
     with contextlib.ExitStack() as stack:
         if server is None:
             server = stack.enter_context(provide_server(dsn=dsn))
-        conn, schema, run_id = stack.enter_context(run_schema(server, run_id=new_run_id()))
+        refuse_transaction_blocks(server.pooler, [loaded], [run_settings.mode])
+        conn, run_context = stack.enter_context(run_schema(server, run_id=new_run_id()))
         if not CHOICES[plans]:
-            return run_strategy(conn, server, schema, run_id, loaded, run_settings)
-        runs = [o.result for o in explore(conn, server, RunContext(server.dsn, run_id), loaded, run_settings,
-                                          CHOICES[plans]) if o.result is not None]
+            return run_strategy(conn, server, run_context, loaded, run_settings)
+        runs = [o.result for o in explore(conn, server, run_context, loaded, run_settings, CHOICES[plans])
+                if o.result is not None]
         return next((r for r in runs if not r.exactly_once), runs[-1])
 
 

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from claimcheck.errors import ServerError
-from claimcheck.server.pgbouncer import pgbouncer_path
+from claimcheck.server.pgbouncer import PgBouncer, PoolerSpec, pgbouncer_path
 
 try:
     pgbouncer_path()
@@ -64,4 +64,39 @@ def test_the_next_run_sweeps_a_killed_runs_pgbouncer(cli):
     assert f"swept {left}" in " ".join(after.stderr.split())
     cli.assert_nothing_left()
     cli.run_id = killed  # its schema was swept too, its PgBouncer stopped
+    cli.assert_nothing_left()
+
+
+def test_a_design_statement_pooling_cannot_run_is_refused_and_leaves_nothing(cli):
+    refused = cli("check", "skip-locked", "--mode", "lock", "--pooler", "pgbouncer:statement", "--workers", "2",
+                  "--jobs", "100")
+    assert refused.code == 2, refused.stderr
+    words = " ".join(refused.stderr.split())
+    assert "skip-locked in lock mode cannot run behind PgBouncer" in words and "Traceback" not in words, words
+    cli.assert_nothing_left()
+
+
+def test_ctrl_c_through_a_statement_pool_given_as_the_dsn_leaves_nothing(cli):
+    """Everything goes through the pool there, the cleanup too: its schema is dropped through it."""
+    bouncer = PgBouncer(cli.server.dsn, PoolerSpec("statement"), 2)
+    bouncer.start()
+    try:
+        proc = cli.start("check", "skip-locked", "--dsn", bouncer.dsn, "--plans", "none", "--workers", "2",
+                         "--jobs", "100000", "--work-ms", "5")
+        deadline = time.monotonic() + 60
+        with psycopg.connect(cli.server.dsn, autocommit=True) as conn:
+            while time.monotonic() < deadline:
+                assert proc.poll() is None, proc.communicate()
+                if conn.execute("SELECT to_regclass(%s)", (f"claimcheck_{cli.run_id}.jobs",)).fetchone()[0] and \
+                        conn.execute(f"SELECT count(*) FROM claimcheck_{cli.run_id}.jobs WHERE status <> 'queued'"
+                                     ).fetchone()[0]:
+                    break
+                time.sleep(0.1)
+            else:
+                raise AssertionError("the run never claimed through the statement pool")
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        bouncer.stop()
+    assert proc.returncode == 2, err
     cli.assert_nothing_left()

@@ -146,9 +146,9 @@ def main() -> int:
             limit = claim_limit(strategy.statements, BATCH)
             print(f"{path.stem} (expected {strategy.expected}; limit {limit.describe()})")
             for condition in CONDITIONS:
-                with run_schema(server) as (conn, schema, run_id):
+                with run_schema(server) as (conn, run):
                     try:
-                        prepare(conn, schema, run_id, strategy, condition)
+                        prepare(conn, run.schema, run.run_id, strategy, condition)
                         plan = explain_claim(conn, strategy, condition)
                     except Exception as exc:  # noqa: BLE001 (a file this condition cannot set up: say so, go on)
                         print(f"  {condition:9} not run: {str(exc).splitlines()[0]}")

@@ -71,9 +71,9 @@ def check_wall_time() -> None:
 
 
 def seeding_time() -> None:
-    with provide_server() as server, run_schema(server) as (conn, schema, _):
+    with provide_server() as server, run_schema(server) as (conn, run):
         for _ in range(2):
-            seeded = build_jobs_table(conn, schema, 1_000_000)
+            seeded = build_jobs_table(conn, run.schema, 1_000_000)
             print(f"seeding 1,000,000 jobs on PostgreSQL {server.version} ({server.source}): {seeded.seconds:.2f} s")
 
 

@@ -18,7 +18,6 @@ from claimcheck.plans.conditions import CHOICES, build_tables
 from claimcheck.plans.explore import condition_settings, plan_under
 from claimcheck.scenarios import builtin_names
 from claimcheck.server.provision import provide_server
-from claimcheck.server.runcontext import RunContext
 from claimcheck.server.session import run_schema
 from claimcheck.settings import RunSettings
 
@@ -36,8 +35,7 @@ def main() -> None:
     with provide_server(os.environ.get("CLAIMCHECK_DSN")) as server:
         for name in names:
             strategy = load_strategy(name)
-            with run_schema(server) as (conn, _schema, run_id):
-                run = RunContext(server.dsn, run_id)
+            with run_schema(server) as (conn, run):
                 for condition in CHOICES[args.plans]:
                     if not condition.applies_to(strategy):
                         print(f"{strategy.name:42} {condition.name:17} not applicable")

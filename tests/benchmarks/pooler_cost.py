@@ -6,7 +6,9 @@ workers, lease and lock mode, in four set-ups run one after the other, round aft
   (claimcheck.server.runcontext.StatelessConnection: a search path and isolation per transaction,
   nothing prepared by name): claimcheck's own part of the cost;
 - pgbouncer: `--pooler pgbouncer` (transaction mode, its default pool: half the workers);
-- pgbouncer, pool = workers: as many server connections as workers (the pooler's hop, no waiting).
+- pgbouncer, pool = workers: as many server connections as workers (the pooler's hop, no waiting);
+- pgbouncer statement: `--pooler pgbouncer:statement`, its default pool, lease mode only (lock mode
+  is refused there: docs/poolers.md, Statement mode).
 
     .venv/bin/python tests/benchmarks/pooler_cost.py [--dsn DSN] [--rounds 2] [--jobs 5000]
 """
@@ -27,14 +29,15 @@ from claimcheck.contract.strategy import load_strategy
 
 WORKERS = (8, 16)
 MODES = ("lease", "lock")
-SETUPS = ("direct", "stateless", "pgbouncer", "pgbouncer, pool = workers")
+SETUPS = ("direct", "stateless", "pgbouncer", "pgbouncer, pool = workers", "pgbouncer statement")
 
 
 @contextmanager
 def setup(name: str, dsn: str | None, workers: int):
     if name.startswith("pgbouncer"):
         size = workers if "pool" in name else None
-        with provide_server(dsn=dsn, pooler=PoolerSpec("transaction", size), workers=workers) as server:
+        mode = "statement" if name.endswith("statement") else "transaction"
+        with provide_server(dsn=dsn, pooler=PoolerSpec(mode, size), workers=workers) as server:
             yield server
         return
     with provide_server(dsn=dsn) as server:
@@ -58,7 +61,8 @@ def main() -> None:
         for workers in WORKERS:
             for name in SETUPS:
                 with setup(name, args.dsn, workers) as server:
-                    grid = [RunSettings(workers=workers, jobs=args.jobs, mode=mode) for mode in MODES]
+                    grid = [RunSettings(workers=workers, jobs=args.jobs, mode=mode) for mode in MODES
+                            if mode == "lease" or server.pooler is None or server.pooler.mode != "statement"]
                     for result in run_all(server, [strategy], grid, quiet):
                         assert result.exactly_once
                         rates.setdefault((name, workers, result.settings.mode), []).append(
@@ -67,7 +71,8 @@ def main() -> None:
     for workers in WORKERS:
         for name in SETUPS:
             cells = [" / ".join(f"{r:,.0f}" for r in rates[(name, workers, mode)])
-                     + f" (median {statistics.median(rates[(name, workers, mode)]):,.0f})" for mode in MODES]
+                     + f" (median {statistics.median(rates[(name, workers, mode)]):,.0f})"
+                     if (name, workers, mode) in rates else "refused" for mode in MODES]
             print(f"| {name} | {workers} | " + " | ".join(cells) + " |")
 
 

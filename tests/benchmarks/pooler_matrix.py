@@ -1,6 +1,8 @@
-"""Every built-in and every field design, directly and behind a real PgBouncer in session and in
-transaction mode (`--pooler pgbouncer:MODE --pool-size 2`): its verdict, and the evidence of each
-violation (the job, the workers, the backend pids their claims ran on) or the server's errors.
+"""Every built-in and every field design, directly and behind a real PgBouncer in session, transaction
+and statement mode (`--pooler pgbouncer:MODE --pool-size 2`), and through a statement pool given as
+the DSN: its verdict, and the evidence of each
+violation (the job, the workers, the backend pids their claims ran on), the server's errors, or why
+it was refused (statement pooling: a design that needs a transaction block).
 
     .venv/bin/python tests/benchmarks/pooler_matrix.py [--dsn DSN] [--only NAME]
 
@@ -11,20 +13,23 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+from contextlib import contextmanager
 import sys
 from pathlib import Path
 
 from claimcheck.contract.strategy import load_strategy
 from claimcheck.engine.driver import run_strategy
 from claimcheck.scenarios import CATALOG
-from claimcheck.errors import ClaimcheckError
-from claimcheck.server.pgbouncer import PoolerSpec
+from claimcheck.errors import ClaimcheckError, UsageError
+from claimcheck.server.pgbouncer import PgBouncer, PoolerSpec
 from claimcheck.server.provision import provide_server
 from claimcheck.server.session import run_schema
 from claimcheck.settings import RunSettings, WorkTime
 
 ROOT = Path(__file__).parents[1]
-MODES = (None, "session", "transaction")
+MODES = (None, "session", "transaction", "statement", "statement as --dsn")
+"""`statement as --dsn`: a PgBouncer in statement mode this script starts, handed over as the DSN, so
+every connection goes through it (claimcheck's own setup too), not only the workers'."""
 BUILTIN_SETTINGS = {"workers": 4, "jobs": 400}
 POOL = 2
 
@@ -42,8 +47,10 @@ def cell(server, strategy: str, settings: dict) -> str:
     if "work" in settings:
         settings["work"] = WorkTime.parse(settings["work"])
     try:
-        with run_schema(server) as (conn, schema, run_id):
-            result = run_strategy(conn, server, schema, run_id, load_strategy(strategy), RunSettings(**settings))
+        with run_schema(server) as (conn, run):
+            result = run_strategy(conn, server, run, load_strategy(strategy), RunSettings(**settings))
+    except UsageError as exc:  # refused before anything ran: its reason, without the advice after it
+        return f"refused: {str(exc).split(': ', 1)[-1].split(', and statement pooling')[0][:160]}"
     except ClaimcheckError as exc:
         return f"error: {str(exc).splitlines()[0][:160]}"
     v = result.verdict
@@ -61,6 +68,23 @@ def cell(server, strategy: str, settings: dict) -> str:
             f"{v.over_claims} over-claims{shown}{errors})")
 
 
+@contextmanager
+def through(mode: str | None, dsn: str | None):
+    """The server, with `--pooler pgbouncer:MODE` in front of its workers, or behind a statement pool."""
+    if mode != "statement as --dsn":
+        with provide_server(dsn=dsn, pooler=PoolerSpec(mode, POOL) if mode else None) as server:
+            yield server
+        return
+    with provide_server(dsn=dsn) as upstream:
+        bouncer = PgBouncer(upstream.dsn, PoolerSpec("statement"), POOL)
+        bouncer.start()
+        try:
+            with provide_server(dsn=bouncer.dsn) as server:
+                yield server
+        finally:
+            bouncer.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--dsn")
@@ -68,10 +92,10 @@ def main() -> None:
     args = parser.parse_args()
     designs = [(name, name, BUILTIN_SETTINGS) for name in CATALOG] + field_cases()
     designs = [d for d in designs if not args.only or args.only in d[0]]
-    print("| design | none | session | transaction |\n|---|---|---|---|")
+    print("| design | " + " | ".join(mode or "none" for mode in MODES) + " |\n" + "|---" * (len(MODES) + 1) + "|")
     rows = {name: [] for name, _, _ in designs}
     for mode in MODES:
-        with provide_server(dsn=args.dsn, pooler=PoolerSpec(mode, POOL) if mode else None) as server:
+        with through(mode, args.dsn) as server:
             for name, strategy, settings in designs:
                 rows[name].append(cell(server, strategy, settings))
                 print(f"  {name} / {mode or 'none'}: {rows[name][-1]}", file=sys.stderr, flush=True)

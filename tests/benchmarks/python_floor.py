@@ -40,7 +40,7 @@ import psycopg
 from claimcheck.contract.dialect import to_positional
 from claimcheck.engine.pgbench import run_pgbench
 from claimcheck.server.provision import provide_server
-from claimcheck.server.runcontext import schema_name
+from claimcheck.server.runcontext import RunContext, schema_name
 from claimcheck.server.schema import build_jobs_table, create_schema, drop_schema
 from claimcheck.settings import RunSettings, WorkTime
 from claimcheck.contract.strategy import load_strategy
@@ -128,7 +128,7 @@ def main(runs: int) -> None:
                         build_jobs_table(conn, schema, JOBS)
                         rate, cpu = floor_cell(server.dsn, schema, run)
                         build_jobs_table(conn, schema, JOBS)
-                        pgbench = run_pgbench(conn, server.dsn, server.bin_dir, schema, run_id, STRATEGY, run)
+                        pgbench = run_pgbench(conn, RunContext(server.dsn, run_id), server.bin_dir, STRATEGY, run)
                         ours, ours_cpu = ours_cell(server.dsn, run, Path(scratch))
                         figures = {"ratio": rate / pgbench.jobs_per_s, "ours_ratio": ours / pgbench.jobs_per_s,
                                    "ours_over_floor": ours / rate, "floor_us": cpu, "ours_us": ours_cpu,

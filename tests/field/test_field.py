@@ -115,8 +115,8 @@ def test_field_design_verdict(server, case: Case, record_property):
     if case.plans:
         result = claimcheck.run(HERE / case.file, server=server, plans="default", **settings)
     else:
-        with run_schema(server) as (conn, schema, run_id):
-            result = run_strategy(conn, server, schema, run_id, strategy, RunSettings(**settings))
+        with run_schema(server) as (conn, run):
+            result = run_strategy(conn, server, run, strategy, RunSettings(**settings))
     seconds = time.perf_counter() - started
     v = result.verdict
     under = f" under {result.condition}" if case.plans else ""

@@ -12,7 +12,7 @@ def run(server):
     """Run one strategy x setting on the test server, in a schema of its own that is dropped after."""
 
     def run_one(strategy: str, **settings) -> RunResult:
-        with run_schema(server) as (conn, schema, run_id):
-            return run_strategy(conn, server, schema, run_id, load_strategy(strategy), RunSettings(**settings))
+        with run_schema(server) as (conn, run):
+            return run_strategy(conn, server, run, load_strategy(strategy), RunSettings(**settings))
 
     return run_one

@@ -6,7 +6,6 @@ import multiprocessing
 import os
 import textwrap
 from pathlib import Path
-from types import SimpleNamespace
 
 import psycopg
 import pytest
@@ -14,12 +13,12 @@ import pytest
 from claimcheck.engine.fastpath import PreparedStatement, Transaction
 from claimcheck.verdict.ledger import DONE, WorkerLog
 from claimcheck.engine.logstream import LogStream
-from claimcheck.server.runcontext import RunContext
 from claimcheck.server.schema import build_jobs_table
 from claimcheck.server.session import run_schema
 from claimcheck.settings import RunSettings, WorkTime
 from claimcheck.contract.strategy import DEFAULT_SHAPE, load_strategy
-from claimcheck.engine.worker import Loop, Shared, WorkerPlan, connect_worker
+from claimcheck.engine.shared import Shared
+from claimcheck.engine.worker import Loop, WorkerPlan, connect_worker
 
 NOWAIT_QUEUE = """
 -- name: schema
@@ -192,14 +191,14 @@ def test_the_built_in_claim_binds_its_completions_from_its_own_text(server, atte
     # claim's own text (fastpath.Binder). An attempt column of another type binds the numbers read. Either
     # way the tight loop completes every job.
     receiver, sender = multiprocessing.Pipe(duplex=False)
-    with run_schema(server, f"claimtext{os.getpid()}{int(attempt_is_int)}") as (admin, schema, run_id):
-        build_jobs_table(admin, schema, 30)
-        plan = WorkerPlan(run=RunContext(server.dsn, run_id), strategy=load_strategy("skip-locked"),
+    with run_schema(server, f"claimtext{os.getpid()}{int(attempt_is_int)}") as (admin, run):
+        build_jobs_table(admin, run.schema, 30)
+        plan = WorkerPlan(run=run, strategy=load_strategy("skip-locked"),
                           settings=RunSettings(workers=1, jobs=30, work=WorkTime("fixed", 0.0)),
                           shape=dataclasses.replace(DEFAULT_SHAPE, attempt_is_int=attempt_is_int))
         conn = connect_worker(plan, 0)
         log = WorkerLog(worker=0)
-        loop = Loop(plan, 0, conn, log, Shared(stop=SimpleNamespace(value=0), progress={}),
+        loop = Loop(plan, 0, conn, log, Shared.local(),
                     LogStream(sender, log, plan.flush_interval_s))
         try:
             assert loop.plain_jobs and (loop.bind_claimed is not None) is attempt_is_int

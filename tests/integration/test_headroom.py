@@ -57,13 +57,13 @@ def test_a_worker_that_cannot_connect_is_reported_by_its_own_error_not_the_barri
     # third worker is refused. With the headroom check passing (as it did, wrongly), the run used
     # to end in a BrokenBarrierError traceback of another worker.
     _, as_role = role
-    with run_schema(as_role) as (conn, schema, run_id):
+    with run_schema(as_role) as (conn, run):
         with pytest.raises(ServerError, match="the server has room for"):
-            driver.run_strategy(conn, as_role, schema, run_id, load_strategy("skip-locked"),
+            driver.run_strategy(conn, as_role, run, load_strategy("skip-locked"),
                                 RunSettings(workers=3, jobs=20))
-        monkeypatch.setattr(driver, "_check_headroom", lambda conn, workers: None)
+        monkeypatch.setattr(driver, "check_headroom", lambda conn, needed, **words: None)
         with pytest.raises(ServerError) as failed:
-            driver.run_strategy(conn, as_role, schema, run_id, load_strategy("skip-locked"),
+            driver.run_strategy(conn, as_role, run, load_strategy("skip-locked"),
                                 RunSettings(workers=3, jobs=20))
     message = str(failed.value)
     assert message.startswith("workers could not start: worker ")

@@ -179,7 +179,8 @@ def machine_for(server, strategy_name: str, schema: str, admin: psycopg.Connecti
 @pytest.fixture
 def machine_space(server):
     conns: dict[str, psycopg.Connection] = {}
-    with run_schema(server) as (admin, schema, _):
+    with run_schema(server) as (admin, run):
+        schema = run.schema
         build_jobs_table(admin, schema, JOBS)
         try:
             yield admin, schema, conns

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from claimcheck.engine.driver import coordinator_connection, seed
+from claimcheck.engine.driver import seed
 from claimcheck.errors import SqlFileError
 from claimcheck.interleave.runner import InterleavingRunner
 from claimcheck.interleave.search import search
@@ -100,9 +100,10 @@ def test_over_claims_and_attempts_beyond_max_are_violations(run, tmp_path):
 def test_validation_holds_nothing_once_it_is_done(server):
     """The que family takes session advisory locks in the claim: validation must not keep one."""
     strategy = load_strategy(str(FIELD / "que_0_14_session_advisory.sql"))
-    with run_schema(server) as (conn, schema, run_id):
-        seeded = seed(conn, schema, run_id, strategy, 5)
-        with coordinator_connection(server.dsn, run_id, schema, role="validate") as throwaway:
+    with run_schema(server) as (conn, run):
+        run_id = run.run_id
+        seeded = seed(conn, run, strategy, 5)
+        with run.connect("validate") as throwaway:
             validate_on_server(throwaway, strategy)
         held = conn.execute(
             "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
@@ -143,11 +144,11 @@ def test_search_and_interleave_run_on_a_files_own_tables(server, tmp_path):
                       "permutation a1 a2 b1 b2 b3")
 
     async def go():
-        with run_schema(server) as (conn, schema, run_id):
-            async with InterleavingRunner(server.dsn, schema, run_id, ["A", "B"]) as runner:
+        with run_schema(server) as (conn, run):
+            async with InterleavingRunner(run, ["A", "B"]) as runner:
                 done = await runner.run(spec, spec.permutations[0])
             # The permutation rebuilt the file's tables in a new schema: its owner record came too.
-            return done, conn.execute(QUERIES["schema_comment"], {"schema": schema}).fetchone()[0]
+            return done, conn.execute(QUERIES["schema_comment"], {"schema": run.schema}).fetchone()[0]
 
     result, comment = asyncio.run(go())
     assert result.owned == {2: [("B", 0)]}  # A's claim never committed; B skipped A's locked row

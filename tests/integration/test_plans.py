@@ -8,7 +8,6 @@ import claimcheck
 from claimcheck.contract.strategy import load_strategy
 from claimcheck.plans.conditions import NESTED, STALE, build_tables
 from claimcheck.plans.explore import plan_under
-from claimcheck.server.runcontext import RunContext
 from claimcheck.server.session import run_schema
 
 CLAIMS = Path(__file__).parents[1] / "plans"
@@ -21,8 +20,7 @@ SMALL = {"workers": 2, "jobs": 200}
 @pytest.mark.parametrize("claim", [UNSAFE, OWN], ids=["jobs", "own-tables"])
 def test_stale_stats_make_the_planner_believe_a_full_queue_empty(server, claim):
     strategy = load_strategy(claim)
-    with run_schema(server) as (conn, schema, run_id):
-        run = RunContext(server.dsn, run_id)
+    with run_schema(server) as (conn, run):
         seeded = build_tables(conn, run, strategy, STALE, 50)
         assert seeded.count == 50
         (table,) = [t for t in ("jobs", "outbox") if conn.execute("SELECT to_regclass(%s)", (t,)).fetchone()[0]]
@@ -37,8 +35,7 @@ def test_stale_stats_make_the_planner_believe_a_full_queue_empty(server, claim):
 
 def test_the_nested_loop_switches_hold_in_the_claims_transaction_only(server):
     strategy = load_strategy(UNSAFE)
-    with run_schema(server) as (conn, schema, run_id):
-        run = RunContext(server.dsn, run_id)
+    with run_schema(server) as (conn, run):
         build_tables(conn, run, strategy, NESTED, 200)
         assert plan_under(run, strategy, NESTED, 10).rescanned
         with run.connect("after") as after:  # SET LOCAL: nothing is left on any session

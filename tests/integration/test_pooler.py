@@ -8,18 +8,20 @@ runs (4 workers, a few hundred jobs, a pool of 2), so the file costs a few secon
 """
 from __future__ import annotations
 
+import os
 from contextlib import contextmanager
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from claimcheck.cli import main
 from claimcheck.engine.driver import run_strategy
 from claimcheck.engine.fastpath import InlineStatement, Transaction
-from claimcheck.errors import ServerError, UsageError
+from claimcheck.errors import ServerError, SqlFileError, UsageError
 from claimcheck.server.pgbouncer import PgBouncer, PoolerSpec, pgbouncer_path
 from claimcheck.server.provision import provide_server
-from claimcheck.server.runcontext import Route, RunContext, route
+from claimcheck.server.runcontext import Route, RunContext, route, route_of
 from claimcheck.server.session import run_schema
 from claimcheck.settings import RunSettings
 from claimcheck.contract.strategy import load_strategy
@@ -51,8 +53,8 @@ def pooled(server, mode: str):
 
 
 def _run(server, strategy: str, **settings):
-    with run_schema(server) as (conn, schema, run_id):
-        return run_strategy(conn, server, schema, run_id, load_strategy(strategy), RunSettings(**settings))
+    with run_schema(server) as (conn, run):
+        return run_strategy(conn, server, run, load_strategy(strategy), RunSettings(**settings))
 
 
 @pytest.mark.parametrize("design", SESSION_ADVISORY)
@@ -107,6 +109,22 @@ def test_a_dsn_to_a_pgbouncer_we_did_not_start_is_found_and_run_through(server):
     assert not broken.exactly_once
 
 
+@pytest.mark.parametrize("design", ["serializable", str(FIELD / "hasura_event_fetch_repeatable_read.sql")])
+def test_a_design_of_another_isolation_level_validates_through_a_pooler_in_front_of_the_dsn(server, design):
+    """Its validation's BEGIN names the level: through a pooler the transaction's first statement sets
+    its search path, a query, after which SET TRANSACTION ISOLATION LEVEL is refused (it was, blamed on
+    the claim: "section 'claim' fails on the server: SET TRANSACTION ISOLATION LEVEL must be called
+    before any query")."""
+    bouncer = PgBouncer(server.dsn, PoolerSpec("transaction"), POOL)
+    bouncer.start()
+    try:
+        with provide_server(dsn=bouncer.dsn) as foreign:
+            result = _run(foreign, design, workers=4, jobs=200)
+    finally:
+        bouncer.stop()
+    assert result.exactly_once and result.jobs_done == 200
+
+
 def test_a_session_pool_is_found_by_a_new_client_inheriting_a_backend(server):
     bouncer = PgBouncer(server.dsn, PoolerSpec("session"), POOL)
     bouncer.start()
@@ -119,22 +137,135 @@ def test_a_session_pool_is_found_by_a_new_client_inheriting_a_backend(server):
         assert direct.pooler is None
 
 
-def test_a_statement_pool_in_front_of_the_dsn_is_refused_before_anything_is_made(server):
-    bouncer = PgBouncer(server.dsn, PoolerSpec("statement"), POOL)  # not offered by --pooler; a user's may be
+BAD_COMPLETE = """-- lifecycle: shared
+-- name: claim
+WITH picked AS (SELECT id FROM jobs WHERE status = 'queued' ORDER BY id LIMIT %(batch)s FOR UPDATE SKIP LOCKED)
+UPDATE jobs SET status = 'running', attempts = attempts + 1 FROM picked WHERE jobs.id = picked.id
+RETURNING jobs.id, jobs.attempts;
+
+-- name: complete
+UPDATE jobs SET status = 'done', no_such_column = 1 WHERE id = %(id)s;
+"""
+
+
+@contextmanager
+def foreign_statement_pool(server):
+    """A PgBouncer in statement mode the test starts, handed over as a plain --dsn: every connection of
+    the run goes through it (schema, seed, validation, plans, workers, cleanup)."""
+    bouncer = PgBouncer(server.dsn, PoolerSpec("statement"), POOL)
     bouncer.start()
     try:
-        with pytest.raises(UsageError, match="statement mode"):
-            with provide_server(dsn=bouncer.dsn):
-                pass
+        with provide_server(dsn=bouncer.dsn) as foreign:
+            yield foreign
     finally:
         bouncer.stop()
 
 
-@pytest.mark.parametrize("given, error", [("pgbouncer:statement", "the mode is one of"), ("pgpool", "is pgbouncer"),
-                                          ("pgbouncer:session", None)])
+def test_a_dsn_to_a_statement_pool_runs_the_harness_without_transaction_blocks(server, tmp_path):
+    """The schema and the seed commit as one message each, the validation and the plans' EXPLAIN are
+    replayed statement by statement and rolled back (so the workers still find every job queued), and a
+    file's own tables are built in one message: skip-locked and pgmq hold, a bad completion is placed on
+    its line and character, and the run leaves no schema."""
+    bad = tmp_path / "bad_complete.sql"
+    bad.write_text(BAD_COMPLETE)
+    with foreign_statement_pool(server) as foreign:
+        assert foreign.pooler.mode == "statement" and not foreign.pooler.started, foreign.pooler
+        held = _run(foreign, "skip-locked", workers=4, jobs=300)
+        own = _run(foreign, str(FIELD / "pgmq_1_5_visibility_timeout.sql"), workers=4, jobs=200)
+        with pytest.raises(SqlFileError) as refused:
+            _run(foreign, str(bad), workers=2, jobs=50)
+        with pytest.raises(UsageError, match="lock mode holds one transaction"):
+            _run(foreign, "skip-locked", workers=2, jobs=50, mode="lock")
+    assert held.exactly_once and held.jobs_done == 300 and not held.claim_errors
+    assert own.exactly_once and own.jobs_done == 200
+    assert f"{bad}:8: section 'complete' fails on the server: column \"no_such_column\"" in str(refused.value)
+    assert "(at character 34 of the statement)" in str(refused.value)
+    with psycopg.connect(server.dsn, autocommit=True) as direct:
+        mine = direct.execute("SELECT count(*) FROM pg_namespace WHERE obj_description(oid, 'pg_namespace') LIKE %s",
+                              (f'%"pid": {os.getpid()},%',)).fetchone()[0]
+    assert mine == 0, "a run's schema was left behind"
+
+
+def test_check_through_a_dsn_to_a_statement_pool_says_which_conditions_it_cannot_make(server, capsys):
+    """stale-stats keeps its seed's transaction open while another connection analyzes, and the SET LOCAL
+    conditions share the claim's transaction: not applicable there, each said why; the others run."""
+    bouncer = PgBouncer(server.dsn, PoolerSpec("statement"), POOL)
+    bouncer.start()
+    try:
+        assert main(["check", "skip-locked", "--dsn", bouncer.dsn, "--workers", "2", "--jobs", "200"]) == 0
+        err = " ".join(capsys.readouterr().err.split())
+        assert main(["check", "skip-locked", "--dsn", bouncer.dsn, "--pooler", "pgbouncer"]) == 2
+        refused = " ".join(capsys.readouterr().err.split())
+    finally:
+        bouncer.stop()
+    assert "stale-stats: not applicable: its statistics are taken while the seed's transaction is still open" in err
+    assert "nested-loop: not applicable: its settings are SET LOCAL" in err
+    assert "history: 200 done" in err and "as-seeded: 200 done" in err
+    assert "goes through a pooler in statement mode" in refused and "--pooler pgbouncer:statement" in refused
+
+
+def test_a_step_that_needs_a_transaction_block_through_a_statement_pool_says_so(server):
+    """A transaction that commits and reads between its statements has no one-message form: refused in
+    words, not with PgBouncer's 08P01 and a closed connection."""
+    with foreign_statement_pool(server) as foreign:
+        with RunContext(foreign.dsn, "blocks").connect("coordinator", in_schema=False) as conn:
+            with pytest.raises(UsageError, match="needs a transaction block across statements"):
+                with conn.transaction():
+                    pass
+            assert conn.execute("SELECT 1").fetchone() == (1,)  # nothing reached the pooler
+
+
+def test_skip_locked_holds_behind_a_statement_pool(server):
+    """Its claim is one statement and each completion another: each its own transaction, which
+    statement pooling allows (the prelude of search path and isolation shares the statement's message)."""
+    with pooled(server, "statement") as through:
+        assert through.pooler.mode == "statement" and through.pooler.started
+        result = _run(through, "skip-locked", workers=4, jobs=400)
+    assert result.exactly_once and result.jobs_done == 400
+    assert not result.claim_errors, result.claim_errors
+
+
+@pytest.mark.parametrize("design, mode, why", [
+    ("skip-locked", "lock", "lock mode holds one transaction across the claim, the work and the completions"),
+    (str(FIELD / "que_0_14_session_advisory.sql"), "lease", "its pick and its claim run in one transaction"),
+    (str(FIELD / "good_job_3_99_advisory_uuid.sql"), "lease", "its pick and its claim run in one transaction"),
+])
+def test_a_design_that_needs_a_transaction_block_is_refused_behind_a_statement_pool(server, design, mode, why):
+    """PgBouncer answers BEGIN in statement mode with 08P01 and closes the connection (shown below): such a
+    run would claim nothing. Refused from the design's own sections before anything is seeded (the CLI
+    refuses before the schema: tests/acceptance/test_pooler_cli.py); que's and good_job's session-advisory
+    designs are refused so: their lock is taken in a pick, in the claim's transaction."""
+    with pooled(server, "statement") as through:
+        with pytest.raises(UsageError, match="statement mode") as refused:
+            with run_schema(through) as (conn, run):
+                run_strategy(conn, through, run, load_strategy(design), RunSettings(mode=mode, **SMALL))
+        assert why in str(refused.value) and "Nothing was run" in str(refused.value)
+        with psycopg.connect(through.dsn, autocommit=True) as direct:
+            assert not direct.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone()
+        with psycopg.connect(route_of(through.dsn).workers, autocommit=True) as worker:
+            with pytest.raises(psycopg.errors.ProtocolViolation, match="statement pooling"):
+                worker.execute("BEGIN")
+            assert worker.closed
+
+
+def test_the_probes_behind_a_statement_pool_run_or_say_why_not(server, capsys):
+    """vacuum's workers claim in one statement and complete a claim's jobs in one message (an implicit
+    transaction); explain's plans are the coordinator's, direct. notify's producer needs a transaction
+    across statements, and is refused before anything starts."""
+    given = ["--dsn", server.dsn, "--pooler", "pgbouncer:statement"]
+    assert main(["vacuum", "--jobs", "200", "--holders", "none,claim", *given]) == 0, capsys.readouterr().err
+    assert main(["explain", "skip-locked", *given]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    assert main(["notify", *given]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "notify cannot run behind a pooler in statement mode" in err and "SQLSTATE 08P01" in err
+
+
+@pytest.mark.parametrize("given, error", [("pgbouncer:auto", "the mode is one of"), ("pgpool", "is pgbouncer"),
+                                          ("pgbouncer:session", None), ("pgbouncer:statement", None)])
 def test_the_pooler_option_names_what_it_accepts(given, error):
     if error is None:
-        assert PoolerSpec.parse(given, 3) == PoolerSpec("session", 3)
+        assert PoolerSpec.parse(given, 3) == PoolerSpec(given.partition(":")[2], 3)
         return
     with pytest.raises(UsageError, match=error):
         PoolerSpec.parse(given)

@@ -13,8 +13,8 @@ LOCKING_CLAIMS = {"for-update", "skip-locked", "skip-locked-done", "skip-locked-
 
 @pytest.fixture(scope="module")
 def planned(server):
-    with run_schema(server) as (conn, schema, run_id):
-        prepare_plan_table(conn, schema)
+    with run_schema(server) as (conn, run):
+        prepare_plan_table(conn, run.schema)
         yield conn
 
 

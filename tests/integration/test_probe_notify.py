@@ -8,12 +8,12 @@ from claimcheck.contract.strategy import load_strategy
 
 
 def test_delivery_folding_and_payload_limit(server):
-    with run_schema(server) as (conn, schema, run_id):
-        facts = notify_facts(conn, server.dsn, schema, run_id)
+    with run_schema(server) as (conn, run):
+        facts = notify_facts(conn, run)
         # The trigger and its function live in the run's schema, nowhere else.
         functions = conn.execute("SELECT n.nspname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
                                  "WHERE p.proname = 'jobs_notify'").fetchall()
-        assert (schema,) in functions
+        assert (run.schema,) in functions
     d = facts.delivery
     assert d.seen_before_commit == 0 and d.after_commit_ms is not None
     listener_checks = [e for e in d.events if e.who == "listener"]
@@ -28,8 +28,8 @@ def test_delivery_folding_and_payload_limit(server):
 
 
 def test_listen_worker_is_woken_by_notifications_and_pollers_by_their_clock(server):
-    with run_schema(server) as (conn, schema, run_id):
-        listen, poll = run_wakeup(conn, server.dsn, schema, run_id, load_strategy("skip-locked"),
+    with run_schema(server) as (conn, run):
+        listen, poll = run_wakeup(conn, run, load_strategy("skip-locked"),
                                   [Variant("listen", 2_000), Variant("poll", 100)], enqueues=8)
     assert listen.claimed == listen.enqueued == 8 and poll.claimed == poll.enqueued == 8
     assert listen.woken_by["notify"] >= 1 and listen.woken_by["poll"] == 0
@@ -43,8 +43,9 @@ def test_channel_is_unique_to_the_run():
 
 
 def test_connections_are_closed_after_the_probe(server):
-    with run_schema(server) as (conn, schema, run_id):
-        notify_facts(conn, server.dsn, schema, run_id)
+    with run_schema(server) as (conn, run):
+        run_id = run.run_id
+        notify_facts(conn, run)
         left = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE %s "
                             "AND pid <> pg_backend_pid()", (f"claimcheck/{run_id}/%",)).fetchone()[0]
     assert left == 0 or _gone_soon(server.dsn, run_id)

@@ -17,13 +17,13 @@ LEASE = load_strategy("skip-locked")  # claim, then completion: two row versions
 
 @pytest.fixture
 def schema(server):
-    with run_schema(server) as (conn, name, run_id):
-        yield conn, name, run_id
+    with run_schema(server) as (conn, run):
+        yield conn, run
 
 
 def probe(server, schema, holder, strategy=ONE_VERSION_PER_JOB, jobs=N):
-    conn, name, run_id = schema
-    return run_holder(conn, server.dsn, name, run_id, strategy, holder, jobs)
+    conn, run = schema
+    return run_holder(conn, run, strategy, holder, jobs)
 
 
 def test_held_claim_keeps_about_n_then_commit_frees_them(server, schema):
@@ -60,8 +60,8 @@ def test_repeatable_read_snapshot_keeps_them_without_writing(server, schema):
 
 
 def test_archive_deletes_in_batches_and_vacuum_clears_them(server, schema):
-    conn, name, run_id = schema
-    result = archive(conn, server.dsn, name, run_id, LEASE, N, batch=250)
+    conn, run = schema
+    result = archive(conn, run, LEASE, N, batch=250)
     assert result.deleted == N and result.batches == 3
     assert result.after_delete.n_dead_tup >= 0.9 * N
     assert result.after_delete.table_bytes == result.before.table_bytes  # DELETE frees no space by itself
@@ -72,8 +72,8 @@ def test_archive_deletes_in_batches_and_vacuum_clears_them(server, schema):
 
 
 def test_soak_shows_the_held_snapshot_piling_up_dead_tuples(server, schema):
-    conn, name, run_id = schema
-    free, held = run_soak(conn, server.dsn, name, run_id, LEASE, seconds=1.0)
+    conn, run = schema
+    free, held = run_soak(conn, run, LEASE, seconds=1.0)
     assert [p.holder for p in (free, held)] == ["none", "repeatable-read"]
     assert len(free.samples) == len(held.samples) == SOAK_SAMPLES
     assert free.jobs_done > 0 and held.jobs_done > 0

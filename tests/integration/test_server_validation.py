@@ -14,8 +14,8 @@ def validate(server, tmp_path):
     def check(text: str):
         path = tmp_path / "claim.sql"
         path.write_text(text)
-        with run_schema(server) as (conn, schema, _):
-            build_jobs_table(conn, schema, 10)
+        with run_schema(server) as (conn, run):
+            build_jobs_table(conn, run.schema, 10)
             validate_on_server(conn, load_strategy(str(path)))
             # Validation left no trace: every job still queued, never attempted.
             assert conn.execute("SELECT count(*) FROM jobs WHERE status = 'queued' AND attempts = 0").fetchone()[0] == 10

@@ -8,7 +8,7 @@ import time
 import psycopg
 import pytest
 
-from claimcheck.engine import driver
+from claimcheck.engine import supervisor
 
 SLEEP = "pg_sleep(CASE WHEN %(worker)s = 'w01' THEN 3600 ELSE 0 END)"
 CLAIM = """-- name: claim
@@ -35,7 +35,7 @@ FILES = {
 @pytest.mark.parametrize("where", sorted(FILES))
 def test_a_worker_stuck_in_a_statement_ends_the_run_as_no_progress_naming_it(run, server, tmp_path, monkeypatch,
                                                                              where):
-    monkeypatch.setattr(driver, "STALL_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(supervisor, "STALL_TIMEOUT_S", 1.0)
     path = tmp_path / f"stuck_{where}.sql"
     path.write_text(FILES[where])
     started = time.monotonic()

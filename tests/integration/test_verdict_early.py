@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from claimcheck.engine import driver
+from claimcheck.engine import supervisor
 
 SMALL = dict(workers=4, jobs=1_000, batch=5)
 
@@ -80,7 +80,7 @@ def test_a_complete_that_never_changes_a_row_stops_a_check_at_once(run, tmp_path
 
 def test_a_claim_that_takes_nothing_ends_as_no_progress(run, tmp_path, monkeypatch):
     """It hands out the same jobs forever without finishing new ones: the run must end, and fail."""
-    monkeypatch.setattr(driver, "STALL_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(supervisor, "STALL_TIMEOUT_S", 1.0)
     result = run(sql_file(tmp_path, SELECT_ONLY), workers=2, jobs=200, batch=5, poll_ms=1)
     assert result.stopped_by == "no-progress"
     assert "no job was finished" in result.stop_reason

@@ -196,7 +196,7 @@ def test_two_runs_under_one_key_are_refused_not_half_judged(tmp_path):
     path = tmp_path / "new.json"
     path.write_text(json.dumps(report(ok, violated)))
     with pytest.raises(UsageError, match=r"new.json: runs\[0\] and runs\[1\] have the same strategy, mode, workers, "
-                                         r"batch and planner condition \(skip-locked · lease · 8 · 10 · as-seeded\)"):
+                                         r"batch, planner condition and offered rate \(skip-locked · lease · 8 · 10 · as-seeded\)"):
         load_report(path)
     with pytest.raises(UsageError, match="the new report: runs\\[0\\] and runs\\[1\\]"):
         compare(BASE, report(ok, violated))
@@ -211,3 +211,22 @@ def test_a_report_nested_just_within_json_loads_reach_is_refused_in_words(tmp_pa
         path.write_text('{"runs": [' + "[" * depth + "]" * depth + "]}")
         with pytest.raises(UsageError, match="not a claimcheck report|not a valid claimcheck report"):
             load_report(path)
+
+
+def test_pgbench_rate_script_enqueues_its_own_key_then_runs_one_worker_cycle():
+    from claimcheck.engine.pgbench import rate_script
+
+    settings = RunSettings(workers=4, batch=1)
+    script = rate_script(load_strategy("skip-locked"), settings, True, first_key=101)
+    lines = script.splitlines()
+    assert lines[:2] == ["\\set cc_n :cc_n + 1", "\\set cc_key 101 + :client_id + 4 * (:cc_n - 1)"]
+    assert "VALUES (CAST(:cc_key AS bigint), jsonb_build_object('n', CAST(:cc_key AS bigint)))" in script
+    assert script.endswith(build_script(load_strategy("skip-locked"), settings, True))
+
+
+def test_pgbench_log_lines_give_latency_and_schedule_lag(tmp_path):
+    from claimcheck.engine.pgbench import _read_logs
+
+    (tmp_path / "txn.1").write_text("0 1 3660 0 1796167133 727585 133\n1 1 failed 0 1796167133 730728 91\n")
+    (tmp_path / "txn.1.1").write_text("1 2 305 0 1796167133 754360 97\n")
+    assert sorted(_read_logs(list(tmp_path.iterdir()))) == [(305, 97), (3660, 133)]

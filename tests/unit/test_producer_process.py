@@ -8,13 +8,12 @@ from types import SimpleNamespace
 
 from claimcheck.engine import producer
 from claimcheck.engine.producer import ProducerProcess
-from claimcheck.engine.worker import Shared
+from claimcheck.engine.shared import Shared
 from claimcheck.server import interrupts
 
 
 def _shared(ctx) -> Shared:
-    return Shared(stop=ctx.Value("b", 0, lock=False), progress=ctx.Array("q", 1, lock=False),
-                  producing=producer.Producing(ctx, 1), feed_start=ctx.Value("d", float("nan"), lock=False))
+    return Shared.forked(ctx, 1, producers=1)
 
 
 def test_a_producer_forked_with_interrupts_blocked_still_ends_on_terminate():

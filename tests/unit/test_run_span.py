@@ -1,7 +1,7 @@
 """The run's span: from the first worker's release to the last thing that happened to a job."""
 import math
 
-from claimcheck.engine.driver import run_span
+from claimcheck.engine.judge import run_span
 from claimcheck.verdict.ledger import DONE, WorkerLog
 
 

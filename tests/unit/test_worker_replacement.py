@@ -7,7 +7,8 @@ import time
 from claimcheck.server.runcontext import RunContext
 from claimcheck.settings import RunSettings
 from claimcheck.contract.strategy import load_strategy
-from claimcheck.engine.worker import Shared, WorkerPlan, worker_main
+from claimcheck.engine.shared import Shared
+from claimcheck.engine.worker import WorkerPlan, worker_main
 
 DOWN = "postgresql://postgres@127.0.0.1:1/postgres?connect_timeout=1"
 
@@ -16,7 +17,7 @@ def test_a_replacement_waits_for_a_server_that_is_down_and_leaves_quietly_when_t
     plan = WorkerPlan(run=RunContext(DOWN, "replacement0"), strategy=load_strategy("skip-locked"),
                       settings=RunSettings(workers=1, jobs=10))
     ctx = multiprocessing.get_context("fork")
-    shared = Shared(stop=ctx.Value("b", 0, lock=False), progress=ctx.Array("q", 1, lock=False))
+    shared = Shared.forked(ctx, 1, producers=0)
     receiver, sender = ctx.Pipe(duplex=False)
     process = ctx.Process(target=worker_main, args=(plan, 0, None, shared, sender), daemon=True)  # no barrier
     process.start()

@@ -27,6 +27,17 @@ def int_list(text: str) -> list[int]:
     return values
 
 
+def rate_list(text: str) -> list[float]:
+    """`bench --rate 200,500,1000`: offered rates, ascending and each once (a knee is read from low to high)."""
+    try:
+        values = sorted({float(x) for x in text.split(",") if x.strip()})
+    except ValueError:
+        values = []
+    if not values:
+        raise argparse.ArgumentTypeError(f"expected a rate or a comma-separated list of rates (jobs/s), got {text!r}")
+    return values
+
+
 def str_list(text: str) -> list[str]:
     values = [x.strip() for x in text.split(",") if x.strip()]
     if not values:
@@ -52,9 +63,9 @@ def add_server_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--pg", metavar="KIND", help="start a server: embedded (default, PostgreSQL 18), embedded:16, "
                                                 "system (the machine's pg_ctl), docker:VERSION")
     g.add_argument("--pooler", metavar="pgbouncer[:MODE]",
-                   help="start a PgBouncer (transaction mode, or :session) in front of the server and connect the "
-                        "workers through it; a --dsn that reaches a pooler is found by behaviour without this "
-                        "(see docs/poolers.md)")
+                   help="start a PgBouncer (transaction mode, or :session, :statement) in front of the server and "
+                        "connect the workers through it; a --dsn that reaches a pooler is found by behaviour without "
+                        "this (see docs/poolers.md)")
     g.add_argument("--pool-size", type=int, metavar="N",
                    help="--pooler: server connections in its pool (default: half the fewest workers, at least 1)")
 
@@ -160,15 +171,17 @@ def settings_grid(args: argparse.Namespace, faults: FaultPlan | None = None,
     lease = args.lease_seconds if args.lease_seconds is not None else (FAULT_LEASE_S if faults else DEFAULT_LEASE_S)
     reap = args.reap_every if args.reap_every is not None else (FAULT_REAP_EVERY_S if faults else None)
     # With --rate, --duration is the producer's: the workers drain after it (see claimcheck.engine.producer).
+    # check's --rate is one rate, bench's a list (a sweep: the rates innermost, so each setting's run ascending).
     rate = getattr(args, "rate", None)
     duration, produce = (None, args.duration) if rate is not None else (args.duration, None)
+    rates = rate if isinstance(rate, list) else [rate]
     return [RunSettings(workers=w, jobs=args.jobs, batch=b, mode=m, work=work, poll_ms=args.poll_ms,
                         lease_seconds=lease, duration_s=duration, claims_per_worker=args.claims_per_worker,
-                        rate_per_s=rate, produce_s=produce, producers=getattr(args, "producers", 1),
+                        rate_per_s=r, produce_s=produce, producers=getattr(args, "producers", 1),
                         wakeup=getattr(args, "wakeup", "poll"),
                         fail_rate=args.fail_rate, backoff_unit_s=args.backoff_unit, backoff_cap_s=args.backoff_cap,
                         reap_every_s=reap, faults=faults, stop_early=stop_early)
-            for m, w, b in itertools.product(args.mode, args.workers, args.batch)]
+            for m, w, b, r in itertools.product(args.mode, args.workers, args.batch, rates)]
 
 
 def add_wide_option(g) -> None:
@@ -178,8 +191,8 @@ def add_wide_option(g) -> None:
 
 def report_runs(server: Server, results: list[RunResult], args: argparse.Namespace, console: Console,
                 verb: str, title: str, always_write: bool, evidence: int, command: str | None = None,
-                plans=None) -> None:
+                plans=None, knees=None) -> None:
     """A verb's runs, printed and written as its command line asks (see claimcheck.report.publish)."""
     publish.report_runs(server, results, console, verb=verb, title=title, settings=publish.plain_settings(vars(args)),
                         json_path=args.json, wide=args.wide, always_write=always_write, evidence=evidence,
-                        command=command, plans=plans)
+                        command=command, plans=plans, knees=knees)

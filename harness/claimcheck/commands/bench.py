@@ -6,7 +6,7 @@ import dataclasses
 
 from rich.console import Console
 
-from claimcheck.commands._options import (add_run_options, add_server_options, provide, report_runs,
+from claimcheck.commands._options import (add_run_options, add_server_options, provide, rate_list, report_runs,
                                           settings_grid, str_list)
 from claimcheck.commands.lib import run_libraries
 from claimcheck.libs import load_adapter
@@ -14,7 +14,8 @@ from claimcheck.libs.parity import check_cycles
 from claimcheck.libs.runner import lib_settings
 from claimcheck.probes.explain import PlanVerdict, plan_verdict, prepare_plan_table
 from claimcheck.server.provision import Server
-from claimcheck.settings import positive
+from claimcheck.settings import above_zero, positive
+from claimcheck.verdict.knee import DEFAULT_LATENCY_SLO_MS, knees
 from claimcheck.verdict.result import RunResult
 from claimcheck.verdict.stats import median
 from claimcheck.report.render import print_server, server_title
@@ -24,6 +25,7 @@ from claimcheck.errors import UsageError
 from claimcheck.scenarios import CATALOG
 
 MAX_REPEAT = 100
+MAX_LATENCY_SLO_MS = 3_600_000.0  # an hour: the latency histograms' range
 EVIDENCE_JOBS = 1  # per violating run: the table is the point, one story each is enough
 
 
@@ -45,12 +47,23 @@ def register(verbs: argparse._SubParsersAction) -> None:
                    help="also run each strategy's SQL through pgbench (same clients, server and table size) "
                         "and report our jobs/s over pgbench's; for --libs, one cycle of each library's worker "
                         "with the library's own statements")
+    r = p.add_argument_group("rate sweep (open-loop producers: see docs/producers.md)")
+    r.add_argument("--rate", type=rate_list, metavar="R[,R...]",
+                   help="for each strategy and setting, a rate run per offered rate (jobs/s, comma-separated): a "
+                        "producer enqueues at that rate for --duration seconds after the --jobs seeded ones (give a "
+                        "small --jobs: a backlog delays every pickup), then the workers drain; prints each one's knee")
+    r.add_argument("--latency-slo", type=float, default=DEFAULT_LATENCY_SLO_MS, metavar="MS",
+                   help="a rate is sustained only with pickup latency p99 at most this (default "
+                        f"{DEFAULT_LATENCY_SLO_MS:g} ms; docs/producers.md defines sustained)")
     add_server_options(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     positive("--repeat", args.repeat, maximum=MAX_REPEAT)
+    above_zero("--latency-slo", args.latency_slo, MAX_LATENCY_SLO_MS)
+    if args.rate is not None:
+        refuse_with_rate(args)
     names = args.strategies if args.strategies is not None else ([] if args.libs else list(CATALOG))
     strategies = [load_strategy(name) for name in names]
     adapters = [load_adapter(name) for name in args.libs]
@@ -78,11 +91,21 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
             results += run_libraries(server, adapters, lib_grid, err, pgbench=args.pgbench)
         report_runs(server, results, args, console, "bench",
                     f"claimcheck bench: {server_title(server)}",
-                    always_write=True, evidence=EVIDENCE_JOBS)
+                    always_write=True, evidence=EVIDENCE_JOBS,
+                    knees=None if args.rate is None else knees(results, args.latency_slo))
     # A strategy believed unsafe showing its violation is the point of the table; a safe one
     # (or a user's file, which makes no claim) that violates is a finding.
     failed = [r for r in results if not r.exactly_once and r.strategy.expected != "unsafe"]
     return 1 if failed else 0
+
+
+def refuse_with_rate(args: argparse.Namespace) -> None:
+    """What a rate sweep does not combine with, said before anything starts."""
+    for given, what in ((args.libs, "--libs (a library fed through its own enqueue API is `lib NAME --rate`)"),
+                        (args.pgbench, "--pgbench (pgbench's parity runs are closed-loop)"),
+                        (args.repeat > 1, "--repeat (a knee is read from one run per rate)")):
+        if given:
+            raise UsageError(f"--rate sweeps the strategies' rate runs: it does not combine with {what}")
 
 
 def distinct_names(strategies: list[tuple[str, Strategy]], libs: list[str]) -> None:
@@ -114,7 +137,7 @@ def representative(reps: tuple[RunResult, ...]) -> RunResult:
 
 def plan_shapes(server: Server, strategies: list[Strategy]) -> dict[str, PlanVerdict]:
     """Each strategy's plan on a table of finished jobs and a few ready ones, judged by the guard."""
-    with run_schema(server) as (conn, schema, _):
-        prepare_plan_table(conn, schema)
+    with run_schema(server) as (conn, run):
+        prepare_plan_table(conn, run.schema)
         # The guard plans against claimcheck's jobs table: a file with its own tables is not planned.
         return {s.name: plan_verdict(conn, s) for s in strategies if not s.own_schema}

@@ -12,11 +12,10 @@ from rich.text import Text
 
 from claimcheck.commands._options import add_json_option, add_server_options, provide
 from claimcheck.probes._report import maybe_write, probe_document
-from claimcheck.plans.conditions import CHOICES, CONDITION_JOBS, HISTORY, build_tables
+from claimcheck.plans.conditions import CHOICES, CONDITION_JOBS, HISTORY, TablesUnavailable, build_tables
 from claimcheck.plans.explore import plan_under
 from claimcheck.probes.explain import (FINISHED_JOBS, READY_JOBS, PlanVerdict, plan_verdict, prepare_plan_table,
                                        with_conditions)
-from claimcheck.server.runcontext import RunContext
 from claimcheck.report.render import print_server, server_title
 from claimcheck.server.session import run_schema
 from claimcheck.errors import UsageError
@@ -52,16 +51,24 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
                          "tables (run EXPLAIN on them yourself, or `claimcheck check` it)")
     with provide(args) as server:
         print_server(err, server)
-        with run_schema(server) as (conn, schema, run_id):
-            run = RunContext(server.dsn, run_id)
-            prepare_plan_table(conn, schema, args.finished, args.ready)
+        with run_schema(server) as (conn, run):
+            prepare_plan_table(conn, run.schema, args.finished, args.ready)
             verdicts, shapes = [], {}
             for strategy in strategies:
                 validate_on_server(conn, strategy)
                 verdicts.append(plan_verdict(conn, strategy))
                 shapes[strategy.name] = [(HISTORY.name, plan_under(run, strategy, HISTORY, GUARD_BATCH, analyze=True))]
             for condition in GUARD_CONDITIONS:  # each condition's tables once, every strategy planned on them
-                build_tables(conn, run, strategies[0], condition, condition.jobs(CONDITION_JOBS, GUARD_BATCH))
+                if condition.generic and getattr(conn, "refuses_blocks", False):
+                    err.print(f"  {condition.name}: not planned: a generic plan is that of a statement prepared on "
+                              "one backend, and a statement pool gives each statement any backend", highlight=False,
+                              soft_wrap=True)
+                    continue
+                try:
+                    build_tables(conn, run, strategies[0], condition, condition.jobs(CONDITION_JOBS, GUARD_BATCH))
+                except TablesUnavailable as exc:  # stale-stats behind statement pooling: said, and left out
+                    err.print(f"  {condition.name}: not planned: {exc}", highlight=False, soft_wrap=True)
+                    continue
                 for strategy in strategies:
                     shapes[strategy.name].append(
                         (condition.name, plan_under(run, strategy, condition, GUARD_BATCH, analyze=True)))

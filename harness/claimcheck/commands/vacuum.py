@@ -61,17 +61,24 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     strategy = load_strategy(args.strategy)
     with provide(args) as server:
         print_server(err, server)
-        with run_schema(server) as (conn, schema, run_id):
-            build_jobs_table(conn, schema, VALIDATION_JOBS)
-            validate(server.dsn, run_id, schema, strategy)  # as `check` does: a broken file is one clear error, first
-            rows = run_vacuum_probe(conn, server.dsn, schema, run_id, strategy, args.jobs, args.holders,
+        if server.pooler is not None and server.pooler.mode == "statement" and not server.pooler.started:
+            # --pooler pgbouncer:statement pools only the queue's workers; the holders connect directly.
+            raise UsageError("vacuum cannot run through a pooler in statement mode in front of --dsn: its holders "
+                             "keep a transaction open while the workers run (what holds VACUUM back), and statement "
+                             "pooling refuses every transaction block (PgBouncer answers BEGIN with SQLSTATE 08P01). "
+                             "Nothing was run: point --dsn at the server and give --pooler pgbouncer:statement, which "
+                             "puts only the workers behind a statement pool")
+        with run_schema(server) as (conn, run):
+            build_jobs_table(conn, run.schema, VALIDATION_JOBS)
+            validate(run, strategy)  # as `check` does: a broken file is one clear error, first
+            rows = run_vacuum_probe(conn, run, strategy, args.jobs, args.holders,
                                     progress=lambda text: err.print(f"  {text}", highlight=False))
             err.print(f"  archive: {args.jobs:,} jobs processed, then deleted in batches", highlight=False)
-            archived = archive(conn, server.dsn, schema, run_id, strategy, args.jobs, args.archive_batch)
+            archived = archive(conn, run, strategy, args.jobs, args.archive_batch)
             phases = []
             if args.soak is not None:
                 err.print(f"  soak: {args.soak:g}s per phase, without and with a held snapshot", highlight=False)
-                phases = run_soak(conn, server.dsn, schema, run_id, strategy, args.soak)
+                phases = run_soak(conn, run, strategy, args.soak)
         where = server_title(server)
         console.print(vacuum_table(rows, f"claimcheck vacuum: {strategy.name}, {args.jobs:,} jobs per holder: {where}"))
         _print_notes(console, rows, 2 if strategy.has_complete else 1)

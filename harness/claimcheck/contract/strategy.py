@@ -252,10 +252,14 @@ def validate_on_server(conn: psycopg.Connection, strategy: Strategy, seeded: int
     pick_columns: tuple[str, ...] = ()
     picked: dict[str, list] = {}
     section, step = "claim", [0]
+    # The BEGIN names the isolation level: through a pooler the transaction's first statement sets its
+    # search path (claimcheck.server.runcontext.StatelessConnection), a query, after which a SET
+    # TRANSACTION ISOLATION LEVEL is refused ("must be called before any query").
+    level = conn.isolation_level
+    conn.isolation_level = psycopg.IsolationLevel[strategy.isolation.upper().replace(" ", "_")]
     try:
         with conn.transaction(force_rollback=True):
             conn.execute(pgsql.SQL("SET LOCAL statement_timeout = {}").format(VALIDATION_TIMEOUT_MS))
-            conn.execute(pgsql.SQL("SET TRANSACTION ISOLATION LEVEL {}").format(pgsql.SQL(strategy.isolation.upper())))
             for section in RUN_SECTIONS:
                 if section not in strategy.statements:
                     continue
@@ -280,6 +284,9 @@ def validate_on_server(conn: psycopg.Connection, strategy: Strategy, seeded: int
                     _check_remaining(strategy, cur, seeded)
     except psycopg.Error as exc:
         raise SqlFileError(server_message(strategy, section, step[0], exc)) from None
+    finally:
+        if not conn.broken:  # behind statement pooling a failed statement's message closes the connection
+            conn.isolation_level = level  # a shared connection's (explain's) next transactions are its own
     return shape
 
 
@@ -337,7 +344,8 @@ def server_message(strategy: Strategy, section: str, step: int, exc: psycopg.Err
     and the seed's)."""
     diag = exc.diag
     detail = (diag.message_primary or str(exc)).strip().rstrip(".")
-    position = int(diag.statement_position) if diag.statement_position else None
+    # A statement replayed behind statement pooling shares its message with others: its offset there.
+    position = int(diag.statement_position) - getattr(exc, "statement_offset", 0) if diag.statement_position else None
     where = f" (at character {position} of the statement)" if position else ""
     hint = f" Hint: {diag.message_hint.strip().rstrip('.')}." if diag.message_hint else ""
     return (f"{strategy.where(section, step, position)}: section '{section}' fails on the server: {detail}{where}."

@@ -18,6 +18,7 @@ from typing import Callable
 
 from claimcheck.verdict.ledger import LIVE, OUTCOME_NAMES, WorkerLog
 from claimcheck.contract.queries import QUERIES
+from claimcheck.engine.shared import STALL_ASKED, Slots
 from claimcheck.server.runcontext import RunContext
 from claimcheck.settings import FaultPlan
 
@@ -71,8 +72,10 @@ class FaultInjector:
     def due(self, claimed: int) -> bool:
         return bool(self.kinds) and claimed >= self.marks[0]
 
-    def inject(self, alive: dict[int, int], shared, spawn: Callable[[], int]) -> None:
-        """Inject the next fault. `alive` maps worker index to pid; `spawn` starts a replacement."""
+    def inject(self, alive: dict[int, int], stall: Slots, spawn: Callable[[], int]) -> None:
+        """Inject the next fault. `alive` maps worker index to pid; `stall` is the workers' stall
+        switches (claimcheck.engine.shared: shared memory, or a library worker's flag files); `spawn`
+        starts a replacement."""
         kind = self.kinds.pop(0)
         self.marks.pop(0)
         at = time.monotonic() - self.origin
@@ -85,12 +88,12 @@ class FaultInjector:
             self.events.append(FaultEvent("kill", at, victim, f"SIGKILL pid {alive[victim]}; w{replacement:02d} "
                                                               "started in its place"))
         elif kind == "stall" and candidates:
-            idle = [i for i in candidates if shared.stall[i] == 0] or candidates
+            idle = [i for i in candidates if stall[i] == 0] or candidates
             victim = self.rng.choice(idle)
-            shared.stall[victim] = 1
+            stall[victim] = STALL_ASKED
             self.events.append(FaultEvent("stall", at, victim, "told to sleep past its lease after its next claim"))
         elif kind == "terminate":
-            self._terminate(at, shared)
+            self._terminate(at, stall)
         elif kind == "restart" and self.restart is not None:
             started = time.monotonic()
             self.restart()
@@ -99,13 +102,13 @@ class FaultInjector:
         else:
             self.skipped.append(kind)
 
-    def _terminate(self, at: float, shared) -> None:
+    def _terminate(self, at: float, stall: Slots) -> None:
         """Terminate a worker backend caught inside a transaction; with short transactions that
         takes a few looks at pg_stat_activity, and after TERMINATE_LOOKS any worker backend will do.
         A stalled worker (asleep inside its transaction in lock mode, the first one a look finds)
         is left alone: each fault hits a worker that is working, or it tests nothing."""
         def first_working(rows: list) -> tuple | None:
-            return next((r for r in rows if not shared.stall[_worker_of(r[1])]), None)
+            return next((r for r in rows if not stall[_worker_of(r[1])]), None)
 
         with self.run.connect("injector", in_schema=False) as conn:
             row, caught = None, True

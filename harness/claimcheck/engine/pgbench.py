@@ -24,6 +24,11 @@ How the script is the same work as our worker's cycle (lease mode, one client = 
 A queue library's worker cycle goes through the same :func:`run_script` (`claimcheck lib
 --pgbench`, see :mod:`claimcheck.libs.parity`): pgbench is started, named, given the password and
 parsed in one place.
+
+At a rate (`run_script(..., schedule=Schedule(R))`, tests/benchmarks/rate.py, docs/benchmarks.md),
+each script is one job arriving: :func:`rate_script` enqueues it with the producer's own INSERT
+and then runs the worker cycle above (batch 1), and pgbench starts the scripts on its `--rate`
+schedule and logs each one's latency and schedule lag.
 """
 from __future__ import annotations
 
@@ -146,6 +151,21 @@ def build_script(strategy: Strategy, settings: RunSettings, with_attempts: bool)
     return "\n".join(lines) + "\n"
 
 
+RATE_VARIABLES = {"cc_n": "0"}
+"""What :func:`rate_script` needs defined before its first run (`variables=` of run_script): its client's count."""
+
+
+def rate_script(strategy: Strategy, settings: RunSettings, with_attempts: bool, first_key: int) -> str:
+    """One job arriving at a rate: enqueue it into our jobs table (the producer's default, `enqueue_job`), then
+    one worker cycle of build_script (`settings.batch` should be 1: the claim then takes one job, the oldest
+    queued, most often this one). Keys are first_key, first_key + 1, ...: client c's n-th job is
+    first_key + c + clients * (n - 1), counted in `cc_n` (a client's variables outlive its scripts)."""
+    # Typed as psycopg binds the producer's int: untyped, a prepared jsonb_build_object('n', $1) cannot be planned.
+    enqueue = _to_pgbench(QUERIES["enqueue_job"], {"key": "CAST(:cc_key AS bigint)"}).strip().rstrip(";")
+    return (f"\\set cc_n :cc_n + 1\n\\set cc_key {first_key} + :client_id + {settings.workers} * (:cc_n - 1)\n"
+            f"{enqueue};\n" + build_script(strategy, settings, with_attempts))
+
+
 def work_us(settings: RunSettings) -> int:
     """pgbench sleeps a fixed time; a range or exponential work time uses its mean."""
     work = settings.work
@@ -160,6 +180,14 @@ def _pgoptions(schema: str, isolation: str) -> str:
 
 
 @dataclass(frozen=True)
+class Schedule:
+    """pgbench --rate: scripts started on pgbench's own schedule instead of back to back, each one logged."""
+
+    rate_per_s: float
+    """Scripts per second in all (pgbench's Poisson arrivals: exponential gaps of mean 1/rate)."""
+
+
+@dataclass(frozen=True)
 class PgbenchCounts:
     """What pgbench itself reported for one script."""
 
@@ -170,6 +198,9 @@ class PgbenchCounts:
     """Scripts per second, without initial connection time."""
     cpu_s: float
     """The pgbench process's CPU time (user + system)."""
+    logged: tuple[tuple[int, int], ...] = ()
+    """With a Schedule, each script's (latency, schedule lag) in microseconds, from pgbench's --log: latency
+    from its scheduled start to its end, lag from its scheduled start to its actual start."""
 
     @property
     def seconds(self) -> float:
@@ -177,10 +208,11 @@ class PgbenchCounts:
 
 
 def run_script(run: RunContext, bin_dir: Path | None, name: str, script: str, clients: int, per_client: int,
-               pgoptions: str | None = None, variables: dict[str, str] | None = None) -> PgbenchCounts:
+               pgoptions: str | None = None, variables: dict[str, str] | None = None,
+               schedule: Schedule | None = None) -> PgbenchCounts:
     """Run `script` with `clients` clients, `per_client` times each, on `run`'s database: the one place
     pgbench is started, for a strategy's SQL and a library's alike. `variables` are given to every
-    client (`-D name=value`, read in the script as `:name`)."""
+    client (`-D name=value`, read in the script as `:name`). With `schedule`, at its rate, each script logged."""
     executable = pgbench_path(bin_dir)
     # The password travels in the environment, never on the command line (visible in `ps`).
     conninfo, password = split_password(run.dsn)
@@ -195,8 +227,13 @@ def run_script(run: RunContext, bin_dir: Path | None, name: str, script: str, cl
         write_owner_file(Path(tmp))  # a SIGKILLed coordinator leaves this directory; the next run sweeps it
         path = Path(tmp) / f"{name}.pgbench.sql"
         path.write_text(script)
+        # At a rate, one thread: pgbench keeps one schedule per thread, and each client that comes free takes
+        # its next start, so a late script waits for the first free client, as a queued job for the first free
+        # worker. With a thread per client, each client would have a schedule of its own (rate / clients).
+        paced = [f"--rate={schedule.rate_per_s:g}", "--log", f"--log-prefix={Path(tmp) / 'txn'}"] if schedule else []
         command = [str(executable), "--no-vacuum", "--protocol=prepared", f"--client={clients}",
-                   f"--jobs={clients}", f"--transactions={per_client}", f"--max-tries={MAX_TRIES}",
+                   f"--jobs={1 if schedule else clients}", *paced, f"--transactions={per_client}",
+                   f"--max-tries={MAX_TRIES}",
                    *(f"--define={key}={value}" for key, value in (variables or {}).items()),
                    f"--file={path}", conninfo]
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -208,13 +245,27 @@ def run_script(run: RunContext, bin_dir: Path | None, name: str, script: str, cl
             raise ServerError(f"pgbench did not finish {name} within {PGBENCH_TIMEOUT_S} s") from None
         after = resource.getrusage(resource.RUSAGE_CHILDREN)  # pgbench is the only child reaped meanwhile
         cpu_s = (after.ru_utime - children.ru_utime) + (after.ru_stime - children.ru_stime)
+        logged = _read_logs(sorted(Path(tmp).glob("txn.*"))) if schedule else ()
     tps, processed = _TPS_RE.search(done.stdout), _PROCESSED_RE.search(done.stdout)
     if done.returncode not in (0, 2) or tps is None or processed is None:
         message = (done.stderr.strip() or done.stdout.strip()).splitlines()[-3:]
         raise ServerError(f"pgbench failed on {name} (exit {done.returncode}): {scrub(' / '.join(message))}")
     failed = _FAILED_RE.search(done.stdout)
     return PgbenchCounts(scripts=int(processed.group("n")), failed=int(failed.group("n")) if failed else 0,
-                         tps=float(tps.group("tps")), cpu_s=cpu_s)
+                         tps=float(tps.group("tps")), cpu_s=cpu_s, logged=logged)
+
+
+def _read_logs(paths: list[Path]) -> tuple[tuple[int, int], ...]:
+    """(latency, schedule lag) of each script in pgbench's per-transaction logs, microseconds. A line is
+    `client_id transaction_no time script_no time_epoch time_us schedule_lag`, `time` from the scheduled
+    start with --rate; a failed script's `time` is `failed` (counted by run_script's summary, not here)."""
+    out = []
+    for path in paths:
+        for line in path.read_text().splitlines():
+            fields = line.split()
+            if len(fields) >= 7 and fields[2].isdigit():
+                out.append((int(fields[2]), int(fields[6])))
+    return tuple(out)
 
 
 def pgbench_result(counts: PgbenchCounts, clients: int, per_client: int, jobs_done: int, script: str,
@@ -227,15 +278,29 @@ def pgbench_result(counts: PgbenchCounts, clients: int, per_client: int, jobs_do
                          statements=statements, cpu_s=counts.cpu_s)
 
 
-def run_pgbench(conn: psycopg.Connection, dsn: str, bin_dir: Path | None, schema: str, run_id: str,
-                strategy: Strategy, settings: RunSettings) -> PgbenchResult:
+def run_pgbench(conn: psycopg.Connection, run: RunContext, bin_dir: Path | None, strategy: Strategy,
+                settings: RunSettings) -> PgbenchResult:
     """Run the strategy through pgbench on the table as seeded now; read the outcome from the table."""
     if settings.claims_per_worker is not None:
         per_client = settings.claims_per_worker
     else:
         per_client = max(1, math.ceil(settings.jobs / (settings.workers * settings.batch)))
     script = build_script(strategy, settings, claim_returns_attempts(conn, strategy, settings))
-    counts = run_script(RunContext(dsn, run_id), bin_dir, strategy.name, script, settings.workers, per_client,
-                        pgoptions=_pgoptions(schema, strategy.isolation))
+    counts = run_script(run, bin_dir, strategy.name, script, settings.workers, per_client,
+                        pgoptions=_pgoptions(run.schema, strategy.isolation))
     jobs_done = conn.execute(QUERIES["table_outcome"]).fetchone()[0]
     return pgbench_result(counts, settings.workers, per_client, jobs_done, script)
+
+
+def run_pgbench_at_rate(conn: psycopg.Connection, run: RunContext, bin_dir: Path | None, strategy: Strategy,
+                        settings: RunSettings, rate_per_s: float, duration_s: float) -> tuple[PgbenchCounts, int]:
+    """`check --rate`'s load through pgbench: ceil(rate x duration) jobs (rounded up to a multiple of the clients),
+    each one :func:`rate_script` started on pgbench's --rate schedule, on the run's `jobs` as seeded now (its
+    producer's keys after the seeded ones). Returns pgbench's counts, each script logged, and the jobs done."""
+    first_key = conn.execute(QUERIES["seeded_range"]).fetchone()[1] or 0
+    per_client = max(1, math.ceil(math.ceil(rate_per_s * duration_s - 1e-9) / settings.workers))
+    script = rate_script(strategy, settings, claim_returns_attempts(conn, strategy, settings), first_key + 1)
+    counts = run_script(run, bin_dir, f"{strategy.name}-rate", script, settings.workers,
+                        per_client, pgoptions=_pgoptions(run.schema, strategy.isolation), variables=RATE_VARIABLES,
+                        schedule=Schedule(rate_per_s))
+    return counts, conn.execute(QUERIES["table_outcome"]).fetchone()[0]

@@ -81,6 +81,12 @@ class ProducerPlan:
         """The schedule's indices of one producer's jobs, in the order it enqueues them."""
         return range(producer, self.scheduled, self.producers)
 
+    def due_at(self, start: float, job) -> float | None:
+        """A produced job's scheduled enqueue time (`start` is the schedule's), or None for a seeded job (or a
+        learnt key, whose due time only the producers' logs know)."""
+        k = job - self.first_key if isinstance(job, int) and not self.learns_keys else -1
+        return start + k / self.rate_per_s if 0 <= k < self.scheduled else None
+
     def histograms(self, start: float, log: WorkerLog) -> tuple[bytes, bytes] | None:
         """A worker's own (pickup, end-to-end) HDR histograms, encoded, at its end: every claim it made of a
         produced job, from the job's scheduled time to the claim's commit and to its finish (microseconds).
@@ -140,19 +146,6 @@ def check_feedable(strategy: Strategy, settings: RunSettings) -> None:
         raise UsageError(f"{strategy.source} brings its own tables: --rate needs its `enqueue` section, which "
                          "creates a job in them and returns its key (docs/contracts.md, section 1; "
                          "docs/producers.md)")
-
-
-class Producing:
-    """Which producers may still enqueue: one flag each, cleared by its producer after its last commit
-    (or by the coordinator, for one that died first). Read as `.value`, 1 while any may, as the workers
-    read it: an empty queue then is not drained."""
-
-    def __init__(self, ctx, producers: int) -> None:
-        self.flags = ctx.Array("b", [1] * producers, lock=False)
-
-    @property
-    def value(self) -> int:
-        return 1 if any(self.flags) else 0
 
 
 def producer_main(plan: ProducerPlan, index: int, barrier, shared, sender) -> None:
@@ -265,6 +258,11 @@ class Producers:
         """Every producer's log within `timeout_s` in all; False if one did not come."""
         deadline = time.monotonic() + timeout_s
         return all([p.receive(max(0.0, deadline - time.monotonic())) for p in self.each])
+
+    @property
+    def started_at(self) -> float:
+        """The schedule's start (every producer's), NaN if none started."""
+        return next((p.log.started_at for p in self.each if not math.isnan(p.log.started_at)), math.nan)
 
     def close(self) -> None:
         for p in self.each:

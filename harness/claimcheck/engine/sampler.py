@@ -1,8 +1,13 @@
-"""The lock-wait sampler: what this run's backends wait on, read from `pg_stat_activity`.
+"""The samplers: what this run's backends wait on (`pg_stat_activity`), and, in a rate run, how deep
+the queue is and what the table bloats to over time.
 
-A thread with its own connection takes one sample every SAMPLE_INTERVAL_S: the wait event of
-each busy backend of the run, and how many of them wait on a lock at once. One cheap catalog
-query twenty times a second is noise next to thousands of claims per second.
+Each is a thread with its own connection (:class:`Sampling`: one sample per interval, a new
+connection after a server restart). The lock-wait sampler takes one sample every SAMPLE_INTERVAL_S:
+the wait event of each busy backend of the run, and how many of them wait on a lock at once. One
+cheap catalog query twenty times a second is noise next to thousands of claims per second. The
+queue sampler (:class:`QueueSampler`, `check --rate`, docs/producers.md) takes one every
+:func:`queue_interval_s`: jobs queued and running, dead tuples and the table's size, read from the
+table and `pg_stat_user_tables`, and one last sample once the workers have drained.
 
 When no job progresses, :func:`stuck_backends` asks once which worker is stuck in one statement (a
 `pg_sleep`, a lock never released, a `complete` that never returns), so a run that ends for want of
@@ -11,6 +16,7 @@ progress says which worker held it up, its backend and what it waits on.
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -20,6 +26,12 @@ from claimcheck.contract.queries import QUERIES
 from claimcheck.server.runcontext import RunContext
 
 SAMPLE_INTERVAL_S = 0.05
+QUEUE_SAMPLES = 200
+"""Queue samples a rate run's --duration is cut into (its drain adds some): enough to chart, small in the JSON."""
+QUEUE_INTERVAL_S = (0.1, 5.0)
+"""The queue sampler's interval, seconds, at least and at most. Each sample scans the table (the ready index is
+partial, and a fed table's statistics are too stale for the planner to use it): 180,000 rows took 40-80 ms on
+PostgreSQL 15 here at a load of 19 on 2 cores, so a 600 s run is sampled every 3 s, not every second."""
 
 
 @dataclass
@@ -44,19 +56,25 @@ class WaitSamples:
         self.max_waiting_workers = max(self.max_waiting_workers, on_lock)
 
 
-class LockWaitSampler:
-    """Samples in a background thread between `start()` and `stop()`."""
+class Sampling:
+    """A thread with its own connection that calls :meth:`sample` every `interval_s` between `start()` and
+    `stop()`; after a lost connection (a server restart) it connects again and samples on."""
 
-    def __init__(self, run: RunContext) -> None:
-        self.run = run
-        self.params = {"app_prefix": run.app_pattern()}
-        self.result = WaitSamples()
+    role = "sampler"
+    in_schema = False
+
+    def __init__(self, run: RunContext, interval_s: float) -> None:
+        self.run, self.interval_s = run, interval_s
+        self.error: str | None = None
         self._halt = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="claimcheck-sampler", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=f"claimcheck-{self.role}", daemon=True)
         self._conn: psycopg.Connection | None = None
 
+    def sample(self, conn: psycopg.Connection) -> None:
+        raise NotImplementedError
+
     def _connect(self) -> psycopg.Connection:
-        conn = self.run.connect("sampler", in_schema=False)
+        conn = self.run.connect(self.role, in_schema=self.in_schema)
         conn.prepare_threshold = 0
         return conn
 
@@ -64,25 +82,128 @@ class LockWaitSampler:
         self._conn = self._connect()
         self._thread.start()
 
-    def _run(self) -> None:
-        while not self._halt.wait(SAMPLE_INTERVAL_S):
-            try:
-                if self._conn is None or self._conn.closed:
-                    self._conn = self._connect()
-                self.result.add(self._conn.execute(QUERIES["sample_activity"], self.params).fetchall())
-            except psycopg.OperationalError as exc:  # a server restart: sample again once it is back
-                self.result.error = str(exc).strip()
-                if self._conn is not None:
-                    self._conn.close()
-                self._conn = None
+    def _sample_once(self) -> None:
+        try:
+            if self._conn is None or self._conn.closed:
+                self._conn = self._connect()
+            self.sample(self._conn)
+        except psycopg.OperationalError as exc:  # a server restart: sample again once it is back
+            self.error = str(exc).strip()
+            if self._conn is not None:
+                self._conn.close()
+            self._conn = None
 
-    def stop(self) -> WaitSamples:
+    def _run(self) -> None:
+        while not self._halt.wait(self.interval_s):
+            self._sample_once()
+
+    def stop(self, last: bool = False) -> None:
+        """End the thread; with `last`, take one more sample first (the state the run ended in)."""
         self._halt.set()
         if self._thread.is_alive():
             self._thread.join()
+        if last:
+            self._sample_once()
         if self._conn is not None:
             self._conn.close()
+
+
+class LockWaitSampler(Sampling):
+    """Samples lock waits in a background thread between `start()` and `stop()`."""
+
+    def __init__(self, run: RunContext) -> None:
+        super().__init__(run, SAMPLE_INTERVAL_S)
+        self.params = {"app_prefix": run.app_pattern()}
+        self.result = WaitSamples()
+
+    def sample(self, conn: psycopg.Connection) -> None:
+        self.result.add(conn.execute(QUERIES["sample_activity"], self.params).fetchall())
+
+    def stop(self, last: bool = False) -> WaitSamples:
+        super().stop(last)
+        self.result.error = self.error
         return self.result
+
+
+QUEUE_FIELDS = ("queued", "running", "dead_tuples", "table_bytes", "vacuums")
+"""One queue sample's figures, in the order of the `sample_queue` query."""
+
+
+@dataclass
+class QueueSamples:
+    """What the queue sampler saw: one entry per sample in each list, in time order."""
+
+    at: list[float] = field(default_factory=list)
+    """When each sample was taken, on this host's monotonic clock (the workers' clock)."""
+    rows: list[tuple[int, ...]] = field(default_factory=list)
+    """Each sample's QUEUE_FIELDS."""
+    interval_s: float = 0.0
+    error: str | None = None
+
+    def series(self, origin: float) -> dict:
+        """The JSON's `queue_over_time`: `t_s` (seconds from `origin`, the run's start) and one list per field."""
+        columns = list(zip(*self.rows)) if self.rows else [()] * len(QUEUE_FIELDS)
+        return {"interval_s": self.interval_s, "t_s": [round(t - origin, 3) for t in self.at],
+                **{name: list(values) for name, values in zip(QUEUE_FIELDS, columns)}}
+
+    def summary(self) -> dict:
+        """The JSON's `queue_summary`: the deepest queue, the dead tuples at the end and at most, the largest table."""
+        if not self.rows:
+            return {"samples": 0, "max_depth": None, "final_depth": None, "max_dead_tuples": None,
+                    "final_dead_tuples": None, "max_table_bytes": None, "final_table_bytes": None}
+        depth, dead, size = ([r[QUEUE_FIELDS.index(name)] for r in self.rows]
+                             for name in ("queued", "dead_tuples", "table_bytes"))
+        return {"samples": len(self.rows), "max_depth": max(depth), "final_depth": depth[-1],
+                "max_dead_tuples": max(dead), "final_dead_tuples": dead[-1],
+                "max_table_bytes": max(size), "final_table_bytes": size[-1]}
+
+
+def queue_interval_s(duration_s: float) -> float:
+    """The queue sampler's interval for a producer's --duration: QUEUE_SAMPLES over it, within QUEUE_INTERVAL_S."""
+    low, high = QUEUE_INTERVAL_S
+    return min(high, max(low, duration_s / QUEUE_SAMPLES))
+
+
+class QueueSampler(Sampling):
+    """Samples claimcheck's jobs table (in the run's schema) while a producer feeds it (see the module docstring)."""
+
+    role = "queue-sampler"
+    in_schema = True
+
+    def __init__(self, run: RunContext, interval_s: float) -> None:
+        super().__init__(run, interval_s)
+        self.result = QueueSamples(interval_s=interval_s)
+
+    def sample(self, conn: psycopg.Connection) -> None:
+        row = conn.execute(QUERIES["sample_queue"]).fetchone()
+        self.result.at.append(time.monotonic())
+        self.result.rows.append(tuple(row))
+
+    def stop(self, last: bool = False) -> QueueSamples:
+        super().stop(last)
+        self.result.error = self.error
+        return self.result
+
+
+class RunSamplers:
+    """A fork run's samplers, started and stopped together: lock waits always, and in a rate run (`feed_s`, the
+    producer's --duration) the queue too. Its `queue` holds the queue's samples once stopped (None without)."""
+
+    def __init__(self, run: RunContext, feed_s: float | None = None) -> None:
+        self.waits = LockWaitSampler(run)
+        self._queue = None if feed_s is None else QueueSampler(run, queue_interval_s(feed_s))
+        self.queue: QueueSamples | None = None
+
+    def start(self) -> None:
+        self.waits.start()
+        if self._queue is not None:
+            self._queue.start()
+
+    def stop(self, last: bool = False) -> WaitSamples:
+        """The lock waits seen; with `last` (the run ended as it should), one more sample of the queue first."""
+        if self._queue is not None:
+            self.queue = self._queue.stop(last)
+        return self.waits.stop()
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,8 @@ from claimcheck.contract.claimrows import ClaimRows, Notes
 from claimcheck.contract.limit import ClaimLimit, claim_limit
 from claimcheck.contract.keys import KeySpace
 from claimcheck.verdict.ledger import ABANDONED, CLAIM_IS_COMPLETION, DONE, FAILED, STALE, WorkerLog
-from claimcheck.engine.logstream import FLUSH_INTERVAL_S, PROOF_FLUSH_INTERVAL_S, LogStream, summary
+from claimcheck.engine.logstream import FLUSH_INTERVAL_S, PROOF_FLUSH_INTERVAL_S, LogStream, PipeSink, summary
+from claimcheck.engine.shared import Shared
 from claimcheck.contract.queries import QUERIES
 from claimcheck.server.runcontext import RunContext, StatelessConnection
 from claimcheck.settings import RunSettings
@@ -92,24 +93,6 @@ class WorkerPlan:
 
 
 
-@dataclass
-class Shared:
-    """Shared memory between the coordinator and the workers (one slot per worker, one writer each)."""
-
-    stop: Any
-    progress: Any
-    """Jobs claimed so far, per worker: the coordinator's progress bar and stall detector."""
-    stall: Any = None
-    """The coordinator sets a worker's slot to 1 to make it stall after its next claim."""
-    stalled_job: Any = None
-    """The job a worker stalled on, for the fault report."""
-    feed_start: Any = None
-    """The producer's schedule start (monotonic), written once it is released."""
-    producing: Any = None
-    """1 while the open-loop producer may still enqueue (see claimcheck.engine.producer): an empty
-    queue then is not drained."""
-
-
 def worker_role(index: int) -> str:
     return f"w{index:02d}"
 
@@ -143,7 +126,7 @@ def worker_main(plan: WorkerPlan, index: int, barrier: Any, shared: Shared, pipe
     """Entry point of a worker process. Never raises: errors travel back in the final message."""
     child_process_setup()
     log = WorkerLog(worker=index)
-    stream = LogStream(pipe, log, plan.flush_interval_s)
+    stream = LogStream(PipeSink(pipe), log, plan.flush_interval_s)
     loop = None
     released = False
     try:
@@ -180,16 +163,16 @@ def worker_main(plan: WorkerPlan, index: int, barrier: Any, shared: Shared, pipe
     finally:
         if plan.feed is not None:
             log.latency_histograms = plan.feed.histograms(shared.feed_start.value, log)
-        send_end(log, stream, pipe, loop)
+        send_end(log, stream, loop)
 
 
-def send_end(log: WorkerLog, stream: LogStream, pipe: Any, loop: "Loop | None") -> None:
+def send_end(log: WorkerLog, stream: LogStream, loop: "Loop | None") -> None:
     """A claimer's last word, however it ended: what it had not sent yet, its summary, its
     connection closed (the fork driver's workers and Locust users alike)."""
     log.finished_at = time.monotonic()
     try:
         stream.flush()
-        pipe.send(("end", summary(log)))
+        stream.sink.send_end(summary(log))
     finally:
         if loop is not None and not loop.conn.closed:
             loop.conn.close()

@@ -75,8 +75,8 @@ class PermutationResult:
 class InterleavingRunner:
     """Connections for the spec's sessions plus a monitor; `async with` opens and closes them."""
 
-    def __init__(self, dsn: str, schema: str, run_id: str, sessions: list[str]) -> None:
-        self.dsn, self.schema, self.run_id = dsn, schema, run_id
+    def __init__(self, run: RunContext, sessions: list[str]) -> None:
+        self.context, self.schema = run, run.schema
         self.session_names = sessions
         self.conns: dict[str, psycopg.AsyncConnection] = {}
         self.pids: dict[str, int] = {}
@@ -101,7 +101,7 @@ class InterleavingRunner:
                 await conn.close()
 
     async def _connect(self, role: str) -> psycopg.AsyncConnection:
-        conn = await RunContext(self.dsn, self.run_id).connect_async(role)
+        conn = await self.context.connect_async(role)
         if conn.info.server_version >= 140000:
             # A step may sleep or wait for minutes; if we are SIGKILLed meanwhile, the server notices
             # the closed socket only when the statement ends. Checked every second instead, the

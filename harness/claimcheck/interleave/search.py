@@ -22,6 +22,7 @@ from claimcheck.contract.dialect import bind_some
 from claimcheck.interleave.runner import InterleavingRunner, PermutationResult
 from claimcheck.interleave.spec import Spec, Step, render_spec
 from claimcheck.server.provision import Server
+from claimcheck.server.runcontext import RunContext
 from claimcheck.server.session import run_schema
 from claimcheck.contract.strategy import Strategy
 
@@ -137,11 +138,11 @@ class SearchResult:
 def search(server: Server, strategy: Strategy, *, max_examples: int = DEFAULT_EXAMPLES, seed: int | None = None,
            database: Path | None = None) -> SearchResult:
     """Look for a schedule in which two sessions own the same job; shrink it if found."""
-    with run_schema(server) as (_, schema, run_id):
-        return asyncio.run(_search(server.dsn, schema, run_id, strategy, max_examples, seed, database))
+    with run_schema(server) as (_, run):
+        return asyncio.run(_search(run, strategy, max_examples, seed, database))
 
 
-async def _search(dsn: str, schema: str, run_id: str, strategy: Strategy, max_examples: int, seed: int | None,
+async def _search(run: RunContext, strategy: Strategy, max_examples: int, seed: int | None,
                   database: Path | None) -> SearchResult:
     from hypothesis import HealthCheck, Phase, find, settings
     from hypothesis.database import DirectoryBasedExampleDatabase
@@ -150,7 +151,7 @@ async def _search(dsn: str, schema: str, run_id: str, strategy: Strategy, max_ex
     loop = asyncio.get_running_loop()
     count = 0
     started = time.monotonic()
-    async with InterleavingRunner(dsn, schema, run_id, list(SESSION_NAMES)) as runner:
+    async with InterleavingRunner(run, list(SESSION_NAMES)) as runner:
 
         async def violated(schedule: Schedule) -> bool:
             nonlocal count

@@ -7,6 +7,7 @@ from pathlib import Path
 from claimcheck.interleave.runner import InterleavingRunner, PermutationResult
 from claimcheck.interleave.spec import DEFAULT_MAX_PERMUTATIONS, Spec, SpecError, read_spec
 from claimcheck.server.provision import Server
+from claimcheck.server.runcontext import RunContext
 from claimcheck.server.session import run_schema
 from claimcheck.scenarios import SCENARIO_DIR
 
@@ -27,10 +28,10 @@ def load_spec(name_or_path: str) -> Spec:
 
 def run_spec(server: Server, spec: Spec, max_permutations: int = DEFAULT_MAX_PERMUTATIONS) -> list[PermutationResult]:
     spec.check_permutation_cap(max_permutations)
-    with run_schema(server) as (_, schema, run_id):
-        return asyncio.run(_run_permutations(server.dsn, schema, run_id, spec))
+    with run_schema(server) as (_, run):
+        return asyncio.run(_run_permutations(run, spec))
 
 
-async def _run_permutations(dsn: str, schema: str, run_id: str, spec: Spec) -> list[PermutationResult]:
-    async with InterleavingRunner(dsn, schema, run_id, list(spec.sessions)) as runner:
+async def _run_permutations(run: RunContext, spec: Spec) -> list[PermutationResult]:
+    async with InterleavingRunner(run, list(spec.sessions)) as runner:
         return [await runner.run(spec, permutation) for permutation in spec.iter_permutations()]

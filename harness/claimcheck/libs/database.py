@@ -32,8 +32,9 @@ def _may_create(conn: psycopg.Connection) -> bool:
 
 
 @contextmanager
-def run_database(server: Server, run_id: str, library: str) -> Iterator[str]:
-    """Create `claimcheck_<run_id>`, yield its name, drop it (only it) however the block ends."""
+def run_database(server: Server, run_id: str, library: str) -> Iterator[RunContext]:
+    """Create `claimcheck_<run_id>`, yield the run's context in it (its DSN names that database, so
+    every connection the run makes goes there), drop it (only it) however the block ends."""
     run = RunContext(server.dsn, run_id)
     name = run.schema  # the run's name for what it owns: its schema elsewhere, its database here
     with run.connect("coordinator", in_schema=False) as conn:
@@ -57,7 +58,7 @@ def run_database(server: Server, run_id: str, library: str) -> Iterator[str]:
         conn.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(sql.Identifier(name),
                                                                      sql.Literal(schema_comment())))
     try:
-        yield name
+        yield RunContext(psycopg.conninfo.make_conninfo(server.dsn, dbname=name), run_id)
     finally:
         with interrupts.shielded():  # a second Ctrl-C must not leave the database behind
             if drop_database(run, server.version_num):

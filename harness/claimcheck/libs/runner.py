@@ -2,10 +2,12 @@
 worker processes running the library's own loop, faults, the stop, and the ledger's verdict.
 
 The run ends when the library's own table says every job is finished (done or failed), or when
-nothing has moved for NO_PROGRESS_S (then `stopped_by` is `stalled` and unfinished jobs fail the
-run). Workers are then asked to stop (SIGTERM, the library's graceful stop) and killed after
-STOP_GRACE_S. A worker that exits on its own before the end (its connection was terminated, the
-server restarted) is replaced, as a process supervisor would, up to MAX_REPLACEMENTS times.
+nothing has moved for the supervisor's stall limit (claimcheck.engine.supervisor; then `stopped_by`
+is `stalled` and unfinished jobs fail the run). Workers are then asked to stop (SIGTERM, the
+library's graceful stop) and killed after STOP_GRACE_S. A worker that exits on its own before the
+end (its connection was terminated, the server restarted) is replaced, as a process supervisor
+would, up to MAX_REPLACEMENTS times. The run is judged as every claim run is: a RunRecord and the
+library's table handed to claimcheck.engine.judge.judge_run.
 With `pgbench`, the library's own SQL then runs through pgbench in the same database
 (:mod:`claimcheck.libs.parity`) before it is dropped.
 """
@@ -23,34 +25,30 @@ from typing import Callable
 
 import psycopg
 
-from claimcheck.errors import ServerError
-from claimcheck.engine.faults import FaultInjector, fates
-from claimcheck.verdict.ledger import judge
+from claimcheck.errors import ServerError, UsageError
+from claimcheck.engine.faults import FaultInjector
+from claimcheck.engine.judge import RunRecord, judge_run
+from claimcheck.engine.supervisor import MAX_REPLACEMENTS, TICK_S, Supervisor
+from claimcheck.verdict.ledger import WorkerLog
 from claimcheck.libs._adapter import STOP_GRACE_S, LibraryAdapter, WorkerConfig
-from claimcheck.engine import feedfigures, fedkeys, producer as producing
+from claimcheck.engine import feedfigures, producer as producing
 from claimcheck.libs.database import run_database
 from claimcheck.libs.feed import LibraryFeed
 from claimcheck.libs.parity import run_cycle
 from claimcheck.libs.records import to_ledger
 from claimcheck.server.provision import Server
-from claimcheck.verdict.result import RunResult
+from claimcheck.verdict.result import RunResult, TableOutcome
 from claimcheck.server.runcontext import RunContext
 from claimcheck.engine.worker import worker_role
 from claimcheck.engine.sampler import LockWaitSampler
 from claimcheck.server.schema import SeededJobs
 from claimcheck.server.session import run_id_from_env
 from claimcheck.settings import FaultPlan, RunSettings, WorkTime
-from claimcheck.verdict.stats import latency_summary
 from claimcheck.contract.strategy import Strategy
-from claimcheck.report.timeline import claims_over_time
 
-TICK_S = 0.1
 RECOVER_EVERY_S = 0.5
 """How often the library's documented recovery runs under --faults; the JSON shows it as `reap_every_s`
 (library runs are lifecycle runs: jobs may come back, so results carry redeliveries)."""
-NO_PROGRESS_S = 30.0
-MAX_REPLACEMENTS = 40
-"""A library whose workers keep dying is broken here; say so instead of respawning forever."""
 RESTART_WAIT_S = 30.0
 """How long the coordinator waits for a restarted server to take connections again."""
 WORKER_STDERR_SHOWN = 600
@@ -81,8 +79,9 @@ class _Proc:
 
 
 class _StallFlags:
-    """`FaultInjector` asks `shared.stall[worker] = 1`; for a library worker that is a flag file
-    its recording task checks at the start of each execution."""
+    """A library worker's stall switch (claimcheck.engine.shared.Slots): the fault injector's
+    `stall[worker] = STALL_ASKED` is a flag file its recording task checks at the start of each
+    execution."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
@@ -98,9 +97,20 @@ class _StallFlags:
             self.path(worker).touch()
 
 
-class _Shared:
-    def __init__(self, directory: Path) -> None:
-        self.stall = _StallFlags(directory)
+class _LibraryTable:
+    """The library's own table, as the judge asks it (claimcheck.engine.judge.JobTable)."""
+
+    def __init__(self, adapter: LibraryAdapter, conn: psycopg.Connection, key_ids: dict[int, object]) -> None:
+        self.adapter, self.conn, self.key_ids = adapter, conn, key_ids
+
+    def outcome(self, seeded: SeededJobs, logs: list[WorkerLog]) -> TableOutcome:
+        return self.adapter.outcome(self.conn)
+
+    def final_status(self, jobs: set) -> dict:
+        return self.adapter.final_status(self.conn, {k: self.key_ids[k] for k in jobs})
+
+    def unrecorded(self, never: list[int]) -> None:
+        return None  # a dead worker's executions are mapped by claimcheck.libs.records (its deaths)
 
 
 def library_strategy(adapter: LibraryAdapter) -> Strategy:
@@ -114,29 +124,35 @@ def run_library(server: Server, adapter: LibraryAdapter, settings: RunSettings,
                 pgbench: bool = False) -> RunResult:
     """One library x setting, in a database of its own that is dropped after; with `pgbench`, its
     worker cycle through pgbench too, on a freshly enqueued table in that database."""
+    if server.pooler is not None and server.pooler.mode == "statement" and not server.pooler.started:
+        raise UsageError(f"{adapter.name} cannot be set up through a pooler in statement mode in front of --dsn: "
+                         "claimcheck makes the library's database, applies its schema and enqueues through the "
+                         "library's own code there, which opens transaction blocks, and statement pooling refuses "
+                         "every one (PgBouncer answers BEGIN with SQLSTATE 08P01). Nothing was run: point --dsn at "
+                         "the server and give --pooler pgbouncer:statement, which puts only the library's workers "
+                         "behind a statement pool")
     run_id = run_id or run_id_from_env()  # as every run: $CLAIMCHECK_RUN_ID names what it creates
-    with run_database(server, run_id, adapter.name) as database, tempfile.TemporaryDirectory(
+    with run_database(server, run_id, adapter.name) as run, tempfile.TemporaryDirectory(
             prefix=f"claimcheck-{run_id}-") as tmp:
-        run = _Run(server, adapter, settings, database, run_id, Path(tmp), progress)
-        result = run.go()
+        result = _Run(server, adapter, settings, run, Path(tmp), progress).go()
         if pgbench:
-            result = dataclasses.replace(result, pgbench=run_cycle(adapter, run.run, server.bin_dir, settings))
+            result = dataclasses.replace(result, pgbench=run_cycle(adapter, run, server.bin_dir, settings))
         return result
 
 
 class _Run:
-    def __init__(self, server: Server, adapter: LibraryAdapter, settings: RunSettings, database: str, run_id: str,
+    def __init__(self, server: Server, adapter: LibraryAdapter, settings: RunSettings, run: RunContext,
                  tmp: Path, progress: Callable[[int, float], None] | None) -> None:
         self.server, self.adapter, self.settings, self.tmp, self.progress = server, adapter, settings, tmp, progress
         # The run's own database; its connections are named as every run's are (claimcheck.server.runcontext),
         # so the sampler and the terminate fault find them. The library connects with a DSN string.
-        self.run = RunContext(psycopg.conninfo.make_conninfo(server.dsn, dbname=database), run_id)
+        self.run = run
         self.dsn = self.run.role_dsn("coordinator")
         self.procs: dict[int, _Proc] = {}
         self.deaths: dict[int, float] = {}
         self.replacements = 0
         self.next_index = 0
-        self.shared = _Shared(tmp)
+        self.stall = _StallFlags(tmp)
         self.conn: psycopg.Connection | None = None
         """The coordinator's connection to the run's database (replaced after a restart fault)."""
         self.feed_plan = None if settings.rate_per_s is None else producing.ProducerPlan(
@@ -155,7 +171,7 @@ class _Run:
         config = WorkerConfig(
             library=self.adapter.name, worker=index, records=str(self._records(index)),
             dsn=self.run.role_dsn(worker_role(index), worker=True),
-            stall_flag=str(self.shared.stall.path(index)), work_ms=str(self.settings.work),
+            stall_flag=str(self.stall.path(index)), work_ms=str(self.settings.work),
             stall_s=(self.settings.faults.stall_factor * self.adapter.lease_s) if self.settings.faults else 0.0,
             faults=self.settings.faults is not None)
         stderr = open(self.tmp / f"w{index:02d}.err", "wb")
@@ -195,47 +211,41 @@ class _Run:
             self._stop_all()
             waits = sampler.stop()
         self.conn = conn = self.run.reconnected(self.conn, in_schema=False, wait_s=RESTART_WAIT_S)
-        if fed_log is not None:
-            adapter.fed(fed_log.enqueued)
-        table = adapter.outcome(conn)
         unfinished = adapter.unfinished(conn, UNFINISHED_SHOWN)
         files, version = adapter.worker_records(self.tmp)
         logs, reaps, executions = to_ledger(files, self.deaths, adapter.stall_release_s,
                                             _terminations(injector, files), adapter.completion_lag_s,
                                             adapter.lease_s)
         fed = None
-        if fed_log is not None:  # the seeded jobs and the produced ones the producer committed
+        if fed_log is not None:  # the seeded jobs and the produced ones it committed, judged by judge_run
             for log in logs:
                 log.latency_histograms = self.feed_plan.histograms(fed_log.started_at, log)
             fed = feedfigures.outcome(self.feed_plan, [fed_log], logs)
-            seeded, logs = fedkeys.judged(seeded, fed.committed, logs)
-        # A library that stopped moving with jobs left (stalled) has lost them as surely as one that
-        # drained without them: judged as a drain, its unrun jobs are lost, never "kept its promise".
-        verdict = judge(logs, seeded.first_id, seeded.last_id, drained=stopped_by in ("drained", "stalled"),
-                        origin=origin, reaps=reaps)
-        events = injector.events if injector else []
-        if events:
-            key_ids = dict(zip(range(1, settings.jobs + 1), ids))
-            stalled = {ex.worker: ex.key for ex in executions if not math.isnan(ex.stalled_at)}
-            fates(events, logs, stalled, origin,
-                  lambda keys: adapter.final_status(conn, {k: key_ids[k] for k in keys}))
+            adapter.fed(fed_log.enqueued)  # before the table's last reading
         starts = [ex.started for ex in executions]
         ends = [ex.ended for ex in executions if not math.isnan(ex.ended)]
-        elapsed = (max(ends) - min(starts)) if starts and ends else 0.0
-        return RunResult(
-            strategy=library_strategy(adapter), settings=settings, seeded=seeded, verdict=verdict, waits=waits,
-            table=table, elapsed_s=elapsed, stopped_by=stopped_by, claim_latency_ms=latency_summary([]),
-            serialization_failures=0, deadlocks=0, claim_statements=len(executions),
-            reconnects=self.replacements, reaped=recovered, faults=events,
-            claims_over_time=claims_over_time(logs, origin, (max(ends) - origin) if ends else 0.0),
+        record = RunRecord(
+            # A library that stopped moving with jobs left (stalled) has lost them as surely as one that
+            # drained without them: judged as a drain, its unrun jobs are lost, never "kept its promise".
+            logs=logs, stopped_by=stopped_by, drained=stopped_by in ("drained", "stalled"),
+            span=(min(starts), max(ends)) if starts and ends else (origin, origin), origin=origin,
+            observed_s=(max(ends) - origin) if ends else 0.0, reaps=reaps, killed=injector.killed if injector else set(),
+            faults=injector.events if injector else [],
             faults_skipped=(injector.skipped + injector.kinds) if injector else [],  # as the fork driver: never due too
-            producer=fed, library={"name": adapter.name, "version": version, "promise": adapter.promise,
-                     "docs": adapter.docs, "recovered": recovered, "workers_replaced": self.replacements,
-                     "unfinished": unfinished, "worker_errors": self._errors()})
+            stalled={ex.worker: ex.key for ex in executions if not math.isnan(ex.stalled_at)},
+            waits=waits, claim_statements=len(executions), workers_replaced=self.replacements)
+        table = _LibraryTable(adapter, conn, dict(zip(range(1, settings.jobs + 1), ids)))
+        # `reaped` counts the jobs the library's documented recovery gave back, not the releases the
+        # ledger read from its records (record.reaps).
+        result = judge_run(record, table, library_strategy(adapter), settings, seeded, releases=True, fed=fed)
+        return dataclasses.replace(result, reaped=recovered, library={
+            "name": adapter.name, "version": version, "promise": adapter.promise, "docs": adapter.docs,
+            "recovered": recovered, "workers_replaced": self.replacements, "unfinished": unfinished,
+            "worker_errors": self._errors()})
 
     def _monitor(self, injector: FaultInjector | None, origin: float) -> tuple[str, int]:
         settings, adapter = self.settings, self.adapter
-        last_change, last_count, next_recover, recovered = time.monotonic(), -1, 0.0, 0
+        supervisor, next_recover, recovered = Supervisor(settings, origin), 0.0, 0
         while True:
             time.sleep(TICK_S)
             now = time.monotonic()
@@ -255,21 +265,21 @@ class _Run:
             # its jobs between two ticks, and a fault asked for must still land.
             while injector and injector.due(started):
                 alive = {i: p.popen.pid for i, p in self.procs.items() if p.popen.poll() is None}
-                injector.inject(alive, self.shared, self._spawn)
+                injector.inject(alive, self.stall, self._spawn)
             if self.feed_plan is not None and self.feed is None and started > 0:
                 # `lib --rate` (claimcheck.libs.feed): the schedule starts once the library's workers run, at
                 # their first job, so a slow start-up is not charged to the first produced jobs' latency.
                 self.feed = LibraryFeed(adapter, self.dsn, self.feed_plan)
             feeding = self.feed_plan is not None and (self.feed is None or self.feed.feeding)
-            expected = settings.jobs + (self.feed.enqueued.value if self.feed is not None else 0)
-            if not feeding and finished >= expected and table.queued == 0 and table.running == 0:
+            produced = self.feed.enqueued.value if self.feed is not None else 0
+            if not feeding and finished >= settings.jobs + produced and table.queued == 0 and table.running == 0:
                 return "drained", recovered
-            if settings.duration_s is not None and now - origin >= settings.duration_s:
-                return "duration", recovered
-            if (finished, table.running) != last_count or feeding:  # a fed queue idle between arrivals is no stall
-                last_count, last_change = (finished, table.running), now
-            elif now - last_change > NO_PROGRESS_S:
-                return "stalled", recovered
+            # Only the table is seen, not the claims: a change in what it shows done or running is activity,
+            # and so is a job produced (a fed queue idle between arrivals is no stall).
+            supervisor.saw(now, (finished, table.running, produced))
+            limit = supervisor.limit(now)
+            if limit is not None:
+                return ("stalled" if limit == "stalled" else "duration"), recovered
             if settings.faults and now >= next_recover:
                 next_recover = now + RECOVER_EVERY_S
                 try:

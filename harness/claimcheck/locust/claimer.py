@@ -25,19 +25,19 @@ import json
 import math
 import time
 from dataclasses import asdict
-from types import SimpleNamespace
 from typing import Any
 
 import psycopg
 
 from claimcheck.verdict.ledger import DONE, FAILED, WorkerLog
-from claimcheck.engine.logstream import LogStream
+from claimcheck.engine.logstream import LogDelta, LogStream
 from claimcheck.contract.queries import QUERIES
 from claimcheck.settings import FaultPlan, RunSettings, WorkTime
 from claimcheck.contract.strategy import ClaimShape, Strategy
 from claimcheck.contract.keys import KeySpace
 from claimcheck.server.runcontext import RunContext
-from claimcheck.engine.worker import Loop, Shared, WorkerPlan, connect_worker, send_end
+from claimcheck.engine.shared import Shared
+from claimcheck.engine.worker import Loop, WorkerPlan, connect_worker, send_end
 
 LOG_MESSAGE = "claimcheck_log"
 """A user's records since its last flush (a LogStream delta), times on the server's clock."""
@@ -101,35 +101,32 @@ class ServerClock:
 
 
 class ToMaster:
-    """The pipe LogStream writes to: each message goes to the master, times on the server's clock."""
+    """Where a user's LogStream sends (a claimcheck.engine.logstream.RecordSink): Locust's messages to
+    the master, times shifted onto the server's clock."""
 
     def __init__(self, runner: Any, index: int, clock: ServerClock) -> None:
         self.runner, self.index, self.clock = runner, index, clock
         self.loop: "LocustLoop | None" = None
 
-    def send(self, message: tuple) -> None:
-        kind, payload = message
+    def _anchor_if_due(self) -> None:
         if self.loop is not None and self.clock.due():
             try:  # between transactions: flushes never happen inside one
                 self.clock.anchor(self.loop.conn)
             except psycopg.Error:
                 pass  # the connection is gone; the loop reconnects (and anchors) on its next statement
+
+    def send_delta(self, delta: LogDelta) -> None:
+        self._anchor_if_due()
+        self.runner.send_message(LOG_MESSAGE, {"user": self.index,
+                                               "delta": delta.shifted(self.clock.offset).to_wire()})
+
+    def send_end(self, summary: dict) -> None:
+        self._anchor_if_due()
         at = self.clock.server_time
-        if kind == "log":
-            start, job, attempt, claimed_at, ended_at, outcome, endings, notes = payload
-            leases, over_claims, over_attempts, unknown, backends = notes
-            data = {"user": self.index, "start": start, "job": job.tolist(), "attempt": attempt.tolist(),
-                    "claimed_at": [at(t) for t in claimed_at], "ended_at": [at(t) for t in ended_at],
-                    "outcome": outcome.tolist(), "endings": [(s, at(t), how) for s, t, how in endings],
-                    # leases are the server's readings already; unknown keys as pairs (msgpack maps want str keys)
-                    "notes": [list(leases), [(at(t), n, list(jobs)) for t, n, jobs in over_claims],
-                              list(over_attempts), list(unknown.items()), list(backends)]}
-            self.runner.send_message(LOG_MESSAGE, data)
-        else:
-            fields = dict(payload, claim_latency_ms=list(payload["claim_latency_ms"]))
-            fields["started_at"] = at(fields["started_at"]) if fields["started_at"] else 0.0
-            fields["finished_at"] = at(fields["finished_at"])
-            self.runner.send_message(END_MESSAGE, {"user": self.index, "summary": fields})
+        fields = dict(summary, claim_latency_ms=list(summary["claim_latency_ms"]))
+        fields["started_at"] = at(fields["started_at"]) if fields["started_at"] else 0.0
+        fields["finished_at"] = at(fields["finished_at"])
+        self.runner.send_message(END_MESSAGE, {"user": self.index, "summary": fields})
 
 
 class LocustLoop(Loop):
@@ -184,7 +181,7 @@ def run_claimer(environment: Any, plan: WorkerPlan) -> None:
     log, clock = WorkerLog(worker=index), ServerClock()
     pipe = ToMaster(runner, index, clock)
     stream = LogStream(pipe, log, plan.flush_interval_s)
-    shared = Shared(stop=SimpleNamespace(value=0), progress={})
+    shared = Shared.local()
     loop = None
     try:
         conn = connect_worker(plan, index)
@@ -201,4 +198,4 @@ def run_claimer(environment: Any, plan: WorkerPlan) -> None:
     except Exception as exc:
         log.error = f"user {index}: {type(exc).__name__}: {str(exc).strip()}"
     finally:
-        send_end(log, stream, pipe, loop)
+        send_end(log, stream, loop)

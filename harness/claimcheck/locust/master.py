@@ -9,8 +9,8 @@ Runs in the process that owns the run (Locust's master, or its local runner with
    :class:`claimcheck.verdict.ledger.WorkerLog` per user, exactly as the fork driver merges its pipes.
 3. When every user that started has ended, or its worker process is gone (Locust's heartbeat
    missed and none of its users' connections left on the server),
-   the records are judged by the fork driver's own judgement (`claimcheck.engine.driver.judge_run`: the same
-   ledger, table outcome and unrecorded-claims rule), the same table, JSON and HTML are written,
+   the records are judged as the fork driver's are (a `claimcheck.engine.judge.RunRecord` handed to
+   `judge_run`: the same ledger, table outcome and unrecorded-claims rule), the same table, JSON and HTML are written,
    the exit code is set (0 held / 1 violated / 2 not judged) and Locust is told to quit.
 4. `quitting` (however the run ends: finished, Ctrl-C, an error): the run's own backends are
    ended and its schema dropped.
@@ -21,7 +21,6 @@ import contextlib
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import gevent
@@ -29,12 +28,14 @@ import psycopg
 from locust.runners import WORKER_REPORT_INTERVAL, MasterRunner
 from rich.console import Console
 
-from claimcheck.engine.driver import STALL_TIMEOUT_S, check_fail_rate, judge_run, seed, validate
-from claimcheck.errors import ClaimcheckError, ServerError
+from claimcheck.engine.driver import check_fail_rate, seed, validate
+from claimcheck.engine.judge import RunRecord, RunTable, judge_run
+from claimcheck.engine.supervisor import TICK_S, Supervisor, check_headroom, drained
+from claimcheck.errors import ClaimcheckError
 from claimcheck.verdict.ledger import WorkerLog
 from claimcheck.locust.claimer import (END_MESSAGE, LOG_MESSAGE, START_MESSAGE, LocustSettings,
                                        encode_plan)
-from claimcheck.engine.logstream import apply_summary, merge_delta
+from claimcheck.engine.logstream import LogDelta, apply_summary
 from claimcheck.server.provision import Server, server_version
 from claimcheck.server.redaction import redact_dsn
 from claimcheck.contract.queries import QUERIES
@@ -47,7 +48,6 @@ from claimcheck.settings import WorkTime
 from claimcheck.contract.strategy import load_strategy
 from claimcheck.engine.worker import WorkerPlan, worker_role
 
-WATCH_INTERVAL_S = 0.2
 EVIDENCE_JOBS = 5
 
 
@@ -73,14 +73,15 @@ class MasterRun:
         version, num = server_version(self.options.dsn)
         self.server = Server(dsn=self.options.dsn, source="dsn", version=version, version_num=num)
         self.run = RunContext(self.server.dsn, run_id_from_env())  # $CLAIMCHECK_RUN_ID names the schema
-        self.run_id, self.schema = self.run.run_id, self.run.schema
         self.cleanup_stack = contextlib.ExitStack()
         self.conn: psycopg.Connection | None = None
         self.sampler: LockWaitSampler | None = None
         self.logs: dict[int, WorkerLog] = {}
         self.node_of: dict[int, str] = {}
         self.ended: set[int] = set()
-        self.last_news = time.monotonic()
+        self.news = 0
+        """Messages from the users so far: the supervisor's sign of activity (a claim, an end)."""
+        self.supervisor = Supervisor(self.settings, time.monotonic())
         self.judged = False
         runner = environment.runner
         for kind, handler in ((START_MESSAGE, self._on_start), (LOG_MESSAGE, self._on_log),
@@ -92,21 +93,17 @@ class MasterRun:
         print_server(self.err, self.server)
         # The same schema lifecycle as the fork driver's (owner record, sweep of a dead run's
         # leftovers, drop of only what this run created), closed in cleanup().
-        self.conn, _, _ = self.cleanup_stack.enter_context(run_schema(self.server, run_id=self.run_id))
-        self.seeded = seed(self.conn, self.schema, self.run_id, self.strategy, self.settings.jobs)
-        shape = validate(self.server.dsn, self.run_id, self.schema, self.strategy)
-        free = self.conn.execute(QUERIES["connection_headroom"]).fetchone()[0]
-        if free < self.settings.workers + 1:
-            raise ServerError(f"the server has room for {free} more connections but the run needs "
-                              f"{self.settings.workers + 1} (one per user and the sampler); lower --users "
-                              "or raise max_connections")
+        self.conn, self.run = self.cleanup_stack.enter_context(run_schema(self.server, run_id=self.run.run_id))
+        self.seeded = seed(self.conn, self.run, self.strategy, self.settings.jobs)
+        shape = validate(self.run, self.strategy)
+        check_headroom(self.conn, self.settings.workers + 1, who="one per user and the sampler", lower="--users")
         self.plan = plan = WorkerPlan(run=self.run, strategy=self.strategy, settings=self.settings, shape=shape,
                                       keys=self.seeded.keys)
         self.options.claimcheck_plan = encode_plan(plan)
         self.sampler = LockWaitSampler(self.run)
         self.sampler.start()
         self.err.print(f"claimcheck: {self.strategy.name} · {self.settings.mode} · {self.settings.workers} users · "
-                       f"{self.settings.jobs:,} jobs seeded in schema {self.schema}", highlight=False, soft_wrap=True)
+                       f"{self.settings.jobs:,} jobs seeded in schema {self.run.schema}", highlight=False, soft_wrap=True)
         gevent.spawn(self._watch)
 
     # -- 2. the users' records --------------------------------------------------------------------
@@ -116,23 +113,18 @@ class MasterRun:
     def _on_start(self, environment: Any, msg: Any, **kwargs: Any) -> None:
         self.node_of[msg.data["user"]] = msg.node_id
         self._log(msg.data["user"]).started_at = msg.data["started_at"]
-        self.last_news = time.monotonic()
+        self.news += 1
 
     def _on_log(self, environment: Any, msg: Any, **kwargs: Any) -> None:
-        d = msg.data
-        leases, over_claims, over_attempts, unknown, backends = d["notes"]
-        notes = ([tuple(x) for x in leases], [tuple(x) for x in over_claims], [tuple(x) for x in over_attempts],
-                 dict(unknown), [tuple(x) for x in backends])
-        merge_delta(self._log(d["user"]), (d["start"], d["job"], d["attempt"], d["claimed_at"], d["ended_at"],
-                                           d["outcome"], d["endings"], notes))
-        self.last_news = time.monotonic()
+        LogDelta.from_wire(msg.data["delta"]).merge_into(self._log(msg.data["user"]))
+        self.news += 1
 
     def _on_end(self, environment: Any, msg: Any, **kwargs: Any) -> None:
         user = msg.data["user"]
         self.node_of.setdefault(user, msg.node_id)
         apply_summary(self._log(user), msg.data["summary"])
         self.ended.add(user)
-        self.last_news = time.monotonic()
+        self.news += 1
 
     # -- 3. the end of the run and the verdict ----------------------------------------------------
     def _missing_nodes(self) -> set[str]:
@@ -158,14 +150,16 @@ class MasterRun:
         target = self.env.runner.target_user_count or self.settings.workers
         if not running and (len(self.node_of) >= target or lost):
             return True, lost, self.settings.limit_kind
-        if time.monotonic() - self.last_news > self.settings.stall_limit_s(STALL_TIMEOUT_S):
+        now = time.monotonic()
+        self.supervisor.saw(now, self.news)
+        if self.supervisor.stalled(now):  # its --duration the users keep themselves (see run_claimer)
             return True, lost | running, "stalled"
         return False, lost, ""
 
     def _watch(self) -> None:
         try:
             while True:
-                gevent.sleep(WATCH_INTERVAL_S)
+                gevent.sleep(TICK_S)
                 over, lost, stopped_by = self._state()
                 if over:
                     break
@@ -192,11 +186,10 @@ class MasterRun:
             raise ClaimcheckError(f"a claimer failed mid-run, so the run is not judged: {errors[0]}")
         if not any(log.started_at for log in logs):
             raise ClaimcheckError("no Locust user started claiming; is a worker connected to this master?")
-        run = SimpleNamespace(logs=logs, killed=lost, reaps=[], faults=[], faults_skipped=[], waits=waits,
-                              stopped_by=stopped_by, shared=None, stop_reason=lambda started: None,
-                              coordinator_cpu_s=None)  # the master's CPU is Locust's, not a run's
-        result = judge_run(self.conn, run, self.strategy, self.settings, self.seeded, releases=self.plan.releases,
-                           unreaped=True)
+        # No faults, no reaper; the master's CPU is Locust's, not a run's (coordinator_cpu_s None).
+        record = RunRecord.of(logs, stopped_by, drained(stopped_by, self.settings), killed=lost, waits=waits)
+        result = judge_run(record, RunTable(self.conn, self.strategy, unreaped=True), self.strategy, self.settings,
+                           self.seeded, releases=self.plan.releases)
         if lost:
             nodes = {self.node_of[u] for u in lost}
             self.err.print(f"claimcheck: {len(nodes)} Locust worker process(es) went missing mid-run (no "

@@ -61,11 +61,15 @@ class Condition:
         """Generic plans: the plan a prepared statement gets, without its parameters' values."""
         return dict(self.settings).get("plan_cache_mode") == "force_generic_plan"
 
-    def unavailable(self, stateless_workers: bool) -> str | None:
+    def unavailable(self, stateless_workers: bool, statement_pooled: bool = False) -> str | None:
         """Why the workers cannot run the claim under this condition, or None. Through a pooler
         (RunContext.stateless) they prepare nothing, their parameters bound on the client: no claim of
         theirs is ever planned generically, whatever plan_cache_mode says, while the EXPLAIN (of a
-        PREPARE) shows the generic plan; the condition would read "held" untried."""
+        PREPARE) shows the generic plan; the condition would read "held" untried. Behind statement
+        pooling the `SET LOCAL`s cannot share the claim's transaction: it is one statement there."""
+        if self.settings and statement_pooled:
+            return ("its settings are SET LOCAL in the claim's transaction, and behind statement pooling a claim "
+                    "is one statement, its own transaction: a transaction block is refused there")
         if self.generic and stateless_workers:
             return ("generic plans are those of prepared statements, and through a pooler the workers prepare "
                     "nothing (their parameters are bound on the client): no claim would run the plan shown")
@@ -123,11 +127,14 @@ def build_tables(conn: psycopg.Connection, run: RunContext, strategy: Strategy, 
     if strategy.own_schema:
         reset_schema(conn, run.schema)
     if condition.table == "seeded":
-        return seed(conn, run.schema, run.run_id, strategy, jobs)
+        return seed(conn, run, strategy, jobs)
     if condition.table == "history":  # the finished jobs' ids after the ready ones
         return prepare_plan_table(conn, run.schema, finished=HISTORY_JOBS, ready=jobs, first_key=key_base(run.run_id))
+    if condition.table == "stale" and getattr(conn, "refuses_blocks", False):
+        raise TablesUnavailable("its statistics are taken while the seed's transaction is still open, and the "
+                                "pooler in front of --dsn is in statement mode: no transaction stays open there")
     hook = (lambda: _analyze_unseen(run)) if condition.table == "stale" else None
-    seeded = seed(conn, run.schema, run.run_id, strategy, jobs, while_seeding=hook)
+    seeded = seed(conn, run, strategy, jobs, while_seeding=hook)
     if hook is None and strategy.own_schema:  # our jobs table is analyzed as it is built
         _analyze(conn)
     return seeded

@@ -22,6 +22,7 @@ from claimcheck.engine.driver import run_strategy
 from claimcheck.errors import SqlFileError
 from claimcheck.plans.conditions import CONDITION_WORKERS, Condition, TablesUnavailable, build_tables, under
 from claimcheck.plans.shape import EXPLAIN_TIMEOUT_MS, SAMPLE_VALUES, PlanShape, explain
+from claimcheck.server.pooling import refuse_transaction_blocks
 from claimcheck.server.provision import Server
 from claimcheck.server.runcontext import RunContext
 from claimcheck.server.session import run_schema
@@ -106,6 +107,7 @@ def explore(conn: psycopg.Connection, server: Server, run: RunContext, strategy:
         if on_outcome:
             on_outcome(outcome)
 
+    statement_pooled = server.pooler is not None and server.pooler.mode == "statement"
     for condition in conditions:
         started = time.perf_counter()
         if stopped_by:
@@ -113,7 +115,7 @@ def explore(conn: psycopg.Connection, server: Server, run: RunContext, strategy:
         elif not condition.applies_to(strategy):
             record(ConditionOutcome(condition, None, "not applicable",
                                     note="needs claimcheck's jobs table; this file brings its own tables"))
-        elif (why := condition.unavailable(run.stateless(worker=True))) is not None:
+        elif (why := condition.unavailable(run.stateless(worker=True), statement_pooled)) is not None:
             record(ConditionOutcome(condition, None, "not applicable", note=why))
         else:
             run_settings = condition_settings(condition, settings)
@@ -144,7 +146,7 @@ def explore(conn: psycopg.Connection, server: Server, run: RunContext, strategy:
 
 def _run(conn: psycopg.Connection, server: Server, run: RunContext, strategy: Strategy, condition: Condition,
          shape: PlanShape, settings: RunSettings, seeded, started: float) -> ConditionOutcome:
-    result = run_strategy(conn, server, run.schema, run.run_id, under(strategy, condition), settings, seeded=seeded)
+    result = run_strategy(conn, server, run, under(strategy, condition), settings, seeded=seeded)
     result = dataclasses.replace(result, condition=condition.name, condition_plan=shape)
     return ConditionOutcome(condition, shape, "held" if result.exactly_once else "VIOLATED", result=result,
                             seconds=time.perf_counter() - started)
@@ -209,9 +211,9 @@ def run_with_plans(server: Server, strategy: Strategy, grid: list[RunSettings], 
                    err) -> tuple[list[RunResult], list[ConditionOutcome]]:
     """`check`'s runs under every condition, for each setting of the grid, in one schema of the run's
     own: every run made (in the order made) and every condition's outcome, run or not."""
+    refuse_transaction_blocks(server.pooler, [strategy], [settings.mode for settings in grid])  # before the schema
     results, outcomes = [], []
-    with run_schema(server) as (conn, _schema, run_id):
-        run = RunContext(server.dsn, run_id)
+    with run_schema(server) as (conn, run):
         for settings in grid:
             label = f"{strategy.name} {settings.mode} {settings.workers}w"
             err.print(f"  {label}: {len(conditions)} planner conditions (docs/plans.md)",

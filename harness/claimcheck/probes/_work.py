@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import psycopg
 
 from claimcheck.probes import PROBE_QUERIES
-from claimcheck.server.runcontext import RunContext
+from claimcheck.server.runcontext import RunContext, StatelessConnection
 from claimcheck.server.schema import schema_name
 from claimcheck.contract.strategy import Strategy, sample_params
 
@@ -24,12 +24,10 @@ STATS_POLL_S = 0.2
 STATS_SETTLE_TIMEOUT_S = 3.0  # before 15: wait this long at most for n_dead_tup to stop moving
 
 
-def connect(dsn: str, schema: str, run_id: str, role: str, stack: ExitStack, *, worker: bool = False
-            ) -> psycopg.Connection:
+def connect(run: RunContext, role: str, stack: ExitStack, *, worker: bool = False) -> psycopg.Connection:
     """An autocommit connection in the run's schema, closed when `stack` closes (also on error). A
     `worker` (a queue's client: its workers, producers and listeners) goes through --pooler's PgBouncer."""
-    assert schema == schema_name(run_id), (schema, run_id)
-    return stack.enter_context(RunContext(dsn, run_id).connect(role, worker=worker))
+    return stack.enter_context(run.connect(role, worker=worker))
 
 
 @dataclass(frozen=True)
@@ -39,23 +37,25 @@ class Claimed:
 
 
 def claim(conn: psycopg.Connection, strategy: Strategy, worker: str, batch: int = CLAIM_BATCH) -> list[Claimed]:
-    """One claim transaction, committed: the lease style of seed 003."""
-    with conn.transaction():
-        cur = conn.execute(strategy.statements["claim"],
-                           sample_params(strategy, "claim", worker=worker, batch=batch, lease_seconds=LEASE_SECONDS))
-        rows = cur.fetchall()
-    return [Claimed(r[0], r[1] if len(r) > 1 else None) for r in rows]
+    """One claim, committed: the lease style of seed 003. The connection is in autocommit, so the lone
+    statement is its own transaction, with no BEGIN (which statement pooling refuses)."""
+    cur = conn.execute(strategy.statements["claim"],
+                       sample_params(strategy, "claim", worker=worker, batch=batch, lease_seconds=LEASE_SECONDS))
+    return [Claimed(r[0], r[1] if len(r) > 1 else None) for r in cur.fetchall()]
 
 
 def complete(conn: psycopg.Connection, strategy: Strategy, worker: str, jobs: list[Claimed]) -> None:
-    """Complete claimed jobs in one short transaction (no-op for a claim that also completes)."""
+    """Complete claimed jobs in one short transaction (no-op for a claim that also completes): their
+    statements in one message, bound on the client, which the server runs as one implicit transaction,
+    so no BEGIN is sent (statement pooling refuses it) and it costs one round trip."""
     if not jobs or not strategy.has_complete:
         return
-    with conn.transaction():
-        with conn.cursor() as cur:
-            cur.executemany(strategy.statements["complete"],
-                            [sample_params(strategy, "complete", id=j.id, attempts=j.attempts, worker=worker)
-                             for j in jobs])
+    cursor = conn.cursor() if isinstance(conn, StatelessConnection) else psycopg.ClientCursor(conn)
+    with cursor:
+        # ";\n": a section's last line may be a comment, which would swallow a "; " after it.
+        cursor.execute(";\n".join(cursor.mogrify(strategy.statements["complete"],
+                                                   sample_params(strategy, "complete", id=j.id, attempts=j.attempts,
+                                                                 worker=worker)) for j in jobs))
 
 
 def process_jobs(conn: psycopg.Connection, strategy: Strategy, jobs: int, worker: str) -> int:

@@ -17,6 +17,7 @@ from psycopg import sql
 
 from claimcheck.probes import PROBE_QUERIES
 from claimcheck.probes._work import connect
+from claimcheck.server.runcontext import RunContext
 from claimcheck.server.schema import build_jobs_table
 
 LISTENER_CHECKS = 3  # looks the listener takes while the producer's transaction is open
@@ -208,13 +209,13 @@ class NotifyFacts:
                 "payload_limit": self.payload.as_dict()}
 
 
-def notify_facts(coordinator: psycopg.Connection, dsn: str, schema: str, run_id: str) -> NotifyFacts:
+def notify_facts(coordinator: psycopg.Connection, run: RunContext) -> NotifyFacts:
     """The three properties, on a fresh `jobs` table with the trigger; connections closed on the way out."""
-    channel = channel_name(run_id)
-    install_trigger(coordinator, schema, channel)
+    channel = channel_name(run.run_id)
+    install_trigger(coordinator, run.schema, channel)
     with ExitStack() as stack:
-        listener = connect(dsn, schema, run_id, "notify-listener", stack, worker=True)
-        producer = connect(dsn, schema, run_id, "notify-producer", stack, worker=True)
+        listener = connect(run, "notify-listener", stack, worker=True)
+        producer = connect(run, "notify-producer", stack, worker=True)
         listen(listener, channel)
         delivery = delivery_at_commit(producer, listener)
         # A LISTEN lost behind a pooler hears nothing more: folding would only wait out its timeouts.

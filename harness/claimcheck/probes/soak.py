@@ -20,6 +20,7 @@ from claimcheck.probes import PROBE_QUERIES
 from claimcheck.probes._work import (CLAIM_BATCH, TableStats, claim, complete, connect, flush_stats, table_stats)
 from claimcheck.probes._verbose import VacuumFigures
 from claimcheck.probes.vacuum import horizon_of, vacuum_verbose
+from claimcheck.server.runcontext import RunContext
 from claimcheck.server.schema import build_jobs_table
 from claimcheck.contract.strategy import Strategy
 
@@ -94,19 +95,19 @@ def _steady_worker(conn: psycopg.Connection, strategy: Strategy, name: str, stop
         stop.set()
 
 
-def run_phase(coordinator: psycopg.Connection, dsn: str, schema: str, run_id: str, strategy: Strategy,
+def run_phase(coordinator: psycopg.Connection, run: RunContext, strategy: Strategy,
               holder: str, seconds: float, workers: int = SOAK_WORKERS, samples: int = SOAK_SAMPLES) -> SoakPhase:
-    build_jobs_table(coordinator, schema, SOAK_BACKLOG_JOBS)
+    build_jobs_table(coordinator, run.schema, SOAK_BACKLOG_JOBS)
     coordinator.execute(PROBE_QUERIES["autovacuum_off"])
     stop, counter, errors = threading.Event(), _Counter(), []
     with ExitStack() as stack:
         holder_pid = None
         if holder == "repeatable-read":
-            holding = connect(dsn, schema, run_id, "soak-holder", stack)
+            holding = connect(run, "soak-holder", stack)
             holding.autocommit, holding.isolation_level = False, IsolationLevel.REPEATABLE_READ
             holding.execute(PROBE_QUERIES["read_one"]).fetchone()
             holder_pid = holding.info.backend_pid
-        conns = [connect(dsn, schema, run_id, f"soak-w{i:02d}", stack, worker=True) for i in range(workers)]
+        conns = [connect(run, f"soak-w{i:02d}", stack, worker=True) for i in range(workers)]
         threads = [threading.Thread(target=_steady_worker, args=(c, strategy, f"soak-w{i:02d}", stop, counter, errors),
                                     daemon=True) for i, c in enumerate(conns)]
         started = time.monotonic()
@@ -123,7 +124,7 @@ def run_phase(coordinator: psycopg.Connection, dsn: str, schema: str, run_id: st
         elapsed = time.monotonic() - started
         # The workers flushed their statistics on the way out: the last sample is exact.
         taken.append(_sample(coordinator, elapsed, counter.done, taken, holder_pid))
-        figures = vacuum_verbose(coordinator, schema)
+        figures = vacuum_verbose(coordinator, run.schema)
     return SoakPhase(holder, elapsed, workers, counter.done, taken, figures)
 
 
@@ -146,6 +147,6 @@ def _sample(coordinator: psycopg.Connection, elapsed: float, done: int, previous
     return SoakSample(elapsed, done, rate, table_stats(coordinator), horizon_of(coordinator, holder_pid).xmin_age)
 
 
-def run_soak(coordinator: psycopg.Connection, dsn: str, schema: str, run_id: str, strategy: Strategy,
+def run_soak(coordinator: psycopg.Connection, run: RunContext, strategy: Strategy,
              seconds: float) -> list[SoakPhase]:
-    return [run_phase(coordinator, dsn, schema, run_id, strategy, holder, seconds) for holder in SOAK_PHASES]
+    return [run_phase(coordinator, run, strategy, holder, seconds) for holder in SOAK_PHASES]

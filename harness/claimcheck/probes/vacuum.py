@@ -21,6 +21,7 @@ from claimcheck.errors import ServerError
 from claimcheck.probes import PROBE_QUERIES
 from claimcheck.probes._verbose import VacuumFigures, parse_vacuum_verbose
 from claimcheck.probes._work import LEASE_SECONDS, TableStats, connect, flush_stats, process_jobs, table_stats
+from claimcheck.server.runcontext import RunContext
 from claimcheck.server.schema import build_jobs_table
 from claimcheck.contract.strategy import Strategy, sample_params
 
@@ -206,14 +207,14 @@ def claim_in_open_transaction(conn: psycopg.Connection, strategy: Strategy) -> i
     return len(cur.fetchall())
 
 
-def run_holder(coordinator: psycopg.Connection, dsn: str, schema: str, run_id: str, strategy: Strategy,
+def run_holder(coordinator: psycopg.Connection, run: RunContext, strategy: Strategy,
                holder: str, jobs: int) -> VacuumRow:
     """One row of the table, on a fresh `jobs` table of N + spare queued jobs."""
-    build_jobs_table(coordinator, schema, jobs + SPARE_JOBS)
+    build_jobs_table(coordinator, run.schema, jobs + SPARE_JOBS)
     coordinator.execute(PROBE_QUERIES["autovacuum_off"])
     with ExitStack() as stack:
-        worker = connect(dsn, schema, run_id, "vacuum-worker", stack, worker=True)
-        holding = connect(dsn, schema, run_id, "vacuum-holder", stack)
+        worker = connect(run, "vacuum-worker", stack, worker=True)
+        holding = connect(run, "vacuum-holder", stack)
         with held_open(holder, holding, strategy) as pid:
             processed = process_jobs(worker, strategy, jobs, worker="vacuum-worker")
             marker = xid_marker(coordinator)
@@ -221,28 +222,28 @@ def run_holder(coordinator: psycopg.Connection, dsn: str, schema: str, run_id: s
             horizon = horizon_of(coordinator, pid)
             outside = outside_holders(coordinator, [worker.info.backend_pid, holding.info.backend_pid], marker)
             before = table_stats(coordinator)
-            held, outside = vacuum_checked(coordinator, schema, outside, marker, ours_hold=holder in HOLDS_HORIZON)
+            held, outside = vacuum_checked(coordinator, run.schema, outside, marker, ours_hold=holder in HOLDS_HORIZON)
         flush_stats(holding)
         outside_after = outside_holders(coordinator, [worker.info.backend_pid, holding.info.backend_pid], marker)
-        released, outside_after = vacuum_checked(coordinator, schema, outside_after, marker, ours_hold=False)
+        released, outside_after = vacuum_checked(coordinator, run.schema, outside_after, marker, ours_hold=False)
         after = table_stats(coordinator)
     return VacuumRow(holder, processed, horizon, outside, before, held, released, after, outside_after)
 
 
-def archive(coordinator: psycopg.Connection, dsn: str, schema: str, run_id: str, strategy: Strategy,
+def archive(coordinator: psycopg.Connection, run: RunContext, strategy: Strategy,
             jobs: int, batch: int) -> ArchiveResult:
     """N jobs processed and vacuumed, then deleted in batches, then VACUUM.
 
     A tail of still-queued jobs sits at the end of the table, as in a live queue, so VACUUM can
     make the space reusable but cannot truncate the file: the size stays, n_dead_tup drops.
     """
-    build_jobs_table(coordinator, schema, jobs + ARCHIVE_TAIL_JOBS)
+    build_jobs_table(coordinator, run.schema, jobs + ARCHIVE_TAIL_JOBS)
     coordinator.execute(PROBE_QUERIES["autovacuum_off"])
     with ExitStack() as stack:
-        worker = connect(dsn, schema, run_id, "archive-worker", stack, worker=True)
+        worker = connect(run, "archive-worker", stack, worker=True)
         process_jobs(worker, strategy, jobs, worker="archive-worker")
         flush_stats(worker)
-        coordinator.execute(vacuum_of(schema, "vacuum_plain"))
+        coordinator.execute(vacuum_of(run.schema, "vacuum_plain"))
         before = table_stats(coordinator)
         batches = deleted = 0
         while True:
@@ -252,15 +253,15 @@ def archive(coordinator: psycopg.Connection, dsn: str, schema: str, run_id: str,
             batches, deleted = batches + 1, deleted + count
         flush_stats(worker)
     after_delete = table_stats(coordinator)
-    figures = vacuum_verbose(coordinator, schema)
+    figures = vacuum_verbose(coordinator, run.schema)
     after_vacuum = table_stats(coordinator)
     return ArchiveResult(batch, batches, deleted, before, after_delete, after_vacuum, figures)
 
 
-def run_vacuum_probe(coordinator: psycopg.Connection, dsn: str, schema: str, run_id: str, strategy: Strategy,
+def run_vacuum_probe(coordinator: psycopg.Connection, run: RunContext, strategy: Strategy,
                      jobs: int, holders: list[str], progress: Progress = lambda _: None) -> list[VacuumRow]:
     rows = []
     for holder in holders:
         progress(f"holder {holder}: processing {jobs:,} jobs")
-        rows.append(run_holder(coordinator, dsn, schema, run_id, strategy, holder, jobs))
+        rows.append(run_holder(coordinator, run, strategy, holder, jobs))
     return rows

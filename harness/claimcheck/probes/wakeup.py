@@ -19,6 +19,7 @@ import psycopg
 from claimcheck.probes import PROBE_QUERIES
 from claimcheck.probes._work import claim, complete, connect
 from claimcheck.probes.notify import channel_name, install_trigger, listen
+from claimcheck.server.runcontext import RunContext
 from claimcheck.verdict.stats import latency_summary
 from claimcheck.contract.strategy import Strategy
 
@@ -140,17 +141,17 @@ def _consume(conn: psycopg.Connection, listener: psycopg.Connection | None, stra
         shared.stop.set()
 
 
-def run_variant(dsn: str, schema: str, run_id: str, strategy: Strategy, variant: Variant,
+def run_variant(run: RunContext, strategy: Strategy, variant: Variant,
                 enqueues: int) -> WakeResult:
     result = WakeResult(variant)
     shared = _Shared(result)
     with ExitStack() as stack:
-        producer = connect(dsn, schema, run_id, "wakeup-producer", stack, worker=True)
-        worker = connect(dsn, schema, run_id, "wakeup-worker", stack, worker=True)
+        producer = connect(run, "wakeup-producer", stack, worker=True)
+        worker = connect(run, "wakeup-worker", stack, worker=True)
         listener = None
         if variant.kind == "listen":
-            listener = connect(dsn, schema, run_id, "wakeup-listener", stack, worker=True)
-            listen(listener, channel_name(run_id))
+            listener = connect(run, "wakeup-listener", stack, worker=True)
+            listen(listener, channel_name(run.run_id))
         threads = [threading.Thread(target=_produce, args=(producer, shared, enqueues), daemon=True),
                    threading.Thread(target=_consume, args=(worker, listener, strategy, shared, variant), daemon=True)]
         started = time.monotonic()
@@ -170,11 +171,11 @@ def run_variant(dsn: str, schema: str, run_id: str, strategy: Strategy, variant:
     return result
 
 
-def run_wakeup(coordinator: psycopg.Connection, dsn: str, schema: str, run_id: str, strategy: Strategy,
+def run_wakeup(coordinator: psycopg.Connection, run: RunContext, strategy: Strategy,
                variants: list[Variant], enqueues: int) -> list[WakeResult]:
     """Each variant on a fresh, empty `jobs` table with the notify trigger."""
     results = []
     for variant in variants:
-        install_trigger(coordinator, schema, channel_name(run_id))
-        results.append(run_variant(dsn, schema, run_id, strategy, variant, enqueues))
+        install_trigger(coordinator, run.schema, channel_name(run.run_id))
+        results.append(run_variant(run, strategy, variant, enqueues))
     return results

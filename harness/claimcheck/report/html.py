@@ -4,7 +4,9 @@ It answers "which strategy should I use, and why" first: a conclusion (which run
 exactly-once, the fastest that held per mode, what the others cost), then the table and the
 charts behind it: throughput against workers, double claims, claim latency p50/p95/p99, time
 spent waiting on locks, and claims over time per worker. A violated run is marked (red, ✗) in
-every chart, because its speed does not count.
+every chart, because its speed does not count. A report with rate runs (`check --rate`, `bench
+--rate`) also shows each setting's knee (pickup p99 against the offered rate, the SLO dashed) and
+each rate run's queue depth, pickup latency and dead tuples over time.
 
 Everything is inline (CSS and SVG, no script, no fonts or CDN), so the file opens offline and
 can be attached to a ticket or a CI artifact. Charts scale with the window (checked in headless
@@ -17,11 +19,14 @@ from pathlib import Path
 
 from claimcheck.plans import AS_SEEDED, run_condition
 from claimcheck.report import svg
+from claimcheck.report.render import size_words
 from claimcheck.server.pooling import pooler_words
 from claimcheck.server.redaction import scrub_all
 from claimcheck.engine.sampler import SAMPLE_INTERVAL_S
 
 TIMELINES_SHOWN = 4
+RATE_RUNS_SHOWN = 24
+"""Rate runs whose queue and latency over time are charted (the first open, the rest folded)."""
 """Per-worker timelines beyond the first are folded away; past this many runs they are left out."""
 LOCK_PREFIX = "Lock/"
 """The sampler's interval, for reports written before `wait_sample_interval_s` was recorded."""
@@ -75,11 +80,12 @@ def _rate(run: dict) -> str:
     return f"{run['throughput_jobs_per_s']:,.0f} jobs/s" + (f" (median of {n})" if n > 1 else "")
 
 
-def conclusion(runs: list[dict]) -> str:
+def conclusion(runs: list[dict], knees: list[dict] | None = None) -> str:
     """Which runs held, the fastest strategy that held in every run of a mode, and what the others cost.
 
     A strategy (with its batch) counts for a mode only if every one of its runs in that mode held
-    exactly-once: a claim that breaks at 4 workers is not safe at 1. Its best run stands for it."""
+    exactly-once: a claim that breaks at 4 workers is not safe at 1. Its best run stands for it.
+    A rate sweep's (`knees`) runs are ranked by their knees instead: their jobs/s is the offered rate."""
     if not runs:
         return ""
     held = [r for r in runs if r["exactly_once"]]
@@ -92,8 +98,11 @@ def conclusion(runs: list[dict]) -> str:
         head += (f" Violated: {escape(', '.join(names))} ({len(violated)} run(s); {doubles:,} job(s) handed to more "
                  f"than one worker{f', {lost:,} never claimed' if lost else ''}; the table and the JSON say what "
                  "else failed): do not use them as run, however fast they were.")
-    items = []
-    for mode in sorted({r["mode"] for r in runs}):
+    items = [] if not knees else [
+        f"<li><b>{escape(k['strategy'])} · {escape(k['mode'])} · b{k['batch']} · {k['workers']}w</b>: knee "
+        f"{escape(k['summary'])} (pickup p99 ≤ {k['latency_slo_ms']:g} ms)</li>"
+        for k in sorted(knees, key=lambda k: -(k["knee_rate_per_s"] or 0))]
+    for mode in sorted({r["mode"] for r in runs}) if not knees else ():
         groups: dict[str, list[dict]] = {}
         for r in runs:
             if r["mode"] == mode:
@@ -184,9 +193,24 @@ COLUMNS = (
     ("ratio", "", lambda r: None if r.get("pgbench_ratio") is None else f"{r['pgbench_ratio']:.2f}"),
     ("claim p95 ms", "", lambda r: None if r["claim_latency_ms"].get("p95") is None
      else f"{r['claim_latency_ms']['p95']:.2f}"),
+    ("offered / achieved jobs/s", "", lambda r: None if r.get("offered_rate_per_s") is None else
+     f"{r['offered_rate_per_s']:,g} / {r['achieved_rate_per_s']:,.0f}"
+     + ("" if r.get("producer_kept_up", True) else ' <span class="bad">behind</span>')),
+    ("pickup p99 ms", "", lambda r: None if (r.get("pickup_latency_ms") or {}).get("p99") is None
+     else f"{r['pickup_latency_ms']['p99']:,.1f}"),
+    ("max depth", "", lambda r: _queue(r, "max_depth")),
+    ("dead tuples final / max", "", lambda r: None if _queue(r, "max_dead_tuples") is None else
+     f"{_queue(r, 'final_dead_tuples')} / {_queue(r, 'max_dead_tuples')}"),
+    ("max table", "", lambda r: None if _queue(r, "max_table_bytes") is None
+     else size_words(r["queue_summary"]["max_table_bytes"])),
 )
 """The table's columns: heading, alignment, cell (None = nothing to show). A column with nothing to
 show in any run (pgbench when not run, spread without --repeat) is left out."""
+
+
+def _queue(run: dict, key: str) -> str | None:
+    value = (run.get("queue_summary") or {}).get(key)
+    return None if value is None else f"{value:,}"
 
 
 _CELL_CLASS = (' class="l name"', " class=l")
@@ -243,6 +267,84 @@ def _conditions(conditions: list[dict]) -> str:
     return f'<div class="scroll"><table class="conditions"><tr>{head}</tr>{"".join(rows)}</table></div>'
 
 
+def _knees(knees: list[dict], runs: list[dict]) -> str:
+    """Each setting's knee: a table (its pickup p99 at each rate, ✓ sustained or ✗ not, why the first not)
+    and pickup p99 against the offered rate, the SLO dashed."""
+    rates = sorted({p["offered_rate_per_s"] for k in knees for p in k["rates"]})
+    slo = knees[0]["latency_slo_ms"]
+    head = "".join(f"<th{' class=l' if h in ('strategy', 'mode', 'knee', 'why') else ''}>{h}</th>" for h in (
+        "strategy", "mode", "batch", "workers", "knee", *(f"{r:,g}/s p99 ms" for r in rates), "why"))
+    rows = []
+    for k in knees:
+        by_rate = {p["offered_rate_per_s"]: p for p in k["rates"]}
+        cells = "".join("<td>-</td>" if r not in by_rate else _rate_cell(by_rate[r]) for r in rates)
+        first = next((p for p in k["rates"] if not p["sustained"]), None)
+        why = "-" if first is None else f'{first["offered_rate_per_s"]:,g}/s: {"; ".join(first["shortfalls"])}'
+        rows.append(f'<tr><td class="l name">{escape(k["strategy"])}</td><td class=l>{escape(k["mode"])}</td>'
+                    f'<td>{k["batch"]}</td><td>{k["workers"]}</td><td class=l><b>{escape(k["summary"])}</b></td>'
+                    f'{cells}<td class=l>{escape(why)}</td></tr>')
+    table = f'<div class="scroll"><table class="knees"><tr>{head}</tr>{"".join(rows)}</table></div>'
+    series: dict[str, list[tuple[float, float]]] = {}
+    bad = set()
+    for r in runs:
+        p99 = (r.get("pickup_latency_ms") or {}).get("p99")
+        if r.get("offered_rate_per_s") is not None and p99 is not None:
+            name = run_label(r)
+            series.setdefault(name, []).append((float(r["offered_rate_per_s"]), float(p99)))
+            if not r["exactly_once"]:
+                bad.add((name, float(r["offered_rate_per_s"])))
+    chart = svg.line_chart(series, "pickup latency p99 against offered rate", "offered rate, jobs/s",
+                           "pickup latency p99, ms", flagged=frozenset(bad), reference=("SLO", float(slo)))
+    caption = (f"A rate is sustained when exactly-once held, the run drained, the producer kept up with its schedule, "
+               f"it achieved at least 95 % of the offered rate and the pickup latency's p99 (from each job's scheduled "
+               f"enqueue to its claim's commit) was at most the SLO, {slo:g} ms. The knee is the highest rate that it "
+               "and every lower rate swept sustained (docs/producers.md).")
+    return table + _figure("knees", chart, caption + (VIOLATED_NOTE if bad else ""))
+
+
+def _rate_cell(point: dict) -> str:
+    p99 = point["pickup_p99_ms"]
+    mark = "<span class=ok>✓</span>" if point["sustained"] else "<span class=bad>✗</span>"
+    return f"<td>{'-' if p99 is None else f'{p99:,.1f}'} {mark}</td>"
+
+
+def _over_time(runs: list[dict], slo: float | None) -> str:
+    """Each rate run's queue depth, pickup latency and dead tuples over time: the first open, the others folded."""
+    rated = [r for r in runs if r.get("queue_over_time")][:RATE_RUNS_SHOWN]
+    parts = []
+    for i, run in enumerate(rated):
+        q, lat = run["queue_over_time"], run.get("latency_over_time") or {}
+        label = f"{run_label(run)} at {run['offered_rate_per_s']:,g} jobs/s"
+        until = max(q["t_s"] + lat.get("t_s", []), default=0.0)
+        depth = svg.time_chart({"queued": list(zip(q["t_s"], q["queued"])), "running": list(zip(q["t_s"], q["running"]))},
+                               f"queue depth over time: {label}", "jobs", until_s=until)
+        latency = svg.time_chart({name: list(zip(lat.get("t_s", []), lat.get(name, []))) for name in ("p99", "p50")},
+                                 f"pickup latency over time: {label}", "pickup latency, ms",
+                                 reference=None if slo is None else ("SLO", slo), until_s=until)
+        dead = svg.time_chart({"dead tuples": list(zip(q["t_s"], q["dead_tuples"]))}, f"dead tuples over time: {label}",
+                              "dead tuples", until_s=until)
+        summary, p99 = run.get("queue_summary") or {}, (run.get("pickup_latency_ms") or {}).get("p99")
+        figures = (_figure("depth-over-time", depth, f"Jobs queued (not yet claimed) and running (claimed, not "
+                           f"finished) in the jobs table, sampled every {q['interval_s']:g} s from the run's start and "
+                           "once after the drain. In lock mode a claimed job shows as queued until its transaction "
+                           "commits it done.")
+                   + _figure("latency-over-time", latency, f"Pickup latency per {lat.get('bucket_s', 0):g} s interval: "
+                             "from each produced job's scheduled enqueue time to its claim's commit, over the claims "
+                             "committed in that interval (nearest-rank p50 and p99; a gap is an interval without one)."
+                             + ("" if slo is None else " The SLO is dashed."))
+                   + _figure("dead-tuples-over-time", dead, "Dead tuples in the jobs table as the statistics system "
+                             "counts them (each backend reports within about a second; a vacuum lowers them); the "
+                             f"table with its indexes reached {size_words(summary.get('max_table_bytes'))}."))
+        mark = "" if run["exactly_once"] else '<span class="bad">✗ VIOLATED</span> '
+        parts.append(f'<details{" open" if i == 0 else ""}><summary>{mark}{escape(label)} (max depth '
+                     f'{summary.get("max_depth", "-")}, pickup p99 {"-" if p99 is None else f"{p99:,.1f}"} ms)'
+                     f'</summary>{figures}</details>')
+    shown = len([r for r in runs if r.get("queue_over_time")])
+    if shown > RATE_RUNS_SHOWN:
+        parts.append(f"<p>{shown - RATE_RUNS_SHOWN} more rate run(s) are in the JSON, not charted here.</p>")
+    return "".join(parts)
+
+
 def _pooler(pooler: dict | None) -> str:
     """The header's words for the pooler the workers went through, if any."""
     return escape(f", workers through {pooler_words(pooler)}") if pooler else ""
@@ -254,12 +356,16 @@ def render(doc: dict) -> str:
     pg, tool = doc.get("postgres", {}), doc.get("tool", {})
     labels = [run_label(r) for r in runs]
     flagged = [not r["exactly_once"] for r in runs]
+    slo = doc["knees"][0]["latency_slo_ms"] if doc.get("knees") else None
     body = [
         f"<h1>claimcheck report</h1><p class=meta>PostgreSQL {escape(str(pg.get('version', '?')))} "
         f"({escape(str(pg.get('source', '?')))}){_pooler(pg.get('pooler'))} · {escape(str(doc.get('created_at', '')))} · "
         f"<code>{escape(str(tool.get('command', '')))}</code></p>",
-        conclusion(runs),
+        conclusion(runs, doc.get("knees")),
         "<h2>Runs</h2>", _summary_table(runs),
+        *(["<h2>Knees: the highest offered rate sustained</h2>", _knees(doc["knees"], runs)] if doc.get("knees") else []),
+        *(["<h2>Queue depth and latency over time</h2>", _over_time(runs, slo)]
+          if any(r.get("queue_over_time") for r in runs) else []),
         *(["<h2>Planner conditions</h2>", _conditions(doc["conditions"])] if doc.get("conditions") else []),
         "<h2>Throughput against workers</h2>", _throughput_figure(runs, labels, flagged),
         "<h2>Double claims</h2>",

@@ -32,10 +32,12 @@ EVIDENCE_SHOWN = 5
 FATES_SHOWN = 3
 
 
-def document(server: Server, runs: Iterable[RunResult], command: str, settings: dict, plans=None) -> dict:
+def document(server: Server, runs: Iterable[RunResult], command: str, settings: dict, plans=None,
+             knees=None) -> dict:
     """The JSON contract (docs/contracts.md section 3, `report.schema.json`): `postgres`, `settings`,
-    `runs` (one object per strategy x setting, and per planner condition run), and with `plans`
-    (claimcheck.plans.explore.ConditionOutcome) `conditions`: every condition tried."""
+    `runs` (one object per strategy x setting, and per planner condition run), with `plans`
+    (claimcheck.plans.explore.ConditionOutcome) `conditions`: every condition tried, and with `knees`
+    (claimcheck.verdict.knee.Knee, `bench --rate`) each setting's knee."""
     doc = {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "claimcheck", "version": __version__, "command": command},
@@ -50,6 +52,8 @@ def document(server: Server, runs: Iterable[RunResult], command: str, settings: 
     }
     if plans is not None:
         doc["conditions"] = [outcome.as_dict() for outcome in plans]
+    if knees is not None:
+        doc["knees"] = [knee.as_dict() for knee in knees]
     return doc
 
 
@@ -147,6 +151,8 @@ def results_table(runs: list[RunResult], title: str, wide: bool = True) -> Table
         if name == "verdict" and any(run.producer for run in runs):
             table.add_column("rate/s\noffered/\nachieved", justify="right", no_wrap=True)
             table.add_column("end-to-end ms\np50/p95/p99/max", justify="right", no_wrap=True)
+            for heading in ("pickup\np99 ms", "max\ndepth", "dead tuples\nfinal/max", "max\ntable"):
+                table.add_column(heading, justify="right", no_wrap=True)
         table.add_column(name, justify=justify, no_wrap=name not in ("verdict", "strategy"))
     for run in runs:
         v, lat = run.verdict, run.claim_latency_ms
@@ -181,6 +187,9 @@ def print_producer(console: Console, run: RunResult) -> None:
     if p.wakeups is not None:
         console.print(Text(f"--wakeup notify: idle workers' waits ended by a notification {p.wakeups['notified']:,} "
                            f"times, by the fallback timeout {p.wakeups['fallback']:,}"))
+    queue = queue_words(run)
+    if queue:
+        console.print(Text(queue))
     if p.behind:
         console.print(Text(p.behind, style="bold red"))
 
@@ -219,9 +228,62 @@ def _rate_cells(run: RunResult, shown: bool) -> list[Text]:
         return []
     p = run.producer
     if p is None:
-        return [Text("-"), Text("-")]
+        return [Text("-")] * 6
+    q = run.over_time.summary if run.over_time is not None else {}
     return [Text(f"{p.rate_per_s:g}/{p.achieved_rate_per_s:,.0f}", style="" if p.kept_up else "red"),
-            Text(_percentiles(p.end_to_end_latency_ms))]
+            Text(_percentiles(p.end_to_end_latency_ms)), Text(_ms(p.pickup_latency_ms.get("p99"))),
+            Text(_count_or_dash(q.get("max_depth"))),
+            Text(f"{_count_or_dash(q.get('final_dead_tuples'))}/{_count_or_dash(q.get('max_dead_tuples'))}"),
+            Text(size_words(q.get("max_table_bytes")))]
+
+
+def _count_or_dash(n: int | None) -> str:
+    return "-" if n is None else f"{n:,}"
+
+
+def size_words(n: int | None) -> str:
+    """Bytes as the table and the producer's line show them: `392 kB`, `12.5 MB`."""
+    if n is None:
+        return "-"
+    for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("kB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:,.1f} {unit}" if n < 100 * size else f"{n / size:,.0f} {unit}"
+    return f"{n} B"
+
+
+def queue_words(run: RunResult) -> str | None:
+    """A rate run's queue in words: the deepest it got, dead tuples at the end and at most, the largest table."""
+    q = run.over_time.summary if run.over_time is not None else None
+    if not q or not q["samples"]:
+        return None
+    return (f"queue: max depth {q['max_depth']:,} (final {q['final_depth']:,}), dead tuples {q['final_dead_tuples']:,} "
+            f"at the end ({q['max_dead_tuples']:,} at most), table with indexes {size_words(q['max_table_bytes'])} "
+            f"at most; {q['samples']:,} samples every {run.over_time.queue['interval_s']:g} s")
+
+
+def knee_table(knees) -> Table:
+    """Each setting's knee in a rate sweep (claimcheck.verdict.knee): its pickup p99 at each rate, marked
+    sustained (✓) or not (✗), and why the first rate it did not sustain fell over."""
+    rates = sorted({p.rate_per_s for k in knees for p in k.points})
+    slo = knees[0].slo_ms if knees else 0
+    table = Table(title=f"knees: the highest offered rate sustained (pickup p99 ≤ {slo:g} ms, producer kept up, "
+                        "≥ 95 % achieved, exactly-once; docs/producers.md)", title_justify="left", header_style="bold")
+    for name in ("strategy", "mode", "work-\ners", "batch", "knee"):
+        table.add_column(name, justify="right" if name in ("work-\ners", "batch") else "left",
+                         no_wrap=name != "strategy")
+    for rate in rates:
+        table.add_column(f"{rate:,g}/s\np99 ms", justify="right", no_wrap=True)
+    table.add_column("first rate not sustained: why", justify="left")
+    for k in knees:
+        by_rate = {p.rate_per_s: p for p in k.points}
+        cells = [Text("-") if r not in by_rate else
+                 Text(f"{_ms(by_rate[r].pickup_p99_ms)} {'✓' if by_rate[r].sustained else '✗'}",
+                      style="green" if by_rate[r].sustained else "red") for r in rates]
+        first = k.first_unsustained
+        why = "-" if first is None else f"{first.rate_per_s:,g}/s: {'; '.join(first.shortfalls)}"
+        table.add_row(Text(k.strategy), k.mode, str(k.workers), str(k.batch), Text(k.summary, style="bold"), *cells,
+                      Text(why))
+    return table
 
 
 def _parity_cells(run: RunResult, shown: bool) -> list[str]:

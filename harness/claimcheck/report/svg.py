@@ -1,4 +1,4 @@
-"""Small SVG charts for the HTML report: lines, horizontal (stacked) bars, a heatmap.
+"""Small SVG charts for the HTML report: lines, series over time, horizontal (stacked) bars, a heatmap.
 
 Why hand-written SVG and not a plotting library: the report must open offline as one file.
 plotly's inlined JS bundle is ~3.5 MB per report and matplotlib is a ~40 MB dependency with a
@@ -30,6 +30,9 @@ PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e
 FONT = 'font-family="system-ui, sans-serif" font-size="11"'
 BAD = "#c62828"
 """Violated runs: their labels, markers and outlines, in every chart."""
+MAX_TIME_POINTS = 300
+"""Points drawn per series over time: a longer series is cut into this many runs of samples, each drawn as its
+largest value (a peak of depth or latency is never smoothed away)."""
 FLAG = "\u2717 "
 """Prefix of a violated run's label (✗), so the mark survives printing in black and white."""
 
@@ -93,14 +96,14 @@ def _legend(names: Sequence[str], x: float, y: float, flagged: Sequence[bool] = 
 
 
 def line_chart(series: dict[str, list[tuple[float, float]]], title: str, x_label: str, y_label: str,
-               flagged: frozenset[tuple[str, float]] = frozenset()) -> str:
+               flagged: frozenset[tuple[str, float]] = frozenset(), reference: tuple[str, float] | None = None) -> str:
     """One line per series over numeric x values (markers too, so a single point shows). A `(series, x)`
     in `flagged` is a violated run: drawn as a red ✗ instead of a dot; the legend names the series in red with
-    `✗ at` the x values where it violated."""
+    `✗ at` the x values where it violated. `reference`: a named horizontal line (an SLO), dashed."""
     m = {**MARGIN_PX, "right": LINE_LEGEND_PX}
     plot_w, plot_h = LINE_WIDTH_PX - m["left"] - m["right"], HEIGHT_PX - m["top"] - m["bottom"]
     xs = sorted({x for points in series.values() for x, _ in points}) or [0.0]
-    y_ticks = nice_ticks(max((y for points in series.values() for _, y in points), default=0.0))
+    y_ticks = nice_ticks(max([y for points in series.values() for _, y in points] + [reference[1] if reference else 0.0]))
     y_top = y_ticks[-1]
     # Worker counts are usually powers of two: a log scale spaces 1,2,4,8,16 evenly.
     log_x = len(xs) > 2 and xs[0] > 0 and xs[-1] / xs[0] >= 8
@@ -122,6 +125,8 @@ def line_chart(series: dict[str, list[tuple[float, float]]], title: str, x_label
     out.append(f'<text x="{m["left"] + plot_w / 2:.0f}" y="{HEIGHT_PX - 6}" text-anchor="middle">{escape(x_label)}</text>'
                f'<text transform="translate(14 {m["top"] + plot_h / 2:.0f}) rotate(-90)" text-anchor="middle">'
                f'{escape(y_label)}</text>')
+    if reference is not None:
+        out.append(_reference(reference, m["left"], m["left"] + plot_w, py(reference[1])))
     for i, (name, points) in enumerate(series.items()):
         pts = sorted(points)
         path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in pts)
@@ -145,6 +150,80 @@ def line_chart(series: dict[str, list[tuple[float, float]]], title: str, x_label
                      + (f" {FLAG.strip()} at {','.join(_fmt(x) for x in bad)}" if bad else ""))
     out += _legend(names, LINE_WIDTH_PX - m["right"] + 12, m["top"] + 10, flagged=[
         any(n == name for n, _ in flagged) for name in series], room_px=m["right"] - 30)
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _reference(reference: tuple[str, float], x0: float, x1: float, y: float) -> str:
+    name, value = reference
+    return (f'<line class="reference" x1="{x0}" x2="{x1}" y1="{y:.1f}" y2="{y:.1f}" stroke="{BAD}" stroke-width="1.5" '
+            f'stroke-dasharray="5 4"><title>{escape(name)}: {value:g}</title></line>'
+            f'<text x="{x1 - 4}" y="{y - 4:.1f}" text-anchor="end" fill="{BAD}">{escape(name)} {_fmt(value)}</text>')
+
+
+def peaks(points: Sequence[tuple[float, float | None]], most: int = MAX_TIME_POINTS) -> list[tuple[float, float | None]]:
+    """At most `most` points: runs of consecutive points, each as its first time and its largest value (None
+    where the whole run is None)."""
+    if len(points) <= most:
+        return list(points)
+    size = math.ceil(len(points) / most)
+    out = []
+    for i in range(0, len(points), size):
+        run = points[i:i + size]
+        values = [y for _, y in run if y is not None]
+        out.append((run[0][0], max(values) if values else None))
+    return out
+
+
+def time_chart(series: dict[str, Sequence[tuple[float, float | None]]], title: str, y_label: str,
+               x_label: str = "seconds from the start of the run", reference: tuple[str, float] | None = None,
+               until_s: float = 0.0) -> str:
+    """Series over time (seconds): one line each, broken where a value is None (no sample, no claim), the
+    x axis in round seconds (to `until_s` at least: charts of one run share it); a series longer than
+    MAX_TIME_POINTS is drawn by its peaks (:func:`peaks`). `reference`: a named horizontal line (an SLO), dashed."""
+    m = MARGIN_PX
+    plot_w, plot_h = LINE_WIDTH_PX - m["left"] - m["right"], HEIGHT_PX - m["top"] - m["bottom"]
+    drawn = {name: peaks(sorted(points, key=lambda p: p[0])) for name, points in series.items()}
+    times = [t for points in drawn.values() for t, _ in points]
+    t0, t1 = min(times, default=0.0), max(times + [until_s], default=1.0)
+    t0 = min(t0, 0.0)
+    x_ticks = nice_ticks(t1 if t1 > 0 else 1.0, 8)
+    x_hi = max(x_ticks[-1], t1)
+    values = [y for points in drawn.values() for _, y in points if y is not None]
+    y_ticks = nice_ticks(max(values + [reference[1] if reference else 0.0], default=0.0))
+    y_top = y_ticks[-1]
+
+    def px(t: float) -> float:
+        return m["left"] + (t - t0) / ((x_hi - t0) or 1.0) * plot_w
+
+    def py(y: float) -> float:
+        return m["top"] + plot_h - y / y_top * plot_h
+
+    out = _open(LINE_WIDTH_PX, HEIGHT_PX, title)
+    for t in y_ticks:
+        out.append(f'<line x1="{m["left"]}" x2="{m["left"] + plot_w}" y1="{py(t):.1f}" y2="{py(t):.1f}" '
+                   f'stroke="#e5e5e5"/><text x="{m["left"] - 6}" y="{py(t) + 4:.1f}" text-anchor="end">{_fmt(t)}</text>')
+    for t in x_ticks:
+        out.append(f'<text x="{px(t):.1f}" y="{m["top"] + plot_h + 16}" text-anchor="middle">{_fmt(t)}</text>')
+    out.append(f'<text x="{m["left"] + plot_w / 2:.0f}" y="{HEIGHT_PX - 6}" text-anchor="middle">{escape(x_label)}</text>'
+               f'<text transform="translate(14 {m["top"] + plot_h / 2:.0f}) rotate(-90)" text-anchor="middle">'
+               f'{escape(y_label)}</text>')
+    if reference is not None:
+        out.append(_reference(reference, m["left"], m["left"] + plot_w, py(reference[1])))
+    for i, (name, points) in enumerate(drawn.items()):
+        segment: list[str] = []
+        for t, y in points + [(math.inf, None)]:  # a None (and the end) closes the segment drawn so far
+            if y is not None:
+                segment.append(f"{px(t):.1f},{py(y):.1f}")
+                continue
+            if len(segment) == 1:  # a lone point still shows
+                cx, cy = segment[0].split(",")
+                out.append(f'<circle cx="{cx}" cy="{cy}" r="2.5" fill="{color(i)}"/>')
+            elif segment:
+                out.append(f'<polyline class="series" data-series="{escape(name)}" points="{" ".join(segment)}" '
+                           f'fill="none" stroke="{color(i)}" stroke-width="1.5"/>')
+            segment = []
+    out += _legend(list(drawn), LINE_WIDTH_PX - m["right"] + 12, m["top"] + 10, room_px=m["right"] - 30)
     out.append("</svg>")
     return "".join(out)
 

@@ -1,14 +1,21 @@
-"""Claims over time: a compact per-worker histogram of a run, for the HTML report.
+"""Claims and latency over time: compact series of a run, for the JSON and the HTML report.
 
 Derived after the run from the workers' logs (the hot loop records nothing extra): each
 worker's committed claims are counted per time bucket, from the run's start. A run of a
-million claims becomes `workers x TIMELINE_BUCKETS` small integers in the JSON.
+million claims becomes `workers x TIMELINE_BUCKETS` small integers in the JSON. In a rate run,
+the pickup latency of the claims committed in each interval (:func:`latency_over_time`).
 """
 from __future__ import annotations
 
-from typing import Iterable
+import math
+from typing import TYPE_CHECKING, Callable, Iterable
 
+from claimcheck.engine.sampler import QueueSamples
 from claimcheck.verdict.ledger import WorkerLog
+from claimcheck.verdict.result import OverTime
+
+if TYPE_CHECKING:
+    from claimcheck.engine.producer import ProducerPlan
 
 TIMELINE_BUCKETS = 60
 """Buckets per run, whatever its length: enough to see stalls and hand-offs, small in the JSON."""
@@ -31,3 +38,44 @@ def claims_over_time(logs: Iterable[WorkerLog], origin: float, elapsed_s: float,
             counts[min(max(slot, 0), buckets - 1)] += 1
         workers[f"w{log.worker:02d}"] = counts
     return {"bucket_s": round(width, 6), "workers": workers}
+
+
+def latency_over_time(logs: Iterable[WorkerLog], origin: float, bucket_s: float,
+                      due: Callable[[object], float | None]) -> dict:
+    """A rate run's pickup latency per interval: `{"bucket_s", "t_s", "count", "p50", "p99", "max"}`, one
+    entry per interval of `bucket_s` seconds from `origin` (the run's start) to the last claim of a produced job.
+
+    Each claim of a produced job (`due(job)` its scheduled enqueue time, None for a seeded job) counts in
+    the interval its commit fell in, with its latency from the schedule to that commit; an interval's
+    percentiles are the nearest-rank ones of its claims (p99: the value below which 99 % of them are),
+    null where no claim committed. The run's own p50/p99 are its HDR histograms' (claimcheck.engine.producer).
+    """
+    width = max(bucket_s, MIN_BUCKET_S)
+    buckets: dict[int, list[float]] = {}
+    for log in logs:
+        for job, claimed in zip(log.job, log.claimed_at):
+            scheduled = due(job)
+            if scheduled is not None:
+                buckets.setdefault(max(0, int((claimed - origin) / width)), []).append((claimed - scheduled) * 1000)
+    slots = range(max(buckets, default=-1) + 1)
+    ranked = {slot: sorted(values) for slot, values in buckets.items()}
+    return {"bucket_s": round(width, 6), "t_s": [round(slot * width, 3) for slot in slots],
+            "count": [len(ranked.get(slot, ())) for slot in slots],
+            **{name: [_nearest_rank(ranked.get(slot), q) for slot in slots] for name, q in (("p50", 50), ("p99", 99))},
+            "max": [round(ranked[slot][-1], 3) if slot in ranked else None for slot in slots]}
+
+
+def _nearest_rank(values: list[float] | None, percentile: float) -> float | None:
+    if not values:
+        return None
+    return round(values[max(0, math.ceil(percentile / 100 * len(values)) - 1)], 3)
+
+
+def rate_over_time(logs: list[WorkerLog], origin: float, queue: QueueSamples | None, feed: "ProducerPlan",
+                   feed_start: float) -> OverTime | None:
+    """A rate run's series from its start (`origin`): the queue sampler's, and the pickup latency per sampling
+    interval from each produced job's scheduled time (`feed`'s schedule from `feed_start`). None without samples."""
+    if queue is None:
+        return None
+    return OverTime(queue=queue.series(origin), summary=queue.summary(),
+                    latency=latency_over_time(logs, origin, queue.interval_s, lambda job: feed.due_at(feed_start, job)))

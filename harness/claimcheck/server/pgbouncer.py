@@ -34,8 +34,9 @@ from claimcheck.server.interrupts import die_with_parent, shielded
 from claimcheck.server.ownership import owner_dead, read_owner_file
 from claimcheck.server.postmaster import owned_dir, remove_dir, run_as, server_account, temp_parent, terminate
 
-MODES = ("transaction", "session")
-"""Statement mode refuses transaction blocks: lock mode and any multi-statement claim could not run."""
+MODES = ("transaction", "session", "statement")
+"""In statement mode only designs whose every transaction is one statement run (see
+claimcheck.server.pooling.refuse_transaction_blocks): it refuses transaction blocks."""
 DEFAULT_MODE = "transaction"
 DIR_PREFIX = "claimcheck-pgbouncer-"
 READY_TIMEOUT_S = 10.0
@@ -58,7 +59,7 @@ class PoolerSpec:
         kind, _, mode = text.partition(":")
         if kind != "pgbouncer":
             raise UsageError(f"--pooler {text!r}: the pooler claimcheck starts is pgbouncer "
-                             "(pgbouncer:transaction or pgbouncer:session)")
+                             "(pgbouncer:transaction, pgbouncer:session or pgbouncer:statement)")
         mode = mode or DEFAULT_MODE
         if mode not in MODES:
             raise UsageError(f"--pooler {text!r}: the mode is one of {', '.join(MODES)}")

@@ -127,9 +127,10 @@ def provide_server(dsn: str | None = None, pg: str | None = None, max_connection
         if server.source == "dsn":
             found = pooling.detect(server.dsn)
             if found is not None:
-                pooling.refuse_statement_mode(server.dsn, found)
+                if pooler is not None:
+                    pooling.refuse_statement_mode(server.dsn, found)  # our PgBouncer's BEGINs would reach it
                 server = replace(server, pooler=found)
-                route(server.dsn, Route(pooled=True))
+                route(server.dsn, Route(pooled=True, statement=found.mode == "statement"))
         if pooler is None:
             try:
                 yield server

@@ -8,7 +8,9 @@ fault injector, cleanup) match :meth:`RunContext.app_pattern`, so naming and mat
 Behind a connection pooler (see claimcheck.server.pooling) a connection may reach a different
 backend in each transaction, so it must keep no session state: a connection made through one is
 a :class:`StatelessConnection`, whose every statement carries its own search path (and, for a
-worker, isolation level) in the same implicit transaction, with no named prepared statement. Which
+worker, isolation level) in the same implicit transaction, with no named prepared statement.
+Behind statement pooling it sends no BEGIN either: a transaction that commits goes in one message
+(:func:`in_one_transaction`), one rolled back is replayed (:meth:`StatelessConnection.transaction`). Which
 DSNs go through a pooler, and where workers connect instead (a PgBouncer we started in front of the
 server), is this module's routing table (:func:`route`), filled in when the server is provided.
 """
@@ -22,6 +24,8 @@ from typing import Iterator
 
 import psycopg
 from psycopg import pq, sql
+
+from claimcheck.errors import UsageError
 
 APP_PREFIX = "claimcheck/"
 MAX_APP_NAME = 63  # PostgreSQL truncates application_name to NAMEDATALEN - 1 bytes
@@ -48,6 +52,8 @@ class Route:
     """A pooler sits in between: a connection keeps no session state (see StatelessConnection)."""
     workers: str | None = None
     """Workers connect here instead (a pooler we started in front of the server), statelessly."""
+    statement: bool = False
+    """The pooler refuses transaction blocks (statement pooling): see StatelessConnection.transaction."""
 
 
 _ROUTES: dict[tuple, Route] = {}
@@ -123,6 +129,7 @@ class RunContext:
         if self.stateless(worker=worker):
             conn = StatelessConnection.connect(self._target(worker), prepare_threshold=None, **self._options(role))
             conn.schema, conn.isolation = (self.schema if in_schema else None), isolation
+            conn.refuses_blocks = route_of(self.dsn).statement
             return conn
         conn = psycopg.connect(self.dsn, **self._options(role))
         if in_schema:
@@ -193,6 +200,8 @@ class StatelessCursor(psycopg.ClientCursor):
 
     def execute(self, query, params=None, *, prepare=None, binary=None):  # noqa: D102 (psycopg's signature)
         conn = self.connection
+        if conn.replayed is not None:
+            return self._replay(query, params)
         prelude = conn.prelude()
         if not prelude or _ALONE.match(query if isinstance(query, str) else query.as_string(conn)):
             return super().execute(query, params, prepare=False)
@@ -208,6 +217,28 @@ class StatelessCursor(psycopg.ClientCursor):
         for params in params_seq:  # each its own statement, as in autocommit they are anyway
             self.execute(query, params)
 
+    def _replay(self, query, params) -> "StatelessCursor":
+        """A statement of a rolled-back transaction behind statement pooling: one message that runs the
+        transaction's earlier statements again, then this one, and rolls back (see
+        StatelessConnection.transaction); the cursor holds this statement's result.
+
+        No BEGIN: the message is one implicit transaction, which its closing ROLLBACK ends (with the
+        server's warning that no transaction is in progress). A failing statement ends it too, and the
+        pooler then keeps the connection: after an explicit block left failed, PgBouncer closes it with
+        its own error (08P01), which may reach the client before the statement's."""
+        conn = self.connection
+        statement = self.mogrify(query, params)
+        parts = [*conn.replay_prelude(), *conn.replayed, statement, "ROLLBACK"]
+        try:
+            super().execute(";\n".join(parts), prepare=False)
+        except psycopg.Error as exc:  # its position counts from this statement's start (see server_message)
+            exc.statement_offset = len(";\n".join(parts[:-2])) + len(";\n")
+            raise
+        for _ in range(len(parts) - 2):
+            self.nextset()
+        conn.replayed.append(statement)
+        return self
+
 
 _NO_PRELUDE: tuple[list[str], tuple[int, bytes]] = ([], (0, b""))
 
@@ -219,6 +250,10 @@ class StatelessConnection(psycopg.Connection):
     isolation: str | None = None
     backend_pid: int | None = None
     """The backend that ran the last statement (behind a transaction pooler, it changes)."""
+    refuses_blocks: bool = False
+    """Behind statement pooling: no BEGIN may reach the pooler on its own (see `transaction`)."""
+    replayed: list[str] | None = None
+    """Inside a rolled-back transaction behind statement pooling: its statements so far (SQL text)."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -270,16 +305,79 @@ class StatelessConnection(psycopg.Connection):
             parts.append(self.search_path())
         return "; ".join(parts).encode(self.info.encoding)
 
+    def replay_prelude(self) -> list[str]:
+        """The statements that open a rolled-back transaction replayed behind statement pooling: the
+        isolation level psycopg's BEGIN would name, then the search path."""
+        level = self.isolation_level.name.replace("_", " ") if self.isolation_level is not None else self.isolation
+        parts = [f"SET TRANSACTION ISOLATION LEVEL {level.upper()}"] if level else []
+        return parts + ([self.search_path()] if self.schema is not None else [])
+
     @contextmanager
-    def transaction(self, *args, **kwargs) -> Iterator[psycopg.Transaction]:
+    def transaction(self, savepoint_name: str | None = None,
+                    force_rollback: bool = False) -> Iterator[psycopg.Transaction | None]:
         """psycopg's transaction, whose first statement sets the search path for all of it (and records
         its backend): a statement inside, which carries no prelude, or by a cursor of another kind (a
-        ClientCursor, a stream) finds the run's tables."""
-        with super().transaction(*args, **kwargs) as tx:
+        ClientCursor, a stream) finds the run's tables.
+
+        Behind statement pooling a BEGIN is refused (PgBouncer: 08P01, and it closes the connection),
+        but a message of several statements is one implicit transaction, and allowed. A rolled-back
+        transaction (`force_rollback`: a validation, an EXPLAIN) is then replayed: each statement goes
+        in a message after the transaction's earlier ones, and a ROLLBACK after it, so it runs where they
+        have run and nothing stays. One that commits and reads between statements has no such form:
+        refused, saying why (see in_one_transaction for one that does not read)."""
+        if self.refuses_blocks:
+            if not force_rollback or savepoint_name is not None or self.replayed is not None:
+                raise UsageError("this step needs a transaction block across statements, and the pooler in front "
+                                 "of --dsn is in statement mode, which refuses every one (PgBouncer answers BEGIN "
+                                 "with SQLSTATE 08P01). Point --dsn at the server, and put a statement pool in front "
+                                 "of the workers only with --pooler pgbouncer:statement (docs/poolers.md)")
+            self.replayed = []
+            try:
+                yield None
+            finally:
+                self.replayed = None
+            return
+        with super().transaction(savepoint_name, force_rollback) as tx:
             if self.schema is not None:
                 cursor = psycopg.Cursor(self).execute(self.search_path(), prepare=False)
                 self.backend_pid = cursor.fetchone()[1]  # its statements have no prelude: the backend is this one
             yield tx
+
+
+def in_one_transaction(conn: psycopg.Connection, statements: list[tuple]) -> psycopg.Cursor:
+    """Run `(query, params)` statements in one transaction that commits; the cursor holds the last one's
+    result. Behind statement pooling (`refuses_blocks`) they go in one message, bound on the client,
+    which the server runs as one implicit transaction: all of it or none, with no BEGIN."""
+    if not getattr(conn, "refuses_blocks", False):
+        with conn.transaction():
+            for query, params in statements:
+                cursor = conn.execute(query, params)
+        return cursor
+    cursor = conn.cursor()
+    # ";\n": a statement's last line may be a comment, which would swallow a "; " after it.
+    cursor.execute(";\n".join(cursor.mogrify(q if isinstance(q, str) else q.as_string(conn), p)
+                              for q, p in statements))
+    while cursor.nextset():
+        pass
+    return cursor
+
+
+ROLLED_BACK = "claimcheck: rolled back"
+_ROLL_BACK = f"DO $$BEGIN RAISE EXCEPTION '{ROLLED_BACK}'; END$$"
+"""Ends a message in an error of ours: its implicit transaction, all of it, is rolled back."""
+
+
+def failing_statement(conn: psycopg.Connection, statements: list[str]) -> int:
+    """Which of `statements` (SQL text) fails when they run in order, as one message did: each prefix is
+    run again, one statement longer each time, in a message that ends in an error of ours (so nothing
+    stays, and behind statement pooling the connection does too), until one fails by itself."""
+    for index in range(len(statements)):
+        try:
+            conn.execute(";\n".join([*statements[:index + 1], _ROLL_BACK]))
+        except psycopg.Error as exc:
+            if (exc.diag.message_primary or "") != ROLLED_BACK:
+                return index
+    return len(statements) - 1  # none fails again alone: the last one is the best guess
 
 
 def _set_search_path(schema: str) -> sql.Composed:

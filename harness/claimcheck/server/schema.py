@@ -20,7 +20,8 @@ from claimcheck.errors import SqlFileError, UsageError
 from claimcheck.contract.keys import KeySpace
 from claimcheck.server.ownership import abandoned, parse_comment, schema_comment
 from claimcheck.contract.queries import QUERIES
-from claimcheck.server.runcontext import SCHEMA_PREFIX, schema_name, use_schema
+from claimcheck.server.runcontext import (SCHEMA_PREFIX, failing_statement, in_one_transaction, schema_name,
+                                          use_schema)
 from claimcheck.contract.strategy import INT_TYPES, server_message
 
 __all__ = ["SCHEMA_PREFIX", "schema_name"]
@@ -72,9 +73,7 @@ def create_schema(conn: psycopg.Connection, schema: str) -> None:
     so it never exists without one. A schema of that name already there is another run's: refused,
     never dropped (a reused CLAIMCHECK_RUN_ID must not destroy the run that holds it)."""
     try:
-        with conn.transaction():
-            for statement in owned_schema_sql(schema):
-                conn.execute(statement)
+        in_one_transaction(conn, [(statement, None) for statement in owned_schema_sql(schema)])
     except errors.DuplicateSchema:
         owner = parse_comment(conn.execute(QUERIES["schema_comment"], {"schema": schema}).fetchone()[0])
         whose = (f"run by process {owner.get('pid')} on {owner.get('host')}" if owner else "not made by this version")
@@ -119,13 +118,11 @@ def build_jobs_table(conn: psycopg.Connection, schema: str, jobs: int, first_key
     and committed first, and not analyzed after.
     """
     started = time.perf_counter()
-    with conn.transaction():
-        conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(schema, "jobs")))
-        conn.execute(sql.SQL(QUERIES["create_jobs"]).format(first_key=sql.Literal(first_key)))
-        if while_seeding is None:
-            conn.execute(QUERIES["seed_jobs"], {"jobs": jobs})
-        conn.execute(QUERIES["add_primary_key"])
-        conn.execute(QUERIES["create_ready_index"])
+    in_one_transaction(conn, [
+        (sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(schema, "jobs")), None),
+        (sql.SQL(QUERIES["create_jobs"]).format(first_key=sql.Literal(first_key)), None),
+        *([] if while_seeding else [(QUERIES["seed_jobs"], {"jobs": jobs})]),
+        (QUERIES["add_primary_key"], None), (QUERIES["create_ready_index"], None)])
     if while_seeding is None:
         conn.execute(QUERIES["analyze_jobs"])
     else:
@@ -166,6 +163,12 @@ def build_own_tables(conn: psycopg.Connection, schema: str, strategy, jobs: int,
         for step, (statement, names) in enumerate(strategy.bound_steps["schema"]):
             client.execute(statement, {k: values[k] for k in names})
 
+    if getattr(conn, "refuses_blocks", False) and while_seeding is None:
+        space = _own_tables_in_one_message(conn, strategy, values)
+        distinct = space.last - space.first + 1
+        _check_seeded(strategy, jobs, distinct + space.duplicates, distinct)
+        return SeededJobs(first_id=space.first, last_id=space.last, count=distinct,
+                          seconds=time.perf_counter() - started, keys=space if space.keys is not None else None)
     try:
         if while_seeding is not None:  # committed first: the hook's own connection must see the tables
             with conn.transaction():
@@ -203,3 +206,27 @@ def build_own_tables(conn: psycopg.Connection, schema: str, strategy, jobs: int,
     _check_seeded(strategy, jobs, distinct + space.duplicates, distinct)
     return SeededJobs(first_id=space.first, last_id=space.last, count=space.last - space.first + 1,
                       seconds=time.perf_counter() - started, keys=space if space.keys is not None else None)
+
+
+def _own_tables_in_one_message(conn: psycopg.Connection, strategy, values: dict) -> KeySpace:
+    """build_own_tables behind statement pooling, where no BEGIN of ours reaches the server: the `schema`
+    and `seed` statements in one message, bound on the client, which the server runs as one implicit
+    transaction (a failure leaves nothing); the keys are its last statement's rows, read whole. A
+    failure is placed on its statement by claimcheck.server.runcontext.failing_statement."""
+    steps = [(section, step, statement, names) for section in ("schema", "seed")
+             for step, (statement, names) in enumerate(strategy.bound_steps[section])]
+    client = conn.cursor()
+    bound = [client.mogrify(statement, {k: values[k] for k in names}) for *_, statement, names in steps]
+    try:
+        cur = in_one_transaction(conn, [(statement, None) for statement in bound])
+        rows = cur.fetchall() if cur.description else None
+    except psycopg.Error as exc:
+        section, step, *_ = steps[failing_statement(conn, bound)]
+        raise SqlFileError(server_message(strategy, section, step, exc)) from None
+    if rows is None:
+        raise SqlFileError(f"{strategy.source}: section 'seed' returns no rows: its last statement ran but "
+                           "returned nothing. The contract needs the seed's last statement to return the key "
+                           "of each job it created, one row per job (INSERT ... RETURNING id); see "
+                           "docs/contracts.md, section 1. Nothing was run.")
+    key_is_int = cur.description[0].type_code in INT_TYPES
+    return KeySpace.collect(rows, key_is_int)

@@ -17,17 +17,18 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Column
 
-from claimcheck.engine.driver import coordinator_connection, run_strategy, seed
+from claimcheck.engine.driver import run_strategy, seed
 from claimcheck.verdict.result import RunResult
 from claimcheck.errors import UsageError
 from claimcheck.server import interrupts
 from claimcheck.server.interrupts import shielded
+from claimcheck.server.pooling import refuse_transaction_blocks
 from claimcheck.server.provision import Server
 from claimcheck.contract.queries import QUERIES
 from claimcheck.server.redaction import scrub
 from claimcheck.server.runcontext import RunContext
 from claimcheck.engine.pgbench import pgbench_path, run_pgbench
-from claimcheck.server.schema import create_schema, drop_schema, new_run_id, schema_name, sweep_leftovers
+from claimcheck.server.schema import create_schema, drop_schema, new_run_id, sweep_leftovers
 from claimcheck.settings import RunSettings
 from claimcheck.contract.strategy import Strategy
 
@@ -48,27 +49,29 @@ def run_id_from_env() -> str:
 
 
 @contextmanager
-def run_schema(server: Server, run_id: str | None = None) -> Iterator[tuple[psycopg.Connection, str, str]]:
-    """A schema of our own for this invocation; dropped (only it) however the block ends.
+def run_schema(server: Server, run_id: str | None = None) -> Iterator[tuple[psycopg.Connection, RunContext]]:
+    """A schema of our own for this invocation, and the coordinator's connection in it, with the run's
+    context (which makes and names every other connection of the run); the schema is dropped (only
+    it) however the block ends.
 
     `run_id` names it; by default $CLAIMCHECK_RUN_ID or a fresh random id. Callers that may run
     side by side under one environment (the pytest plugin under xdist) pass a fresh one.
     """
-    run_id = run_id or run_id_from_env()
-    schema = schema_name(run_id)
+    run = RunContext(server.dsn, run_id or run_id_from_env())
+    schema = run.schema
     created = False
-    conn = coordinator_connection(server.dsn, run_id)
+    conn = run.connect("coordinator", in_schema=False)  # the schema does not exist yet
     try:
         for note in sweep_leftovers(conn, schema):
             Console(stderr=True).print(f"claimcheck: {note}", markup=False, highlight=False, soft_wrap=True)
         create_schema(conn, schema)
         created = True
-        yield conn, schema, run_id
+        yield conn, run
     finally:
         with shielded():  # a second Ctrl-C must not leave the schema behind
             conn.close()
             if created:  # only what this run made: a schema it failed to create is another run's
-                _drop_quietly(RunContext(server.dsn, run_id))
+                _drop_quietly(run)
 
 
 def _drop_quietly(run: RunContext) -> None:
@@ -123,8 +126,9 @@ def run_all(server: Server, strategies: list[Strategy], grid: list[RunSettings],
         own = [s.source for s in strategies if s.own_schema]
         if own:
             raise UsageError(f"--pgbench runs the SQL on claimcheck's jobs table; {own[0]} brings its own tables")
+    refuse_transaction_blocks(server.pooler, strategies, [settings.mode for settings in grid])  # before the schema
     results = []
-    with run_schema(server) as (original, schema, run_id):
+    with run_schema(server) as (original, run):
         conn = original
         # Fits 80 columns: the description gives way (with an ellipsis) before the figures do.
         progress = Progress(TextColumn("{task.description}", table_column=Column(no_wrap=True, overflow="ellipsis",
@@ -142,14 +146,13 @@ def run_all(server: Server, strategies: list[Strategy], grid: list[RunSettings],
                 progress.refresh()
 
                 show = _progress_callback(progress, task, settings.jobs)
-                conn = RunContext(server.dsn, run_id).reconnected(conn)  # a restart fault may have closed it
-                result = run_strategy(conn, server, schema, run_id, strategy, settings, show)
+                conn = run.reconnected(conn)  # a restart fault may have closed it
+                result = run_strategy(conn, server, run, strategy, settings, show)
                 if pgbench:
                     progress.update(task, status="pgbench: reseeding and running the same SQL")
                     progress.refresh()
-                    seed(conn, schema, run_id, strategy, settings.jobs)  # the run's own key range, as its run
-                    result = replace(result, pgbench=run_pgbench(conn, server.dsn, server.bin_dir, schema, run_id,
-                                                                 strategy, settings))
+                    seed(conn, run, strategy, settings.jobs)  # the run's own key range, as its run
+                    result = replace(result, pgbench=run_pgbench(conn, run, server.bin_dir, strategy, settings))
                 progress.remove_task(task)
                 status = "[green]exactly-once[/]" if result.exactly_once else "[red]violated[/]"
                 parity = "" if result.pgbench is None else (

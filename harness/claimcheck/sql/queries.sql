@@ -77,6 +77,19 @@ WHERE application_name LIKE %(app_prefix)s AND application_name ~ '/w[0-9]+$'
   AND state <> 'idle'
   AND pid <> pg_backend_pid();
 
+-- name: sample_queue
+-- One sample for the queue sampler of a rate run (claimcheck.engine.sampler.QueueSampler): jobs
+-- waiting to be claimed and claimed but not finished (one scan: in lock mode a claimed job's
+-- 'running' is not committed yet, so it shows as queued until it is done), the dead tuples and
+-- vacuums the statistics system counts (each backend reports its own within about a second), and
+-- the table's size with its indexes and TOAST. Fields: engine.sampler.QUEUE_FIELDS.
+SELECT q.queued, q.running, coalesce(s.n_dead_tup, 0), pg_total_relation_size('jobs'::regclass),
+       coalesce(s.vacuum_count + s.autovacuum_count, 0)
+FROM (SELECT count(*) FILTER (WHERE status = 'queued')  AS queued,
+             count(*) FILTER (WHERE status = 'running') AS running
+      FROM jobs) AS q
+LEFT JOIN pg_stat_user_tables AS s ON s.relid = 'jobs'::regclass;
+
 -- name: stuck_worker_backends
 -- Asked once, when no job progresses: the run's worker backends in one state (a statement, or a
 -- transaction left open) for at least %(at_least_s)s, longest first.

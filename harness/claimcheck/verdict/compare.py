@@ -45,7 +45,7 @@ LOAD_DIFFERENCE_PER_CPU = 1.0
 LOAD_RATIO = 1.5
 """Warn when the two reports' 1-minute load averages differ by more than one per CPU and by half."""
 
-RunKey = tuple[str, str, int, int, str]
+RunKey = tuple[str, str, int, int, str, "float | None"]
 MAX_FLOAT = int(sys.float_info.max)
 
 
@@ -207,15 +207,21 @@ def _check_distinct_runs(doc: dict, path: Path | str) -> None:
         key = run_key(run)
         if key in seen:
             raise UsageError(f"{path}: runs[{seen[key]}] and runs[{index}] have the same strategy, mode, workers, "
-                             f"batch and planner condition ({' · '.join(map(str, key))}), so compare cannot tell which to match; "
+                             f"batch, planner condition and offered rate ({_shown_key(key)}), so compare cannot tell which to match; "
                              "compare reports with one run per strategy and setting (strategies named apart)")
         seen[key] = index
 
 
 def run_key(run: dict) -> RunKey:
-    """(strategy, mode, workers, batch, planner condition): a run without conditions (schema version 1,
-    `--plans none`, bench) is the as-seeded run of a check under conditions."""
-    return (run["strategy"], run["mode"], int(run["workers"]), int(run["batch"]), run_condition(run))
+    """(strategy, mode, workers, batch, planner condition, offered rate): a run without conditions (schema
+    version 1, `--plans none`, bench) is the as-seeded run of a check under conditions; a run without a
+    producer has no offered rate (None), and a `bench --rate` sweep has one run per rate."""
+    return (run["strategy"], run["mode"], int(run["workers"]), int(run["batch"]), run_condition(run),
+            run.get("offered_rate_per_s"))
+
+
+def _shown_key(key: RunKey) -> str:
+    return " · ".join(str(x) for x in key[:5]) + ("" if key[5] is None else f" · {key[5]:g} jobs/s")
 
 
 def check_limits(max_drop_pct: float, alpha: float) -> None:
@@ -264,7 +270,7 @@ def compare(base: dict, new: dict, max_drop_pct: float = DEFAULT_MAX_DROP_PCT,
         raise UsageError(f"unusable comparison: {which} has no runs")
     if not set(base_runs) & set(new_runs):
         raise UsageError("unusable comparison: no run of the new report matches one of the base (same strategy, "
-                         f"mode, workers, batch and planner condition); base has {_keys(base_runs)}, new has {_keys(new_runs)}")
+                         f"mode, workers, batch, planner condition and offered rate); base has {_keys(base_runs)}, new has {_keys(new_runs)}")
     keys = list(new_runs) + [k for k in base_runs if k not in new_runs]
     diffs = tuple(RunDiff(k, base_runs.get(k), new_runs.get(k), max_drop_pct, alpha) for k in keys)
     warnings = warnings_between(base, new)
@@ -277,7 +283,7 @@ def compare(base: dict, new: dict, max_drop_pct: float = DEFAULT_MAX_DROP_PCT,
 
 
 def _keys(runs: dict[RunKey, dict]) -> str:
-    shown = ", ".join(" · ".join(map(str, k)) for k in list(runs)[:3])
+    shown = ", ".join(_shown_key(k) for k in list(runs)[:3])
     return shown + (f" and {len(runs) - 3} more" if len(runs) > 3 else "")
 
 
@@ -301,8 +307,9 @@ def comparison_table(comparison: Comparison, title: str) -> Table:
     table = Table(title=Text(title), header_style="bold", title_justify="left",
                   caption="jobs/s: median ±median absolute deviation over the repetitions; p: one-sided "
                           "Mann-Whitney U, new slower than base", caption_justify="left")
+    rated = any(d.key[5] is not None for d in comparison.diffs)
     for name, justify in (("strategy", "left"), ("mode", "left"), ("workers", "right"), ("batch", "right"),
-                          ("condition", "left"), ("base jobs/s", "right"), ("new jobs/s", "right"), ("change", "right"), ("p", "right"),
+                          ("condition", "left"), *((("rate/s", "right"),) if rated else ()), ("base jobs/s", "right"), ("new jobs/s", "right"), ("change", "right"), ("p", "right"),
                           ("base verdict", "left"), ("new verdict", "left"), ("double claimed\nbase → new", "right"),
                           ("status", "left")):
         table.add_column(name, justify=justify, no_wrap=True)
@@ -314,7 +321,8 @@ def comparison_table(comparison: Comparison, title: str) -> Table:
         status_style = {"ok": "green", "ok (within noise)": "yellow", "new": "cyan", "gone": "yellow"}.get(
             d.status, "bold red")
         # Text, not str: a strategy named `[/]` is a name, not rich markup (found by the compare fuzz test).
-        table.add_row(*(Text(str(x)) for x in d.key), _rate(d.base), _rate(d.new), change_text,
+        key = d.key[:5] + ((("-" if d.key[5] is None else f"{d.key[5]:g}"),) if rated else ())
+        table.add_row(*(Text(str(x)) for x in key), _rate(d.base), _rate(d.new), change_text,
                       "-" if p is None else f"{p:.3f}", _verdict(d.base), _verdict(d.new), doubles,
                       Text(d.status, style=status_style))
     return table

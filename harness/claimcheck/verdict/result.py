@@ -35,6 +35,21 @@ class TableOutcome:
 
 
 @dataclass(frozen=True)
+class OverTime:
+    """A rate run's series from its start (docs/producers.md), in the JSON as they are."""
+
+    queue: dict
+    """`queue_over_time`: the queue sampler's samples (claimcheck.engine.sampler.QueueSamples.series)."""
+    summary: dict
+    """`queue_summary`: the deepest queue, the dead tuples at the end and at most, the largest table."""
+    latency: dict
+    """`latency_over_time`: pickup latency per sampling interval (claimcheck.report.timeline.latency_over_time)."""
+
+    def as_dict(self) -> dict:
+        return {"queue_over_time": self.queue, "queue_summary": self.summary, "latency_over_time": self.latency}
+
+
+@dataclass(frozen=True)
 class RunResult:
     """One strategy x setting: what the ledger, the sampler and the table say."""
 
@@ -54,6 +69,12 @@ class RunResult:
     deadlocks: int
     claim_statements: int
     reconnects: int = 0
+    """Connections the claimers re-established after losing one (a terminated backend, a restart)."""
+    workers_replaced: int = 0
+    """A queue library's workers that exited on their own and were started again (the library runner
+    replaces them, as a process supervisor would): such a library's way to reconnect, which the JSON
+    counts in `reconnects` too, as it always has. The fork driver's replacements of killed workers
+    are faults, not counted here."""
     reaped: int = 0
     faults: list[FaultEvent] = field(default_factory=list)
     claims_over_time: dict = field(default_factory=dict)
@@ -83,6 +104,8 @@ class RunResult:
     """The claim's plan under that condition, from EXPLAIN before the run."""
     producer: "ProducerOutcome | None" = None
     """The open-loop producer's figures (`check --rate`): rates, lag, pickup and end-to-end latency."""
+    over_time: OverTime | None = None
+    """A rate run's queue depth, dead tuples, table size and pickup latency over time."""
 
     @property
     def pgbench_ratio(self) -> float | None:
@@ -174,7 +197,7 @@ class RunResult:
             "pgbench": None if self.pgbench is None else self.pgbench.as_dict(),
             "cpu_s": {"workers": self.cpu_s.get("workers"), "coordinator": self.cpu_s.get("coordinator")},
             "claims_over_time": self.claims_over_time,
-            "claim_errors": self.claim_errors, "reconnects": self.reconnects,
+            "claim_errors": self.claim_errors, "reconnects": self.reconnects + self.workers_replaced,
             "over_claims": v.over_claims, "over_attempts": v.over_attempts, "claim_limit": self.claim_limit.as_dict(),
             "shape_violations": list(v.shape_evidence),
         }
@@ -187,11 +210,13 @@ class RunResult:
             data.update({"plan_shape_ok": self.plan.shape_ok, "plan_reasons": self.plan.reasons})
         if self.producer is not None:  # `check --rate`: the open-loop producer's rates and latencies
             data.update(self.producer.as_dict())
+        if self.over_time is not None:
+            data.update(self.over_time.as_dict())
         if s.lifecycle:
             data.update({
                 "redeliveries": v.redeliveries, "stale_completion_violations": v.stale_completion_violations,
                 "unfinished_jobs": self.unfinished_jobs, "over_max_attempts": self.table.over_max_attempts,
-                "reaped": self.reaped, "reconnects": self.reconnects, "fail_rate": s.fail_rate,
+                "reaped": self.reaped, "reconnects": self.reconnects + self.workers_replaced, "fail_rate": s.fail_rate,
                 "unrecorded_claims": v.unrecorded_claims, "faults_skipped": self.faults_skipped,
                 "lease_seconds": s.lease_seconds, "faults": [f.as_dict() for f in self.faults],
             })

@@ -1,0 +1,199 @@
+"""One run record, one judge: what a coordinator saw of a run, and the RunResult made of it.
+
+Every coordinator (the fork driver, the library runner, the Locust master) ends a run the same
+way: it fills a :class:`RunRecord` with what it saw (the claimers' merged logs, why and when the
+run ended, the faults it injected, the reaper's returns, the lock waits) and hands it to
+:func:`judge_run` with the run's table (a :class:`JobTable`: ours, a file's own, or a library's).
+The ledger (claimcheck.verdict.ledger) judges the logs; the table says what the jobs became.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import psycopg
+
+from claimcheck.contract.limit import claim_limit
+from claimcheck.contract.queries import QUERIES
+from claimcheck.contract.strategy import Strategy, execute_section
+from claimcheck.engine import feedfigures, fedkeys
+from claimcheck.engine.faults import FaultEvent, fates
+from claimcheck.engine.sampler import WaitSamples
+from claimcheck.report.timeline import claims_over_time
+from claimcheck.server.schema import SeededJobs
+from claimcheck.settings import RunSettings
+from claimcheck.verdict.ledger import Verdict, WorkerLog, judge
+from claimcheck.verdict.result import OverTime, RunResult, TableOutcome
+from claimcheck.verdict.stats import latency_summary
+
+
+@dataclass
+class RunRecord:
+    """What a coordinator saw of one finished run. Times are on the claimers' clock (monotonic, or
+    the server's for Locust users)."""
+
+    logs: list[WorkerLog]
+    """Each claimer's log, complete: merged from its stream, ended by its last message or its death."""
+    stopped_by: str
+    """Why the run ended (see RunResult.stopped_by)."""
+    drained: bool
+    """The run went to its end, so a job never claimed is lost (see claimcheck.engine.supervisor.drained)."""
+    span: tuple[float, float]
+    """From the first release to the last claim or end of a job (see run_span): the run's elapsed time."""
+    origin: float
+    """Times in the evidence, the fault report and the timeline are seconds after this."""
+    observed_s: float
+    """How long after `origin` the claimers were watched: the timeline's length."""
+    stop_reason: str | None = None
+    """Why the run ended before its drain, in words."""
+    killed: set[int] = field(default_factory=set)
+    """Claimers gone without their last word (killed by a fault, a lost Locust worker process)."""
+    reaps: list = field(default_factory=list)
+    """The reaper's (or the library's recovery's) returns of expired leases."""
+    faults: list[FaultEvent] = field(default_factory=list)
+    faults_skipped: list[str] = field(default_factory=list)
+    stalled: dict = field(default_factory=dict)
+    """Worker -> the job it stalled on, for the stall faults that took hold."""
+    waits: WaitSamples = field(default_factory=WaitSamples)
+    coordinator_cpu_s: float | None = None
+    """The coordinator's CPU from release to the end; None where it is not a run's (Locust's master)."""
+    claim_statements: int | None = None
+    """Claim statements, where the logs do not count them (a library's executions); None: the logs'."""
+    workers_replaced: int = 0
+    """Workers that exited on their own and were started again (a library's, see RunResult)."""
+    over_time: OverTime | None = None
+    """A rate run's queue and pickup latency over time (see claimcheck.report.timeline.rate_over_time)."""
+
+    @classmethod
+    def of(cls, logs: list[WorkerLog], stopped_by: str, drained: bool, **rest) -> RunRecord:
+        """A record whose span, origin and timeline come from the logs themselves (the fork driver's,
+        Locust's): the span's start is the origin, the last claimer's end the timeline's end."""
+        span = run_span(logs)
+        observed = max(log.finished_at for log in logs) - span[0]
+        return cls(logs=logs, stopped_by=stopped_by, drained=drained, span=span, origin=span[0],
+                   observed_s=observed, **rest)
+
+
+class JobTable(Protocol):
+    """What the judge asks of the run's table."""
+
+    def outcome(self, seeded: SeededJobs, logs: list[WorkerLog]) -> TableOutcome:
+        """The jobs' state after the run, in our terms."""
+
+    def final_status(self, jobs: set) -> dict:
+        """(status, attempts) of each of these jobs, for the fault report; {} where not known."""
+
+    def unrecorded(self, never: list[int]) -> tuple[int, int] | None:
+        """(finished, taken) among jobs no log claimed, where the table can tell; else None."""
+
+
+class RunTable:
+    """The table of a claim run: claimcheck's jobs table, or a file's own tables (which say only how
+    many jobs are left, by their `remaining` section)."""
+
+    def __init__(self, conn: psycopg.Connection, strategy: Strategy, *, unreaped: bool = False) -> None:
+        self.conn, self.strategy, self.unreaped = conn, strategy, unreaped
+        """`unreaped`: no reaper returns a dead claimer's jobs (a Locust run), see judge_run."""
+
+    def outcome(self, seeded: SeededJobs, logs: list[WorkerLog]) -> TableOutcome:
+        conn = self.conn
+        if not self.strategy.own_schema:
+            return TableOutcome(*conn.execute(QUERIES["table_outcome"]).fetchone(),
+                                *conn.execute(QUERIES["lifecycle_outcome"]).fetchone()[1:])
+        # Own tables: the file's `remaining` says how many are unfinished (statement by statement, as the workers run it).
+        left = execute_section(conn, self.strategy, "remaining", {}).fetchone()[0]
+        attempts = max((max(log.attempt) for log in logs if len(log)), default=0)
+        return TableOutcome(done=seeded.count - left, queued=left, running=0, failed=0, max_attempts=attempts)
+
+    def final_status(self, jobs: set) -> dict:
+        if self.strategy.own_schema:  # no status column we know of: the jobs' final state shows as '?'
+            return {}
+        return {r[0]: (r[1], r[2]) for r in self.conn.execute(QUERIES["jobs_state"], {"ids": sorted(jobs)}).fetchall()}
+
+    def unrecorded(self, never: list[int]) -> tuple[int, int] | None:
+        if self.strategy.own_schema:
+            return None
+        finished = self.conn.execute(QUERIES["finished_among"], {"ids": never}).fetchone()[0]
+        taken = self.conn.execute(QUERIES["claimed_among"], {"ids": never}).fetchone()[0] if self.unreaped else finished
+        return finished, taken
+
+
+def run_span(logs: list[WorkerLog]) -> tuple[float, float]:
+    """The run's span, on the workers' own clocks: from the first release from the barrier (the
+    coordinator wakes from it a little later than they do) to the last claim or end of a job, or to
+    the last worker's end if none claimed a job. After the last job, the workers only find the queue
+    empty (an empty claim, the drain check, a poll pause, each again while a job is still locked by
+    another), which is no work on jobs: at 16 workers in lock mode that was about 90 ms of a 3 s run.
+    The library runner's span ends at its last job too; pgbench's (the parity benchmark's reference)
+    at its last transaction. A requeue ends at its release time, before its `fail` was first sent
+    (see Loop._finish_resiliently): a run whose last event is a requeue retried through a reconnect
+    ends before that retry."""
+    started = min(log.started_at for log in logs if log.started_at)
+    last = [log.last_event() for log in logs if len(log)]
+    return started, max(last) if last else max(log.finished_at for log in logs)
+
+
+def judge_run(record: RunRecord, table: JobTable, strategy: Strategy, settings: RunSettings, seeded: SeededJobs, *,
+              releases: bool, fed: feedfigures.ProducerOutcome | None = None) -> RunResult:
+    """Judge a finished run from its record and its table. `releases`: can a claim be released before
+    it finishes (see WorkerPlan.releases); `fed`: the producer's figures, in a run with --rate."""
+    logs, origin = record.logs, record.origin
+    if fed is not None:  # the seeded jobs and exactly those the producers committed (claimcheck.engine.fedkeys)
+        seeded, logs = fedkeys.judged(seeded, fed.committed, logs)
+    outcome = table.outcome(seeded, logs)
+    verdict = judge(logs, seeded.first_id, seeded.last_id, drained=record.drained, origin=origin, reaps=record.reaps,
+                    releases=releases, keys=seeded.keys, limit=claim_limit(strategy.statements, settings.batch).rows)
+    if record.killed and verdict.unclaimed_jobs:
+        verdict = _unrecorded(table, verdict, logs, seeded)
+    if record.faults:
+        fates(record.faults, logs, record.stalled, origin, table.final_status)
+    started, finished = record.span
+    return RunResult(
+        strategy=strategy, settings=settings, seeded=seeded, verdict=verdict, waits=record.waits, table=outcome,
+        elapsed_s=finished - started, stopped_by=record.stopped_by,
+        claim_latency_ms=latency_summary(x for log in logs for x in log.claim_latency_ms),
+        serialization_failures=sum(log.serialization_failures for log in logs),
+        deadlocks=sum(log.deadlocks for log in logs),
+        claim_statements=sum(log.claim_statements for log in logs) if record.claim_statements is None
+        else record.claim_statements,
+        empty_claims=sum(log.empty_claims for log in logs), faults_skipped=record.faults_skipped,
+        reconnects=sum(log.reconnects for log in logs), workers_replaced=record.workers_replaced,
+        reaped=len(record.reaps), faults=record.faults,
+        claim_errors=_sum_counts(log.sqlstates for log in logs),
+        # Over the claimers' whole time, past the last job: a stall or a slow end shows as empty buckets.
+        claims_over_time=claims_over_time(logs, origin, record.observed_s),
+        stop_reason=record.stop_reason, cpu_s=cpu_use(logs, record.coordinator_cpu_s), producer=fed,
+        over_time=record.over_time,
+    )
+
+
+def cpu_use(logs: list[WorkerLog], coordinator_s: float | None) -> dict:
+    """The harness's own CPU in the run: its workers' (summed) and its coordinator's, in seconds.
+    Against pgbench's CPU on the same SQL it says what our client costs (see claimcheck.engine.pgbench)."""
+    used = [log.cpu_s for log in logs if log.cpu_s is not None]
+    return {"workers": round(sum(used), 4) if used else None,
+            "coordinator": None if coordinator_s is None else round(coordinator_s, 4)}
+
+
+def _unrecorded(table: JobTable, verdict: Verdict, logs: list[WorkerLog], seeded: SeededJobs) -> Verdict:
+    """A worker killed between a commit and its next flush takes that claim's record with it. Jobs
+    the table shows finished but no log claimed were claimed by such a worker: not lost. Without a
+    reaper to return the others (a Locust run, RunTable's `unreaped`), a job the table shows taken
+    but unfinished was claimed by one too."""
+    claimed = {job for log in logs for job in log.job}
+    never = [job for job in range(seeded.first_id, seeded.last_id + 1) if job not in claimed]
+    found = table.unrecorded(never)
+    if found is None:
+        return verdict
+    finished, taken = found
+    return dataclasses.replace(verdict, unclaimed_jobs=verdict.unclaimed_jobs - taken, unrecorded_claims=taken,
+                               jobs_finished=verdict.jobs_finished + finished)
+
+
+def _sum_counts(counts) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for c in counts:
+        for k, v in c.items():
+            total[k] = total.get(k, 0) + v
+    return dict(sorted(total.items()))
