@@ -6,8 +6,8 @@ table is drained or the run's limit is reached. What differs is only the backend
 
 - :class:`LocustBackend` is psycopg's general path (claimcheck.engine.backend.PsycopgBackend):
   psycopg (3.1.14+) sees that gevent has patched `select` and waits for the server through it, so
-  a user blocked on PostgreSQL yields to the others (tests/locust/test_gevent_psycopg.py checks
-  that it really does). The libpq fast path (claimcheck.engine.fastpath) would block the whole process.
+  a user blocked on PostgreSQL yields to the others (test_psycopg_yields_to_other_greenlets_under_gevent,
+  in tests/acceptance/test_locust_engine.py, checks that it really does). The libpq fast path (claimcheck.engine.fastpath) would block the whole process.
 - Records travel to the master with Locust's own messaging (`runner.send_message`), through the
   same :class:`claimcheck.engine.logstream.LogStream` the fork driver's workers write to their pipe.
 - Times are on the server's clock: each user reads `clock_timestamp()` when it connects, and again
