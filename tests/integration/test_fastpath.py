@@ -10,9 +10,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from claimcheck.engine.fastpath import PreparedStatement, Transaction
+from claimcheck.engine.fastpath import LibpqBackend, PreparedStatement, Transaction
 from claimcheck.verdict.ledger import DONE, WorkerLog
-from claimcheck.engine.logstream import LogStream
+from claimcheck.engine.logstream import LogStream, PipeSink
 from claimcheck.server.schema import build_jobs_table
 from claimcheck.server.session import run_schema
 from claimcheck.settings import RunSettings, WorkTime
@@ -116,7 +116,7 @@ CLAIM_SHAPES = pytest.mark.parametrize("attempt", [False, True], ids=["key", "ke
 
 
 def drain_in_the_tight_loop(run, tmp_path, text: str, mode: str, batch: int, attempt: bool):
-    """Zero work, no faults, no failures: the worker's tight loop (`Loop._plain_cycles`). Whatever
+    """Zero work, no faults, no failures: each claim's completions in one call (`Cycle.alike`). Whatever
     the completion does, every job ends done, once. `attempt`: the claim returns the attempt, and
     the completion is fenced by it."""
     if attempt:
@@ -198,12 +198,13 @@ def test_the_built_in_claim_binds_its_completions_from_its_own_text(server, atte
                           shape=dataclasses.replace(DEFAULT_SHAPE, attempt_is_int=attempt_is_int))
         conn = connect_worker(plan, 0)
         log = WorkerLog(worker=0)
-        loop = Loop(plan, 0, conn, log, Shared.local(),
-                    LogStream(sender, log, plan.flush_interval_s))
+        backend = LibpqBackend(plan, "w00", conn, log.unknown_keys, connect=lambda: connect_worker(plan, 0))
+        loop = Loop(plan, 0, backend, log, Shared.local(),
+                    LogStream(PipeSink(sender), log, plan.flush_interval_s))
         try:
-            assert loop.plain_jobs and (loop.bind_claimed is not None) is attempt_is_int
-            assert loop.claim_cycle() == 0  # claims until the queue is empty
+            assert loop.cycle.alike and (backend.bind_claimed is not None) is attempt_is_int
+            assert loop.cycle.claims() == 0  # claims until the queue is empty
         finally:
-            conn.close()
+            backend.close()
         assert sorted(log.job) == list(range(1, 31)) and set(log.outcome) == {DONE}
         assert admin.execute("SELECT count(*) FROM jobs WHERE status = 'done'").fetchone()[0] == 30

@@ -16,15 +16,21 @@ import psycopg
 import pytest
 
 from claimcheck.cli import main
+from claimcheck.engine.backend import PsycopgBackend
 from claimcheck.engine.driver import run_strategy
 from claimcheck.engine.fastpath import InlineStatement, Transaction
 from claimcheck.errors import ServerError, SqlFileError, UsageError
 from claimcheck.server.pgbouncer import PgBouncer, PoolerSpec, pgbouncer_path
 from claimcheck.server.provision import provide_server
-from claimcheck.server.runcontext import Route, RunContext, route, route_of
+from claimcheck.engine.logstream import LogStream
+from claimcheck.engine.shared import Shared
+from claimcheck.engine.worker import Loop, WorkerPlan, connect_worker, worker_role
+from claimcheck.server.runcontext import Route, RunContext, StatelessConnection, route, route_of
+from claimcheck.server.schema import build_jobs_table
 from claimcheck.server.session import run_schema
 from claimcheck.settings import RunSettings
 from claimcheck.contract.strategy import load_strategy
+from claimcheck.verdict.ledger import DONE, WorkerLog
 
 
 def _missing() -> str | None:
@@ -75,6 +81,39 @@ def test_a_plain_claims_evidence_names_its_backends_too(server):
         result = _run(through, "naive-single", workers=4, jobs=200)
     assert not result.exactly_once
     assert all(c.backend_pid is not None for v in result.verdict.violations for c in v.claims)
+
+
+class _Kept:
+    """A RecordSink that keeps nothing: the test reads the worker's own log."""
+
+    def send_delta(self, delta) -> None:
+        pass
+
+    def send_end(self, summary: dict) -> None:
+        pass
+
+
+@pytest.mark.parametrize("mode", ["lease", "lock"])
+def test_the_psycopg_backend_drains_through_a_transaction_pool(server, mode):
+    # Locust's users take psycopg's general path (claimcheck.engine.backend.PsycopgBackend): through a
+    # transaction pool its StatelessConnection binds on the client and prepares nothing by name, and
+    # each claim's backend is recorded.
+    with pooled(server, "transaction") as through, run_schema(through) as (admin, run):
+        build_jobs_table(admin, run.schema, 60)
+        plan = WorkerPlan(run=run, strategy=load_strategy("skip-locked"),
+                          settings=RunSettings(workers=1, jobs=60, batch=5, mode=mode))
+        conn = connect_worker(plan, 0)
+        assert isinstance(conn, StatelessConnection)
+        log = WorkerLog(worker=0)
+        backend = PsycopgBackend(plan, worker_role(0), conn, log.unknown_keys, connect=lambda: connect_worker(plan, 0))
+        try:
+            Loop(plan, 0, backend, log, Shared.local(), LogStream(_Kept(), log, 1.0)).run()
+        finally:
+            backend.close()
+        assert admin.execute("SELECT count(*) FROM jobs WHERE status = 'done'").fetchone()[0] == 60
+    assert log.drained and sorted(log.job) == list(range(1, 61)) and set(log.outcome) == {DONE}
+    assert sorted(slot for slot, _ in log.backends) == list(range(60))
+    assert all(pid is not None for _, pid in log.backends)
 
 
 @pytest.mark.parametrize("design", [*SESSION_ADVISORY, "skip-locked"])
@@ -241,7 +280,7 @@ def test_a_design_that_needs_a_transaction_block_is_refused_behind_a_statement_p
                 run_strategy(conn, through, run, load_strategy(design), RunSettings(mode=mode, **SMALL))
         assert why in str(refused.value) and "Nothing was run" in str(refused.value)
         with psycopg.connect(through.dsn, autocommit=True) as direct:
-            assert not direct.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone()
+            assert not direct.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (run.schema,)).fetchone()
         with psycopg.connect(route_of(through.dsn).workers, autocommit=True) as worker:
             with pytest.raises(psycopg.errors.ProtocolViolation, match="statement pooling"):
                 worker.execute("BEGIN")

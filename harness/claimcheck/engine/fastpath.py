@@ -9,7 +9,8 @@ its round trip, its rows and its row count are exactly those of `conn.execute(st
 Used for a lone claim statement and its per-job completions, in lease mode (autocommit) and in lock
 mode, where :class:`Transaction` sends the BEGIN / COMMIT / ROLLBACK that psycopg's
 `conn.transaction()` sends, through libpq too. A pick, a claim of several statements or a claim
-returning a lease keeps psycopg's general path.
+returning a lease keeps psycopg's general path. :class:`LibpqBackend` is the claim cycles' backend
+(see claimcheck.engine.backend) built of these: the fork driver's workers use it.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import psycopg
 from psycopg import errors, pq
 
 from claimcheck.contract.dialect import substitute, to_positional
+from claimcheck.engine.backend import JOB_COLUMNS, Counted, PsycopgBackend
 from claimcheck.server.runcontext import StatelessConnection
 
 _OK = frozenset(int(status) for status in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK))
@@ -224,3 +226,78 @@ class Transaction:
 
     def _command(self, command: bytes) -> None:
         _check(self.pgconn.exec_(command), self.encoding)
+
+
+class LibpqBackend(PsycopgBackend):
+    """The hot path as a claim cycle's backend: a lone claim statement and a lone `complete` through
+    libpq (prepared by name on each new connection, or inline through a pooler), the explicit
+    transaction through :class:`Transaction` (lock mode's, and a per-job section's of several
+    statements). What is not eligible (a pick, a claim of several statements or one returning a lease,
+    `fail`, `extend`, `after_commit`, the drain check) keeps psycopg's general path."""
+
+    def _connected(self) -> None:
+        super()._connected()
+        strategy, shape = self.strategy, self.shape
+        self.tx = Transaction(self.conn)  # one per connection; through a pooler, each BEGIN sets the isolation
+        single = lambda section: strategy.has(section) and len(strategy.steps(section)) == 1  # noqa: E731
+        self.fast_complete = self._prepare("complete") if single("complete") else None
+        self.bind_complete = self.fast_complete.binder(self.params["complete"], JOB_COLUMNS, 2) \
+            if self.fast_complete else None
+        """Binds (key, attempt) pairs of values: the numbers read, or the keys they stand for."""
+        # A claim returning its lease reads the server's clock right after it: the general path.
+        plain = shape.lease_index is None and not strategy.has_pick
+        self.fast_claim = self._prepare("claim") if plain and single("claim") else None
+        self.fast_claim_params = self.fast_claim.bind(self.params["claim"]) if self.fast_claim else []
+        # A fast claim's rows are libpq's text. Where they are integer keys numbering the jobs themselves
+        # and integer attempts, each completion takes them from the claim's row as they came.
+        echo = (self.fast_complete and self.fast_claim and self.keys.numbered and shape.key_is_int
+                and shape.attempt_index is not None and shape.max_attempts_index is None and shape.attempt_is_int)
+        self.bind_claimed = self.fast_complete.binder(
+            self.params["complete"], {**JOB_COLUMNS, "attempts": shape.attempt_index}, len(shape.columns)
+        ) if echo else None
+        """Binds a claim read by the plain reading (its notes say so); else `bind_complete` binds the
+        numbers read (a NULL attempt is bound as 0, as the ledger reads it)."""
+
+    def _prepare(self, section: str) -> PreparedStatement | None:
+        """The section's statement prepared on libpq's fast path, or None for psycopg's general path.
+        Through a pooler nothing is prepared by name: the statement is sent whole each time, its
+        parameters inline (see InlineStatement)."""
+        text = self.strategy.statements[section]
+        if self.pooled:
+            return InlineStatement(self.conn, text)
+        try:
+            return PreparedStatement(self.conn, f"claimcheck_{section}", text)
+        except psycopg.Error:
+            # The server could not infer a parameter's type without psycopg's hints (validation
+            # passed with them): keep the general path for this strategy.
+            return None
+
+    def claim(self) -> list[tuple]:
+        if self.fast_claim is None:
+            return super().claim()
+        rows = self.fast_claim.rows(self.fast_claim_params)
+        if self.pooled:
+            self.backend_pid = self.conn.backend_pid
+        return rows
+
+    def complete_each(self, jobs: list[tuple[int, int]], claimed: list[tuple], plain: bool,
+                      clock: Callable[[], float] | None = None) -> Counted:
+        if self.fast_complete is None:
+            return super().complete_each(jobs, claimed, plain, clock)
+        if self.bind_claimed is not None and plain:
+            bound = self.bind_claimed(claimed)
+        else:
+            bound = self.bind_complete.pairs(self.keys.pairs(jobs))
+        return self.fast_complete.rowcount_each(bound, clock)
+
+    def change(self, section: str, job: int, attempt: int) -> bool:
+        if section == "complete" and self.fast_complete is not None:
+            # The job's parameters bound as text straight to libpq.
+            return self.fast_complete.rowcount(self.bind_complete.pairs([(self.keys.shown(job), attempt)])[0]) > 0
+        return super().change(section, job, attempt)
+
+    def transaction(self) -> Transaction:
+        """psycopg's `conn.transaction()` without its DEALLOCATE ALL on a rollback, which would drop the
+        prepared statements. psycopg's own prepared statements outlive the ROLLBACK as well (they are
+        not transactional)."""
+        return self.tx

@@ -127,7 +127,7 @@ def run_span(logs: list[WorkerLog]) -> tuple[float, float]:
     another), which is no work on jobs: at 16 workers in lock mode that was about 90 ms of a 3 s run.
     The library runner's span ends at its last job too; pgbench's (the parity benchmark's reference)
     at its last transaction. A requeue ends at its release time, before its `fail` was first sent
-    (see Loop._finish_resiliently): a run whose last event is a requeue retried through a reconnect
+    (see claimcheck.engine.cycle.LeaseCycle._finish_resiliently): a run whose last event is a requeue retried through a reconnect
     ends before that retry."""
     started = min(log.started_at for log in logs if log.started_at)
     last = [log.last_event() for log in logs if len(log)]

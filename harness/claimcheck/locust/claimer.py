@@ -1,13 +1,13 @@
 """One Locust user = one claimer: the fork driver's worker loop on a gevent greenlet.
 
-Each user opens its own connection and runs :class:`claimcheck.engine.worker.Loop` (the same claim /
-work / complete / fail / extend cycle, lease and lock modes, the same SQL-file contract) until the
-table is drained or the run's limit is reached. What differs is only the plumbing:
+Each user opens its own connection and runs :class:`claimcheck.engine.worker.Loop` (the same claim
+cycles of claimcheck.engine.cycle, lease and lock modes, the same SQL-file contract) until the
+table is drained or the run's limit is reached. What differs is only the backend and the plumbing:
 
-- psycopg (3.1.14+) sees that gevent has patched `select` and waits for the server through it, so
-  a user blocked on PostgreSQL yields to the others (tests/locust/test_gevent_psycopg.py checks
-  that it really does). The libpq fast path (claimcheck.engine.fastpath) would block the whole process,
-  so Locust users take psycopg's general path.
+- :class:`LocustBackend` is psycopg's general path (claimcheck.engine.backend.PsycopgBackend):
+  psycopg (3.1.14+) sees that gevent has patched `select` and waits for the server through it, so
+  a user blocked on PostgreSQL yields to the others (test_psycopg_yields_to_other_greenlets_under_gevent,
+  in tests/acceptance/test_locust_engine.py, checks that it really does). The libpq fast path (claimcheck.engine.fastpath) would block the whole process.
 - Records travel to the master with Locust's own messaging (`runner.send_message`), through the
   same :class:`claimcheck.engine.logstream.LogStream` the fork driver's workers write to their pipe.
 - Times are on the server's clock: each user reads `clock_timestamp()` when it connects, and again
@@ -29,15 +29,16 @@ from typing import Any
 
 import psycopg
 
-from claimcheck.verdict.ledger import DONE, FAILED, WorkerLog
+from claimcheck.verdict.ledger import WorkerLog
 from claimcheck.engine.logstream import LogDelta, LogStream
 from claimcheck.contract.queries import QUERIES
 from claimcheck.settings import FaultPlan, RunSettings, WorkTime
 from claimcheck.contract.strategy import ClaimShape, Strategy
 from claimcheck.contract.keys import KeySpace
 from claimcheck.server.runcontext import RunContext
+from claimcheck.engine.backend import PsycopgBackend
 from claimcheck.engine.shared import Shared
-from claimcheck.engine.worker import Loop, WorkerPlan, connect_worker, send_end
+from claimcheck.engine.worker import Loop, WorkerPlan, connect_when_up, connect_worker, send_end, worker_role
 
 LOG_MESSAGE = "claimcheck_log"
 """A user's records since its last flush (a LogStream delta), times on the server's clock."""
@@ -106,7 +107,7 @@ class ToMaster:
 
     def __init__(self, runner: Any, index: int, clock: ServerClock) -> None:
         self.runner, self.index, self.clock = runner, index, clock
-        self.loop: "LocustLoop | None" = None
+        self.loop: "Loop | None" = None
 
     def _anchor_if_due(self) -> None:
         if self.loop is not None and self.clock.due():
@@ -129,48 +130,44 @@ class ToMaster:
         self.runner.send_message(END_MESSAGE, {"user": self.index, "summary": fields})
 
 
-class LocustLoop(Loop):
-    """The worker's loop with Locust's request events, on psycopg's gevent-aware path."""
+class LocustBackend(PsycopgBackend):
+    """psycopg's general path (its waits yield to the process's other greenlets; libpq's blocking calls
+    of the fast path would stall them all), with each claim and each completion a Locust request, and
+    the server clock anchored again on every new connection."""
 
-    def __init__(self, *args: Any, events: Any, clock: ServerClock) -> None:
+    def __init__(self, *args: Any, events: Any, clock: ServerClock, **kwargs: Any) -> None:
         self.events, self.clock = events, clock
-        super().__init__(*args)
+        super().__init__(*args, **kwargs)
 
-    def _prepare_fast(self, section: str) -> None:
-        return None  # libpq's blocking calls would stall every greenlet of the process: psycopg's path
-
-    def _transaction(self):
-        # psycopg's transaction: its waits yield to the other greenlets (libpq's blocking calls would not).
-        return self.conn.transaction()
-
-    def _reconnect(self) -> None:
-        super()._reconnect()
+    def reconnect(self) -> None:
+        super().reconnect()
         self.clock.anchor(self.conn)
 
     def _fire(self, name: str, started: float, length: int, exception: Exception | None = None) -> None:
         self.events.request.fire(request_type="SQL", name=name, response_time=(time.perf_counter() - started) * 1000,
                                  response_length=length, exception=exception, context={})
 
-    def _claim(self) -> list[tuple[int, int]]:
+    def claim(self) -> list[tuple]:
         started = time.perf_counter()
         try:
-            rows = super()._claim()
+            rows = super().claim()
         except Exception as exc:
             self._fire("claim", started, 0, exc)
             raise
         self._fire("claim" if rows else "claim: empty", started, len(rows))
         return rows
 
-    def _complete(self, job: int, attempt: int, fails: bool) -> int:
+    def change(self, section: str, job: int, attempt: int) -> bool:
+        if section not in ("complete", "fail"):
+            return super().change(section, job, attempt)
         started = time.perf_counter()
-        name = "fail" if fails else "complete"
         try:
-            outcome = super()._complete(job, attempt, fails)
+            changed = super().change(section, job, attempt)
         except Exception as exc:
-            self._fire(name, started, 0, exc)
+            self._fire(section, started, 0, exc)
             raise
-        self._fire(name, started, int(outcome in (DONE, FAILED)))
-        return outcome
+        self._fire(section, started, int(changed))
+        return changed
 
 
 def run_claimer(environment: Any, plan: WorkerPlan) -> None:
@@ -188,7 +185,10 @@ def run_claimer(environment: Any, plan: WorkerPlan) -> None:
         clock.anchor(conn)
         log.started_at = time.monotonic()
         runner.send_message(START_MESSAGE, {"user": index, "started_at": clock.server_time(log.started_at)})
-        loop = LocustLoop(plan, index, conn, log, shared, stream, events=environment.events, clock=clock)
+        backend = LocustBackend(plan, worker_role(index), conn, log.unknown_keys,
+                                connect=lambda: connect_when_up(plan, index, shared),
+                                events=environment.events, clock=clock)
+        loop = Loop(plan, index, backend, log, shared, stream)
         pipe.loop = loop
         if plan.settings.duration_s is not None:
             import gevent  # only ever imported under Locust
