@@ -9,6 +9,7 @@ from typing import ClassVar
 from claimcheck.errors import UsageError
 
 MODES = ("lease", "lock")
+WAKEUPS = ("poll", "notify")
 MAX_WORKERS = 64
 # The bounds of every load option (docs/contracts.md, section 6). Each is far beyond what a run on
 # one machine needs; past it a typo would seed for hours, fill a disk, or sleep for days.
@@ -19,6 +20,8 @@ MAX_MS = 60_000.0
 """--work-ms (each of its numbers) and --poll-ms."""
 MAX_RATE = 100_000.0
 """--rate, jobs per second: one producer process does some thousands at most."""
+MAX_PRODUCERS = 32
+"""--producers: processes sharing one --rate schedule."""
 MAX_FAULTS = 32
 """Faults of each kind in one run (a kill starts a replacement worker: the driver's MAX_REPLACEMENTS is this)."""
 MAX_SECONDS = 86_400.0
@@ -147,6 +150,11 @@ class RunSettings:
     claimcheck.engine.producer); None: the seeded jobs only."""
     produce_s: float | None = None
     """How long the producer enqueues (`--duration` with `--rate`); the workers then drain."""
+    producers: int = 1
+    """Producer processes sharing the --rate schedule (job i is producer i mod producers')."""
+    wakeup: str = "poll"
+    """After an empty claim: `poll` sleeps poll_ms; `notify` (with --rate) waits for the producers' NOTIFY
+    (see claimcheck.engine.idle)."""
     stop_early: bool = False
     """Stop once a violation is proven (`check`'s default; `--drain` turns it off). Applies only where
     nothing releases a claim (no reaper, failures or faults): see claimcheck.engine.watch."""
@@ -178,12 +186,19 @@ class RunSettings:
             if self.produce_s is None:
                 raise UsageError("--rate needs --duration: how many seconds the producer enqueues at that rate")
             above_zero("--duration", self.produce_s, MAX_SECONDS)
+            positive("--producers", self.producers, maximum=MAX_PRODUCERS)
             if self.rate_per_s * self.produce_s > MAX_JOBS:
                 raise UsageError(f"--rate {_num(self.rate_per_s)} for --duration {_num(self.produce_s)} would enqueue "
                                  f"more than {_num(MAX_JOBS)} jobs (the bound of --jobs too); lower one of them")
             if self.duration_s is not None or self.claims_per_worker is not None or self.faults is not None:
                 raise UsageError("--rate runs until the producer's --duration ends and the workers drain: it does not "
                                  "combine with --claims-per-worker or --faults")
+        if self.wakeup not in WAKEUPS:
+            raise UsageError(f"--wakeup must be one of {', '.join(WAKEUPS)}, got {self.wakeup!r}")
+        if self.wakeup == "notify" and self.rate_per_s is None:
+            raise UsageError("--wakeup notify needs --rate: the producers' enqueues send the notifications")
+        if self.rate_per_s is None and self.producers != 1:
+            raise UsageError("--producers needs --rate: the producers feed the queue on the --rate schedule")
 
     @property
     def lifecycle(self) -> bool:

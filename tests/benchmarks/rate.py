@@ -46,7 +46,7 @@ import psycopg
 
 from claimcheck.contract.strategy import load_strategy
 from claimcheck.engine.pgbench import run_pgbench_at_rate
-from claimcheck.engine.producer import _histogram, _record, _summary
+from claimcheck.engine.feedfigures import _histogram, _record, _summary
 from claimcheck.server.provision import provide_server
 from claimcheck.server.runcontext import RunContext, schema_name
 from claimcheck.server.schema import build_jobs_table, create_schema, drop_schema

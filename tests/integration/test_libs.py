@@ -113,3 +113,18 @@ def test_the_public_api_has_a_library_form(server):
     assert result.table.done == 100 and result.library["name"] == "procrastinate"
     with pytest.raises(TypeError):
         claimcheck.run("skip-locked", lib="procrastinate", server=server)
+
+
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_a_library_fed_through_its_own_enqueue_while_it_works_is_judged_like_its_seeded_jobs(server, library):
+    run_id = new_run_id()
+    result = run_library(server, load_adapter(library), lib_settings(workers=2, jobs=10, duration_s=1.5,
+                                                                     rate_per_s=40), run_id=run_id)
+    p, v = result.producer, result.verdict
+    assert result.exactly_once and result.stopped_by == "drained", (v.violations[:3], result.table, result.library)
+    assert p.enqueued == p.scheduled == 60 and result.seeded.count == 70 == v.claims == v.unique_jobs_claimed
+    assert result.table.done == 70 and v.unclaimed_jobs == 0 and v.unexpected_jobs == 0
+    assert p.pickup_latency_ms["count"] == 60 and p.end_to_end_latency_ms["count"] == 60
+    assert p.claimed_before_last_enqueue > 0  # jobs arrived while its workers ran
+    assert result.as_dict()["offered_rate_per_s"] == 40
+    assert not database_exists(server, run_id)

@@ -90,3 +90,14 @@ def test_without_node_lib_says_what_is_missing_and_exits_2(tmp_path):
                           env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2, done.stderr
     assert "no node on PATH" in done.stderr and "nodejs" in done.stderr
+
+
+@pytest.mark.parametrize("library", sorted(EXTERNAL))
+def test_a_node_library_fed_through_its_own_enqueue_while_it_works_is_judged_like_its_seeded_jobs(
+        server, node_libs, library):
+    """The script's `feed` enqueues each key as the producer sends it (addJob, send), its workers running."""
+    result = run_library(server, node_libs[library], lib_settings(workers=2, jobs=10, duration_s=1.0, rate_per_s=20))
+    p, v = result.producer, result.verdict
+    assert result.exactly_once and result.stopped_by == "drained", (v.violations[:3], result.table, result.library)
+    assert p.enqueued == p.scheduled == 20 and result.seeded.count == 30 == v.claims == v.unique_jobs_claimed
+    assert v.unclaimed_jobs == 0 and p.pickup_latency_ms["count"] == 20

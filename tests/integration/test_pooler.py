@@ -391,3 +391,14 @@ def test_an_inline_statement_quotes_a_value_right_without_standard_conforming_st
             assert statement.rows(statement.bind({"text": value})) == [(value.encode(),)]
     finally:
         route(server.dsn, None)
+
+
+def test_wakeup_notify_is_refused_through_a_pooler_found_in_front_of_the_dsn(server):
+    bouncer = PgBouncer(server.dsn, PoolerSpec("transaction"), POOL)
+    bouncer.start()
+    try:
+        with provide_server(dsn=bouncer.dsn) as foreign:
+            with pytest.raises(UsageError, match="--wakeup notify needs workers that can LISTEN"):
+                _run(foreign, "skip-locked", workers=2, jobs=5, rate_per_s=10, produce_s=0.5, wakeup="notify")
+    finally:
+        bouncer.stop()

@@ -95,3 +95,148 @@ def test_a_producer_that_cannot_connect_is_reported_by_its_own_error_not_the_bar
     monkeypatch.setattr(RunContext, "connect", refuse_the_producer)  # inherited by the forked producer
     with pytest.raises(ServerError, match="^the run could not start: the producer could not connect: refused for"):
         run("skip-locked", workers=2, jobs=5, batch=5, rate_per_s=50, produce_s=0.5)
+
+
+def test_several_producers_share_the_schedule_and_every_job_is_judged(run):
+    result = run("skip-locked", workers=3, jobs=10, batch=5, rate_per_s=300, produce_s=1.0, producers=3,
+                 stop_early=True)
+    p = result.producer
+    assert result.exactly_once and result.stopped_by == "drained", result.verdict.violations[:3]
+    assert p.kept_up and p.enqueued == p.scheduled == 300 and [f.scheduled for f in p.producers] == [100] * 3
+    assert all(f.enqueued == 100 and f.max_lag_ms < 1000 for f in p.producers)
+    assert result.seeded.count == 310 and result.jobs_done == 310 and result.verdict.unclaimed_jobs == 0
+    assert p.pickup_latency_ms["count"] == 300 and p.claimed_before_last_enqueue > 200
+    assert [f["producer"] for f in result.as_dict()["producers"]] == [0, 1, 2]
+
+
+def test_a_producer_behind_the_others_leaves_gaps_and_only_committed_keys_are_judged(run, tmp_path):
+    # One producer of three is slow (its keys share a residue mod 3): it commits a prefix of its share,
+    # the others all of theirs, so the committed keys are not a range. No reserved key it never
+    # committed may count as lost.
+    path = tmp_path / "one_slow.sql"
+    path.write_text(SKIP_LOCKED.read_text() + SLOW_ENQUEUE.replace(
+        "pg_sleep(0.05)", "pg_sleep(CASE WHEN %(key)s::bigint %% 3 = 0 THEN 0.05 ELSE 0 END)"))
+    result = run(str(path), workers=2, jobs=5, batch=5, rate_per_s=150, produce_s=1.0, producers=3)
+    p = result.producer
+    late = [f for f in p.producers if not f.kept_up]
+    assert len(late) == 1 and late[0].enqueued < late[0].scheduled == 50, p.producers
+    assert all(f.enqueued == 50 for f in p.producers if f.kept_up)
+    assert not p.kept_up and p.behind.startswith("1 of 3 producers could not keep up")
+    assert f"producer {late[0].producer}: " in p.behind and "not enqueued" in p.behind
+    assert result.exactly_once and result.verdict.unclaimed_jobs == 0 and result.verdict.unexpected_jobs == 0
+    assert result.seeded.count == 5 + p.enqueued == result.jobs_done
+    assert result.seeded.keys is not None  # the gaps: a key space of the committed keys themselves
+
+
+def test_an_unsafe_claim_is_caught_while_several_producers_run(run):
+    result = run("naive-subquery", workers=4, jobs=1, batch=1, poll_ms=0, rate_per_s=400, produce_s=1, producers=2)
+    assert not result.exactly_once and result.verdict.double_claimed_jobs > 0
+    keys = result.seeded.keys
+    first_produced = (keys.keys[0] if keys is not None and keys.keys is not None else result.seeded.first_id) + 1
+    assert any(x.job >= first_produced for x in result.verdict.violations), result.verdict.violations[:3]
+
+
+def test_producers_without_a_rate_are_refused():
+    with pytest.raises(UsageError, match="--producers needs --rate"):
+        RunSettings(producers=2)
+    with pytest.raises(UsageError, match="--producers must be between 1 and 32"):
+        RunSettings(rate_per_s=10, produce_s=1, producers=0)
+
+
+UUID_QUEUE = """
+-- name: schema
+CREATE TABLE q (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), status text NOT NULL DEFAULT 'queued');
+-- name: seed
+INSERT INTO q SELECT FROM generate_series(1, %(jobs)s) RETURNING id;
+-- name: remaining
+SELECT count(*) FROM q WHERE status <> 'done';
+-- name: enqueue
+INSERT INTO q DEFAULT VALUES RETURNING id;
+-- name: claim
+WITH picked AS (SELECT id FROM q WHERE status = 'queued' LIMIT %(batch)s {lock})
+UPDATE q SET status = 'running' FROM picked WHERE q.id = picked.id RETURNING q.id;
+-- name: complete
+UPDATE q SET status = 'done' WHERE id = %(id)s AND status = 'running';
+"""
+IDENTITY_QUEUE = """
+-- name: schema
+CREATE TABLE q (id bigint GENERATED ALWAYS AS IDENTITY (START WITH 1000) PRIMARY KEY);
+-- name: seed
+INSERT INTO q SELECT FROM generate_series(1, %(jobs)s) RETURNING id;
+-- name: remaining
+SELECT count(*) FROM q;
+-- name: enqueue
+INSERT INTO q DEFAULT VALUES RETURNING id;
+INSERT INTO q DEFAULT VALUES RETURNING id;
+-- name: claim
+DELETE FROM q WHERE id = (SELECT id FROM q ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id;
+"""
+
+
+def test_a_files_own_tables_are_fed_through_its_enqueue_and_its_keys_learnt(run, tmp_path):
+    # uuid keys the enqueue makes, unknown until it returns them: judged like the seeded ones, with stop_early
+    # as `check` runs (an unseen key mid-run is no proof here: it may be a produced one).
+    path = tmp_path / "uuid_queue.sql"
+    path.write_text(UUID_QUEUE.format(lock="FOR UPDATE SKIP LOCKED"))
+    result = run(str(path), workers=3, jobs=10, batch=2, rate_per_s=200, produce_s=1.0, producers=2, stop_early=True)
+    p = result.producer
+    assert result.exactly_once and result.stopped_by == "drained", result.verdict.violations[:3]
+    assert p.kept_up and p.enqueued == 200 and result.seeded.count == 210 == result.jobs_done
+    assert result.verdict.unclaimed_jobs == 0 and result.verdict.unexpected_jobs == 0
+    assert p.pickup_latency_ms["count"] == 200 and p.end_to_end_latency_ms["count"] == 200
+    assert p.claimed_before_last_enqueue > 100
+
+
+def test_an_enqueue_of_two_jobs_on_identity_keys_is_judged_on_the_keys_it_returned(run, tmp_path):
+    # Each enqueue makes two jobs (its section's last statement returns the second; the first is the
+    # section's own business and is not a job the ledger knows) -- so the claim, which takes every row,
+    # hands out keys nobody reported: unexpected.
+    path = tmp_path / "identity_queue.sql"
+    path.write_text(IDENTITY_QUEUE)
+    result = run(str(path), workers=2, jobs=5, batch=1, rate_per_s=100, produce_s=0.5)
+    assert not result.exactly_once and result.verdict.unexpected_jobs == result.producer.enqueued == 50
+
+
+def test_an_unsafe_claim_on_a_files_own_fed_tables_is_caught(run, tmp_path):
+    path = tmp_path / "uuid_no_lock.sql"
+    path.write_text(UUID_QUEUE.format(lock=""))
+    result = run(str(path), workers=4, jobs=1, batch=1, poll_ms=0, rate_per_s=400, produce_s=1.0)
+    assert not result.exactly_once and result.verdict.double_claimed_jobs > 0
+    assert result.verdict.unexpected_jobs == 0
+
+
+def test_a_files_own_tables_without_an_enqueue_are_refused_with_rate(run, tmp_path):
+    path = tmp_path / "no_enqueue.sql"
+    path.write_text(UUID_QUEUE.format(lock="FOR UPDATE SKIP LOCKED").replace(
+        "-- name: enqueue\nINSERT INTO q DEFAULT VALUES RETURNING id;\n", ""))
+    with pytest.raises(UsageError, match="--rate needs its `enqueue` section"):
+        run(str(path), workers=2, jobs=5, batch=1, rate_per_s=10, produce_s=0.5)
+
+
+def test_wakeup_notify_wakes_idle_workers_by_the_producers_notifications(run):
+    # A poll pause of 5 s that notify never sleeps: jobs are picked up because a notification woke a worker.
+    result = run("skip-locked", workers=3, jobs=5, batch=5, poll_ms=5000, rate_per_s=50, produce_s=1.0,
+                 wakeup="notify", stop_early=True)
+    p = result.producer
+    assert result.exactly_once and result.stopped_by == "drained" and result.jobs_done == 55
+    assert p.wakeups["listen"] == 3 and p.wakeups["notified"] > 0, p.wakeups
+    assert result.as_dict()["wakeup"]["kind"] == "notify"
+    # Poll without it: the same run's idle workers sleep 5 s after their first empty claim.
+    polled = run("skip-locked", workers=3, jobs=5, batch=5, poll_ms=5000, rate_per_s=50, produce_s=1.0)
+    assert polled.producer.wakeups is None and polled.as_dict()["wakeup"] == {"kind": "poll"}
+    assert polled.producer.pickup_latency_ms["p50"] > p.pickup_latency_ms["p99"], (
+        polled.producer.pickup_latency_ms, p.pickup_latency_ms)
+
+
+def test_an_unsafe_claim_is_caught_under_wakeup_notify(run):
+    result = run("naive-subquery", workers=4, jobs=1, batch=1, rate_per_s=300, produce_s=1, wakeup="notify")
+    assert not result.exactly_once and result.verdict.double_claimed_jobs > 0
+
+
+def test_wakeup_notify_is_refused_for_a_files_own_enqueue(run, tmp_path):
+    path = tmp_path / "own_enqueue.sql"
+    path.write_text(SKIP_LOCKED.read_text() + SLOW_ENQUEUE.replace("pg_sleep(0.05)", "1"))
+    with pytest.raises(UsageError, match="--wakeup notify is for claimcheck's jobs table"):
+        run(str(path), workers=2, jobs=5, batch=5, rate_per_s=10, produce_s=0.5, wakeup="notify")
+    with pytest.raises(UsageError, match="--wakeup notify needs --rate"):
+        RunSettings(wakeup="notify")

@@ -56,3 +56,29 @@ def test_check_judges_one_setting_and_its_help_offers_no_comma_list(capsys, opti
     with pytest.raises(SystemExit):
         main(["check", "--help"])
     assert "comma" not in capsys.readouterr().out.split("lifecycle")[0]
+
+
+def test_check_refuses_producers_without_a_rate(capsys):
+    assert "--producers needs --rate" in refused(capsys, "check", "skip-locked", "--producers", "2")
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--wakeup", "notify"], "--wakeup notify needs --rate"),
+    (["--rate", "10", "--duration", "1", "--wakeup", "notify", "--pooler", "pgbouncer"],
+     "--wakeup notify needs workers that can LISTEN"),
+    (["--rate", "10", "--duration", "1", "--wakeup", "notify", str(Path(__file__).parents[1] / "plans" / "own_tables_in_subquery.sql")],
+     "--wakeup notify is for claimcheck's jobs table"),
+])
+def test_check_refuses_notify_where_it_does_not_apply(capsys, argv, words):
+    files = [a for a in argv if a.endswith(".sql")]
+    options = [a for a in argv if not a.endswith(".sql")]
+    assert words in refused(capsys, "check", *(files or ["skip-locked"]), *options)
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["lib", "procrastinate", "--rate", "10", "--duration", "1", "--pgbench"], "does not combine with --pgbench"),
+    (["lib", "procrastinate", "--rate", "10", "--duration", "1", "--faults"], "does not combine"),
+    (["lib", "procrastinate", "--rate", "10"], "--rate needs --duration"),
+])
+def test_lib_refuses_a_rate_where_it_does_not_apply(capsys, argv, words):
+    assert words in refused(capsys, *argv)

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from claimcheck.cli import main
-from claimcheck.engine.producer import ProducerOutcome
+from claimcheck.engine.feedfigures import ProducerOutcome
 from claimcheck.engine.sampler import QueueSamples, queue_interval_s
 from claimcheck.report import svg
 from claimcheck.report.timeline import latency_over_time

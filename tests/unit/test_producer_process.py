@@ -13,13 +13,14 @@ from claimcheck.server import interrupts
 
 
 def _shared(ctx) -> Shared:
-    return Shared.forked(ctx, 1, producer=True)
+    return Shared.forked(ctx, 1, producers=1)
 
 
 def test_a_producer_forked_with_interrupts_blocked_still_ends_on_terminate():
     ctx = multiprocessing.get_context("fork")
     connecting = ctx.Event()
-    plan = SimpleNamespace(run=SimpleNamespace(connect=lambda role: (connecting.set(), time.sleep(60))))  # it hangs
+    plan = SimpleNamespace(run=SimpleNamespace(connect=lambda role: (connecting.set(), time.sleep(60))),  # it hangs
+                           producers=1)
     with interrupts.deferred():  # as the driver forks it
         process = ProducerProcess(ctx, plan, ctx.Barrier(2), _shared(ctx))
     try:
@@ -38,10 +39,12 @@ def test_a_stopped_producer_does_not_sleep_until_its_next_due_time(monkeypatch):
     ctx = multiprocessing.get_context("fork")
     shared = _shared(ctx)
     enqueued = ctx.Value("q", 0, lock=False)
-    monkeypatch.setattr(producer, "enqueue", lambda conn, strategy, key: setattr(enqueued, "value", key))
+    monkeypatch.setattr(producer, "enqueue", lambda conn, strategy, key, *_: (setattr(enqueued, "value", key), (key,))[1])
     # 0.05 jobs/s: job 0 is due at the start, job 1 twenty seconds later.
     plan = SimpleNamespace(run=SimpleNamespace(connect=lambda role: contextlib.nullcontext()), strategy=None,
-                           rate_per_s=0.05, duration_s=100.0, first_key=1, scheduled=5)
+                           rate_per_s=0.05, duration_s=100.0, first_key=1, producers=1,
+                           learns_keys=False, key_is_int=True, channel=None,
+                           jobs_of=lambda index: range(index, 5))
     with interrupts.deferred():
         process = ProducerProcess(ctx, plan, ctx.Barrier(1), shared)
     try:

@@ -17,7 +17,7 @@ def test_a_replacement_waits_for_a_server_that_is_down_and_leaves_quietly_when_t
     plan = WorkerPlan(run=RunContext(DOWN, "replacement0"), strategy=load_strategy("skip-locked"),
                       settings=RunSettings(workers=1, jobs=10))
     ctx = multiprocessing.get_context("fork")
-    shared = Shared.forked(ctx, 1, producer=False)
+    shared = Shared.forked(ctx, 1, producers=0)
     receiver, sender = ctx.Pipe(duplex=False)
     process = ctx.Process(target=worker_main, args=(plan, 0, None, shared, sender), daemon=True)  # no barrier
     process.start()

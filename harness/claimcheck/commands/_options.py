@@ -177,7 +177,8 @@ def settings_grid(args: argparse.Namespace, faults: FaultPlan | None = None,
     rates = rate if isinstance(rate, list) else [rate]
     return [RunSettings(workers=w, jobs=args.jobs, batch=b, mode=m, work=work, poll_ms=args.poll_ms,
                         lease_seconds=lease, duration_s=duration, claims_per_worker=args.claims_per_worker,
-                        rate_per_s=r, produce_s=produce,
+                        rate_per_s=r, produce_s=produce, producers=getattr(args, "producers", 1),
+                        wakeup=getattr(args, "wakeup", "poll"),
                         fail_rate=args.fail_rate, backoff_unit_s=args.backoff_unit, backoff_cap_s=args.backoff_cap,
                         reap_every_s=reap, faults=faults, stop_early=stop_early)
             for m, w, b, r in itertools.product(args.mode, args.workers, args.batch, rates)]

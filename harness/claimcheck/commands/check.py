@@ -21,6 +21,7 @@ from claimcheck.server.session import run_all
 from claimcheck.errors import UsageError
 from claimcheck.settings import FaultPlan, positive
 from claimcheck.contract.strategy import load_strategy
+from claimcheck.engine.idle import check_wakeup
 
 EVIDENCE_JOBS = 5
 DEFAULT_DATABASE = Path(".hypothesis") / "claimcheck"
@@ -43,6 +44,13 @@ def register(verbs: argparse._SubParsersAction) -> None:
                    help="open loop: one producer enqueues this many jobs per second for --duration seconds while "
                         "the workers claim (after the --jobs seeded ones), then the workers drain; the run is the "
                         "as-seeded condition only (see docs/producers.md)")
+    p.add_argument("--producers", type=int, default=1,
+                   help="with --rate: this many producer processes share the schedule (job i is producer i mod N's, "
+                        "each keeping its own due time), default 1")
+    p.add_argument("--wakeup", choices=("poll", "notify"), default="poll",
+                   help="with --rate, what an idle worker does after an empty claim: poll (sleep --poll-ms, the "
+                        "default) or notify (each enqueue sends NOTIFY in its transaction, idle workers LISTEN, with "
+                        "a 1 s fallback poll); notify needs claimcheck's jobs table and no pooler")
     p.add_argument("--drain", action="store_true",
                    help="run until every job is claimed even after a violation is proven (by default a check "
                         "stops at the first proven double claim and reports what it saw)")
@@ -80,6 +88,8 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     grid = settings_grid(args, FaultPlan() if args.faults else None, stop_early=not args.drain)
     if args.search:
         return run_search(args, strategy, console, err)
+    # Before any server or pooler starts; a pooler found in front of --dsn is refused by the driver the same way.
+    check_wakeup(strategy, grid[0], stateless_workers=bool(args.pooler))
     conditions = PLAN_CHOICES[args.plans]
     if args.rate is not None:
         conditions = rate_conditions(args, err)

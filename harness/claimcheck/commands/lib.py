@@ -16,8 +16,9 @@ from claimcheck.libs import ADAPTERS, LibraryAdapter, load_adapter
 from claimcheck.libs.parity import check_cycles
 from claimcheck.libs.runner import FAULT_WORK_MS, LIB_WORK_MS, lib_settings, run_library
 from claimcheck.server.provision import Server
-from claimcheck.report.render import print_server, server_title
+from claimcheck.report.render import print_producer, print_server, server_title
 from claimcheck.verdict.result import RunResult
+from claimcheck.errors import UsageError
 from claimcheck.settings import RunSettings
 
 EVIDENCE_JOBS = 5
@@ -30,6 +31,10 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--faults", action="store_true",
                    help="SIGKILL workers mid-task, terminate worker backends, stall workers past the library's "
                         "heartbeat or lease, restart a server we started; and say what became of each job")
+    p.add_argument("--rate", type=float,
+                   help="open loop: enqueue this many jobs per second through the library's own enqueue API for "
+                        "--duration seconds while its workers run (after the --jobs enqueued first), then drain "
+                        "(procrastinate, pgqueuer, saq; see docs/producers.md)")
     add_pgbench_option(p)
     add_server_options(p)
     p.set_defaults(func=run)
@@ -91,7 +96,12 @@ def print_library_notes(console: Console, results: list[RunResult]) -> None:
 
 def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     adapter = load_adapter(args.library)
-    grid = [lib_settings(w, args.jobs, args.work_ms, args.faults, args.duration) for w in args.workers]
+    if args.rate is not None and (not adapter.feeds or args.pgbench):
+        raise UsageError(f"claimcheck lib {adapter.name} --rate: " + (
+            "it does not combine with --pgbench (whose pass enqueues --jobs afresh)" if adapter.feeds else
+            f"feeding {adapter.name} while it works is not implemented; "
+            "run it without --rate"))
+    grid = [lib_settings(w, args.jobs, args.work_ms, args.faults, args.duration, args.rate) for w in args.workers]
     with provide(args) as server:
         print_server(err, server)
         if args.pgbench:
@@ -101,6 +111,8 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
                     f"claimcheck lib {adapter.name} {adapter.version()}: {server_title(server)}",
                     always_write=False, evidence=EVIDENCE_JOBS)
     print_library_notes(console, results)
+    for result in results:
+        print_producer(console, result)
     held = all(r.exactly_once for r in results)
     console.print(f"promise ({adapter.docs}): {adapter.promise}", highlight=False, markup=False)
     console.print("[bold green]the library kept its promise[/]" if held else "[bold red]the library broke its promise[/]")

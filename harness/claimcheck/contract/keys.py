@@ -29,6 +29,14 @@ def number_of(raw: object, keys: "KeySpace | None", key_is_int: bool) -> int:
     return keys.number(key) if keys is not None else key
 
 
+def key_of(keys: "KeySpace | None", number: int, unknown: dict, key_is_int: bool) -> object:
+    """The canonical key of a job number a claimer recorded in `keys` (None: an integer key is its own
+    number); `unknown`: its log's numbers of keys never seeded, with their text."""
+    if keys is None or keys.keys is None:
+        return number
+    return canonical(keys.shown(number, unknown), key_is_int)
+
+
 def unknown_number(key: object) -> int:
     """A negative number for a key that was never seeded: the same in every process."""
     return -1 - int.from_bytes(hashlib.blake2b(str(key).encode(), digest_size=7).digest(), "big")

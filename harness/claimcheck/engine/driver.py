@@ -20,7 +20,7 @@ from claimcheck.errors import ClaimcheckError, Interrupted, ServerError, UsageEr
 from claimcheck.server import interrupts, pooling
 from claimcheck.server.interrupts import shielded
 from claimcheck.engine.faults import FaultEvent, FaultInjector
-from claimcheck.engine import producer as producing
+from claimcheck.engine import feedfigures, idle, producer as producing
 from claimcheck.engine.judge import RunRecord, RunTable, judge_run
 from claimcheck.verdict.ledger import WorkerLog
 from claimcheck.engine.logstream import LogDelta, apply_summary, receive
@@ -48,22 +48,25 @@ def run_strategy(conn: psycopg.Connection, server: Server, run: RunContext, stra
     schema; `run` makes every other connection of the run. `seeded`: the tables are built already (a
     planner condition's, see claimcheck.plans)."""
     check_fail_rate(strategy, settings)
-    check_rate(strategy, settings)
+    producing.check_feedable(strategy, settings)
+    idle.check_wakeup(strategy, settings, run.stateless(worker=True))
     pooling.refuse_transaction_blocks(server.pooler, [strategy], [settings.mode])  # before anything is made
     seeded = seeded or seed(conn, run, strategy, settings.jobs)
     shape = validate(run, strategy, seeded.count)
     settings = reaper_for(strategy, shape, settings)
-    check_headroom(conn, settings.workers + 2 + (1 if settings.faults else 0) + (2 if settings.rate_per_s else 0),
+    check_headroom(conn, settings.workers + 2 + (1 if settings.faults else 0) + (1 + settings.producers if settings.rate_per_s else 0),
                    who="workers, the samplers, the reaper, the fault injector and the producer", lower="--workers")
     # The producer's keys are reserved now, after the seeded ones: the watch knows them before any is enqueued.
     feed = None if settings.rate_per_s is None else producing.ProducerPlan(
         run=run, strategy=strategy, rate_per_s=settings.rate_per_s, duration_s=settings.produce_s,
-        first_key=seeded.last_id + 1)
+        first_key=seeded.last_id + 1, producers=settings.producers, learns_keys=strategy.own_schema,
+        key_is_int=shape.key_is_int, channel=idle.channel_name(run.run_id) if settings.wakeup == "notify" else None)
     plan = WorkerPlan(run=run, strategy=strategy, settings=settings, shape=shape, keys=seeded.keys, feed=feed)
     going = _Run(plan, server.restart, on_progress, RunWatch(seeded.first_id, feed.last_key if feed else seeded.last_id,
-                                                             proves=plan.stops_on_proof))
+                                                             proves=plan.stops_on_proof,
+                                                             knows_keys=not (feed and feed.learns_keys)))
     going.go()
-    fed = None if feed is None else producing.outcome(feed, going.producer.log, going.logs)
+    fed = None if feed is None else feedfigures.outcome(feed, going.producer.logs, going.logs, seeded.keys)
     record = going.record()
     if any(f.kind == "restart" for f in going.faults):
         with run.connect("coordinator") as fresh:  # the restart closed the coordinator's connection too
@@ -92,13 +95,6 @@ def reaper_for(strategy: Strategy, shape: ClaimShape, settings: RunSettings) -> 
 def check_fail_rate(strategy: Strategy, settings: RunSettings) -> None:
     if settings.fail_rate and not strategy.has("fail"):
         raise UsageError(f"--fail-rate needs a 'fail' section in {strategy.source}")
-
-
-def check_rate(strategy: Strategy, settings: RunSettings) -> None:
-    if settings.rate_per_s is not None and strategy.own_schema:
-        raise UsageError(f"{strategy.source} brings its own tables: --rate feeds claimcheck's own jobs table only "
-                         "for now (an `enqueue` section on a file's own tables is not supported yet; see "
-                         "docs/producers.md)")
 
 
 def validate(run: RunContext, strategy: Strategy, seeded: int | None = None) -> ClaimShape:
@@ -135,8 +131,8 @@ class _Run:
         # sampler and reaper threads run, which is safe because the child only opens a new connection.
         self.ctx = multiprocessing.get_context("fork")
         slots = self.settings.workers + MAX_REPLACEMENTS
-        self.shared = Shared.forked(self.ctx, slots, producer=plan.feed is not None)
-        self.producer: producing.ProducerProcess | None = None
+        self.shared = Shared.forked(self.ctx, slots, producers=plan.feed.producers if plan.feed else 0)
+        self.producer: producing.Producers | None = None
         self.processes: dict[int, multiprocessing.Process] = {}
         self.receivers: dict[int, multiprocessing.connection.Connection] = {}
         # One selector for the whole run: building one per wait (multiprocessing.connection.wait)
@@ -181,7 +177,7 @@ class _Run:
         record.stop_reason = self.stop_reason(record.origin)
         if self.plan.feed is not None and self.sampler is not None:
             record.over_time = rate_over_time(record.logs, record.origin, self.sampler.queue, self.plan.feed,
-                                              self.producer.log.started_at)
+                                              self.producer.started_at)
         return record
 
     def _spawn(self, index: int, barrier) -> None:
@@ -206,24 +202,26 @@ class _Run:
 
     def go(self) -> None:
         settings = self.settings
-        barrier = self.ctx.Barrier(settings.workers + 1 + (1 if self.plan.feed else 0))
+        barrier = self.ctx.Barrier(settings.workers + 1 + (self.plan.feed.producers if self.plan.feed else 0))
         sampler = reaper = None
         done = False
         try:
             # Connected before any worker: a refused connection is then a worker's, reported as such.
-            sampler = self.sampler = RunSamplers(self.plan.run, self.plan.feed and self.plan.feed.duration_s)
+            # The queue sampler reads our jobs table: a file's own fed tables are not sampled (docs/producers.md).
+            feed = self.plan.feed if self.plan.feed is not None and not self.plan.feed.learns_keys else None
+            sampler = self.sampler = RunSamplers(self.plan.run, feed and feed.duration_s)
             sampler.start()
             for index in range(settings.workers):
                 self._spawn(index, barrier)
             if self.plan.feed is not None:
                 with interrupts.deferred():  # registered before a Ctrl-C is raised, as _spawn's workers
-                    self.producer = producing.ProducerProcess(self.ctx, self.plan.feed, barrier, self.shared)
+                    self.producer = producing.Producers(self.ctx, self.plan.feed, barrier, self.shared)
             try:
                 barrier.wait(BARRIER_TIMEOUT_S)
             except threading.BrokenBarrierError:
                 self._drain_messages(deadline=time.monotonic() + JOIN_TIMEOUT_S)
-                if self.producer is not None and self.producer.receive(JOIN_TIMEOUT_S) and self.producer.log.error:
-                    raise ServerError(f"the run could not start: {self.producer.log.error}") from None
+                if self.producer is not None and self.producer.receive(JOIN_TIMEOUT_S) and self.producer.error:
+                    raise ServerError(f"the run could not start: {self.producer.error}") from None
                 errors = [log.error for log in self.logs if log.error]
                 raise ServerError("workers could not start: " + (errors[0] if errors else
                                   "they did not reach the start barrier")) from None
@@ -249,8 +247,8 @@ class _Run:
             errors = [log.error for log in self.logs if log.error]
             if errors:
                 raise ClaimcheckError(f"a worker failed mid-run, so the run is not judged: {errors[0]}")
-            if self.producer is not None and self.producer.log.error:
-                raise ClaimcheckError(f"{self.producer.log.error}; the run is not judged without its producer")
+            if self.producer is not None and self.producer.error:
+                raise ClaimcheckError(f"{self.producer.error}; the run is not judged without its producer")
             done = True
         except KeyboardInterrupt:
             raise Interrupted("interrupted: workers stopped before the run finished") from None
@@ -259,11 +257,11 @@ class _Run:
                 if thread is not None:
                     thread.stop()
             with shielded():  # a second Ctrl-C must not leave workers behind
-                _reap(list(self.processes.values()) + ([self.producer.process] if self.producer else []),
+                _reap(list(self.processes.values()) + (self.producer.processes if self.producer else []),
                       graceful=done)
             self.selector.close()
             if self.producer is not None:
-                self.producer.receiver.close()
+                self.producer.close()
             for receiver in self.receivers.values():
                 receiver.close()
 

@@ -17,7 +17,7 @@ import psycopg
 from claimcheck.contract.limit import claim_limit
 from claimcheck.contract.queries import QUERIES
 from claimcheck.contract.strategy import Strategy, execute_section
-from claimcheck.engine import producer as producing
+from claimcheck.engine import feedfigures, fedkeys
 from claimcheck.engine.faults import FaultEvent, fates
 from claimcheck.engine.sampler import WaitSamples
 from claimcheck.report.timeline import claims_over_time
@@ -135,13 +135,12 @@ def run_span(logs: list[WorkerLog]) -> tuple[float, float]:
 
 
 def judge_run(record: RunRecord, table: JobTable, strategy: Strategy, settings: RunSettings, seeded: SeededJobs, *,
-              releases: bool, fed: producing.ProducerOutcome | None = None) -> RunResult:
+              releases: bool, fed: feedfigures.ProducerOutcome | None = None) -> RunResult:
     """Judge a finished run from its record and its table. `releases`: can a claim be released before
     it finishes (see WorkerPlan.releases); `fed`: the producer's figures, in a run with --rate."""
     logs, origin = record.logs, record.origin
-    if fed is not None:
-        # The producer commits in key order: what it enqueued is exactly the keys after the seeded ones up to its last.
-        seeded = dataclasses.replace(seeded, last_id=seeded.last_id + fed.enqueued, count=seeded.count + fed.enqueued)
+    if fed is not None:  # the seeded jobs and exactly those the producers committed (claimcheck.engine.fedkeys)
+        seeded, logs = fedkeys.judged(seeded, fed.committed, logs)
     outcome = table.outcome(seeded, logs)
     verdict = judge(logs, seeded.first_id, seeded.last_id, drained=record.drained, origin=origin, reaps=record.reaps,
                     releases=releases, keys=seeded.keys, limit=claim_limit(strategy.statements, settings.batch).rows)

@@ -1,21 +1,29 @@
-"""The open-loop producer: one process that enqueues jobs on a schedule fixed in advance while the workers claim.
+"""The open-loop producers: processes that enqueue jobs on a schedule fixed in advance while the workers claim.
 
-Job i (0-based) is due at `start + i / rate`; `start` is the producer's release from the run's
+Job i (0-based) is due at `start + i / rate`; `start` is the first producer's release from the run's
 barrier, on this host's monotonic clock (the workers' clock too: every process of a fork run is on
-this host, and CLOCK_MONOTONIC is system-wide). An enqueue that is late is late: it is sent at
-once, never skipped and never moved, so the next one keeps its own due time and a slow server
-cannot hide its slowness by slowing the load (pgbench --rate's model). Every job due within
-`duration` is sent, late or not, until `duration + LAG_LIMIT_S`: then the producer stops, and jobs it
-had not enqueued by then are reported as not enqueued (it fell behind), never dropped silently.
+this host, and CLOCK_MONOTONIC is system-wide). With `--producers N` the schedule is split: job i
+is producer `i mod N`'s, and keeps its own due time, so N producers offer the same load as one, each
+at rate/N. An enqueue that is late is late: it is sent at once, never skipped and never moved, so
+the next one keeps its own due time and a slow server cannot hide its slowness by slowing the load
+(pgbench --rate's model). Every job due within `duration` is sent, late or not, until
+`duration + LAG_LIMIT_S`: then each producer stops, and jobs it had not enqueued by then are
+reported as not enqueued (it fell behind), never dropped silently.
 
-Keys: the producer's keys are reserved before the run, right after the seeded ones
-(`first_key .. first_key + count - 1`), and inserted with explicit ids in order, one job per
-transaction. So the ledger's range is known up front (the watch proves on it mid-run) and, since
-the producer commits in key order, the keys it did commit are exactly `first_key ..
-first_key + enqueued - 1`: the range judged after the run.
+Keys: the producers' keys are reserved before the run, right after the seeded ones
+(`first_key .. first_key + scheduled - 1`), and inserted with explicit ids, one job per
+transaction; the watch knows the whole reserved range before any is enqueued, and proves on it
+mid-run. What was committed is each producer's own report: a producer commits its jobs in its
+own order (`p, p + N, p + 2N, ...`), one transaction each, and logs each commit, so producer p
+committed exactly its first `enqueued` jobs. With one producer that is a prefix of the range; with
+several, one that fell behind leaves gaps between the others' keys, and the ledger judges exactly
+the committed keys (claimcheck.engine.fedkeys). The report, not the table, is the source: reading
+the keys back from the table at the end would miss jobs a `complete` deletes, and a commit the
+producer cannot confirm (its connection lost in COMMIT) fails the producer, which leaves the run
+unjudged rather than guessed.
 
 Latency (:meth:`ProducerPlan.histograms`, recorded in each worker's process and merged by
-:func:`merged`) is measured from each job's *scheduled* time, so it includes the producer's own
+claimcheck.engine.feedfigures, which makes the report's figures) is measured from each job's *scheduled* time, so it includes the producer's own
 lag (coordinated-omission free by construction; no HDR correction is applied on top).
 """
 from __future__ import annotations
@@ -27,22 +35,21 @@ from array import array
 from dataclasses import dataclass, field
 
 import psycopg
-from hdrh.histogram import HdrHistogram
 
+from claimcheck.contract.keys import canonical
 from claimcheck.contract.queries import QUERIES
 from claimcheck.contract.strategy import Strategy, execute_section
+from claimcheck.engine.feedfigures import LAG_LIMIT_S, latencies
 from claimcheck.engine.worker import BARRIER_TIMEOUT_S
+from claimcheck.errors import UsageError
 from claimcheck.server import interrupts
 from claimcheck.server.runcontext import RunContext
-from claimcheck.verdict.ledger import CLAIM_IS_COMPLETION, DONE, WorkerLog
+from claimcheck.settings import RunSettings
+from claimcheck.verdict.ledger import WorkerLog
 
-LAG_LIMIT_S = 1.0
-"""A producer whose lag (commit time past the due time) exceeded this did not keep up."""
 STOP_POLL_S = 0.1
 """The longest the producer sleeps towards a due time without looking at the run's stop flag (the
 driver's MONITOR_INTERVAL_S is as long): a run stopped at a proven violation does not wait for it."""
-HISTOGRAM_MAX_US = 3_600_000_000  # an hour, in microseconds
-HISTOGRAM_DIGITS = 3
 
 
 @dataclass(frozen=True)
@@ -52,6 +59,14 @@ class ProducerPlan:
     rate_per_s: float
     duration_s: float
     first_key: int
+    producers: int = 1
+    """How many producer processes share the schedule (job i is producer i mod producers')."""
+    learns_keys: bool = False
+    """A file's own tables: its `enqueue` makes the keys (it returns them), none is reserved; see claimcheck.engine.fedkeys."""
+    key_is_int: bool = True
+    """The claim's key type (learnt keys are compared in its canonical form, claimcheck.contract.keys)."""
+    channel: str | None = None
+    """`--wakeup notify`: the channel each enqueue notifies in its transaction (claimcheck.engine.idle)."""
 
     @property
     def scheduled(self) -> int:
@@ -62,24 +77,26 @@ class ProducerPlan:
     def last_key(self) -> int:
         return self.first_key + self.scheduled - 1
 
+    def jobs_of(self, producer: int) -> range:
+        """The schedule's indices of one producer's jobs, in the order it enqueues them."""
+        return range(producer, self.scheduled, self.producers)
+
     def due_at(self, start: float, job) -> float | None:
-        """A produced job's scheduled enqueue time (`start` is the producer's), or None for a seeded job."""
-        k = job - self.first_key if isinstance(job, int) else -1
+        """A produced job's scheduled enqueue time (`start` is the schedule's), or None for a seeded job (or a
+        learnt key, whose due time only the producers' logs know)."""
+        k = job - self.first_key if isinstance(job, int) and not self.learns_keys else -1
         return start + k / self.rate_per_s if 0 <= k < self.scheduled else None
 
     def histograms(self, start: float, log: WorkerLog) -> tuple[bytes, bytes] | None:
         """A worker's own (pickup, end-to-end) HDR histograms, encoded, at its end: every claim it made of a
         produced job, from the job's scheduled time to the claim's commit and to its finish (microseconds).
-        None if the producer never started (`start` is NaN)."""
-        if math.isnan(start):
+        None if the producer never started (`start` is NaN), or its keys are learnt: a worker cannot know a
+        learnt key's due time, so the coordinator records those after the run (`outcome`)."""
+        if math.isnan(start) or self.learns_keys:
             return None
-        pickup, end_to_end = _histogram(), _histogram()
-        for job, claimed, ended, how in zip(log.job, log.claimed_at, log.ended_at, log.outcome):
-            due = self.due_at(start, job)
-            if due is not None:
-                _record(pickup, claimed - due)
-                if how in (DONE, CLAIM_IS_COMPLETION):
-                    _record(end_to_end, ended - due)
+        first, scheduled = self.first_key, self.scheduled
+        pickup, end_to_end = latencies(start, self.rate_per_s, log, lambda job: job - first
+                                        if isinstance(job, int) and 0 <= job - first < scheduled else None)
         return pickup.encode(), end_to_end.encode()
 
 
@@ -89,34 +106,55 @@ class ProducerLog:
 
     started_at: float = math.nan
     committed_at: array = field(default_factory=lambda: array("d"))
-    """Commit time of job i (in key order); its due time is started_at + i / rate."""
+    """Commit time of this producer's k-th job (ProducerPlan.jobs_of(producer)[k]); its due time is
+    started_at + that index / rate."""
     error: str | None = None
+    keys: list = field(default_factory=list)
+    """Learnt keys only: the keys each of its enqueues returned (a tuple per enqueue, canonical form)."""
 
     @property
     def enqueued(self) -> int:
         return len(self.committed_at)
 
 
-def enqueue(conn: psycopg.Connection, strategy: Strategy, key: int) -> None:
-    """One job with key `key`, in its own transaction: the file's `enqueue` section, or our jobs table's.
-    The section must return the key it created, one row."""
+def enqueue(conn: psycopg.Connection, strategy: Strategy, key: int, learns: bool = False,
+            key_is_int: bool = True, channel: str | None = None) -> tuple:
+    """One enqueue in its own transaction: the file's `enqueue` section, or our jobs table's; the keys it created.
+    On our jobs table the section must create the job with the reserved `key` and return it, one row; on a
+    file's own tables (`learns`) it returns the keys it created, one row each, whatever they are."""
     if strategy.has("enqueue"):
         with conn.transaction():
             rows = execute_section(conn, strategy, "enqueue", {"key": key}).fetchall()
     else:  # one statement on an autocommit connection is its own transaction: one round trip, not three
-        rows = conn.execute(QUERIES["enqueue_job"], {"key": key}, prepare=True).fetchall()
+        rows = conn.execute(QUERIES["enqueue_job_notify"], {"key": key, "channel": channel}, prepare=True).fetchall() \
+            if channel else conn.execute(QUERIES["enqueue_job"], {"key": key}, prepare=True).fetchall()
+    if learns:
+        if not rows or any(not r or r[0] is None for r in rows):
+            raise ValueError(f"section 'enqueue' returned {rows[:3]!r}; it must return the key of each job it "
+                             "created, one row each (INSERT ... RETURNING id)")
+        return tuple(canonical(r[0], key_is_int) for r in rows)
     if [tuple(r) for r in rows] != [(key,)]:
         raise ValueError(f"section 'enqueue' returned {rows[:3]!r} for key {key}; it must create the job with "
                          "key %(key)s and return that key, one row (INSERT ... RETURNING id)")
+    return (key,)
 
 
-def producer_main(plan: ProducerPlan, barrier, shared, sender) -> None:
-    """The producer process: connect, wait at the barrier, enqueue on schedule until the duration ends."""
+def check_feedable(strategy: Strategy, settings: RunSettings) -> None:
+    """What --rate can feed: our jobs table (a default enqueue, or the file's), or a file's own tables through
+    its own `enqueue`, which returns the keys it created (learnt keys, claimcheck.engine.fedkeys)."""
+    if settings.rate_per_s is not None and strategy.own_schema and not strategy.has("enqueue"):
+        raise UsageError(f"{strategy.source} brings its own tables: --rate needs its `enqueue` section, which "
+                         "creates a job in them and returns its key (docs/contracts.md, section 1; "
+                         "docs/producers.md)")
+
+
+def producer_main(plan: ProducerPlan, index: int, barrier, shared, sender) -> None:
+    """Producer `index`'s process: connect, wait at the barrier, enqueue its jobs on schedule until the duration ends."""
     interrupts.child_process_setup()
     log = ProducerLog()
     try:
         try:
-            conn = plan.run.connect("producer")
+            conn = plan.run.connect("producer" if plan.producers == 1 else f"producer{index:02d}")
         except psycopg.Error as exc:
             log.error = f"the producer could not connect: {exc}"
             barrier.abort()
@@ -126,44 +164,57 @@ def producer_main(plan: ProducerPlan, barrier, shared, sender) -> None:
                 barrier.wait(BARRIER_TIMEOUT_S)
             except threading.BrokenBarrierError:
                 return  # broken by a worker that could not start: its error is the run's, not ours
-            start = log.started_at = shared.feed_start.value = time.monotonic()  # before any job exists
+            start = log.started_at = _schedule_start(index, shared)
             end = start + plan.duration_s + LAG_LIMIT_S  # a late job is sent late; one later than this is not sent
             clock, sleep, rate, stop = time.monotonic, time.sleep, plan.rate_per_s, shared.stop
-            for i in range(plan.scheduled):
+            for i in plan.jobs_of(index):
                 due, now = start + i / rate, clock()
                 while due > now and not stop.value:  # a low --rate's wait is seconds: the stop may come first
                     sleep(min(due - now, STOP_POLL_S))
                     now = clock()
                 if stop.value or now >= end:
                     break  # what is not enqueued by then is reported as not enqueued
-                enqueue(conn, plan.strategy, plan.first_key + i)
+                keys = enqueue(conn, plan.strategy, plan.first_key + i, plan.learns_keys, plan.key_is_int, plan.channel)
                 log.committed_at.append(clock())
+                if plan.learns_keys:
+                    log.keys.append(keys)
     except Exception as exc:  # reported by the coordinator: the run is not judged without its producer
         log.error = f"the producer failed: {exc}"
     finally:
-        shared.producing.value = 0  # only after its last commit: a worker that sees 0 then finds the queue empty is drained
+        # Only after its last commit: a worker that sees every flag 0 then finds the queue empty is drained.
+        shared.producing.flags[index] = 0
         sender.send(("producer", log))
         sender.close()
 
 
+def _schedule_start(index: int, shared) -> float:
+    """The schedule's one start, on every producer: the first producer's release, written to shared memory
+    before any job exists (the workers' latencies read it too); the others wait the moment it takes."""
+    if index == 0:
+        shared.feed_start.value = time.monotonic()
+    while math.isnan(shared.feed_start.value):
+        time.sleep(0.0005)
+    return shared.feed_start.value
+
+
 class ProducerProcess:
-    """The coordinator's side of the producer: its process, the pipe its log comes back on.
+    """The coordinator's side of one producer: its process, the pipe its log comes back on.
     Started when made: make it inside interrupts.deferred() and keep it there, or a Ctrl-C mid-fork
     leaves it untracked (as the driver's workers)."""
 
-    def __init__(self, ctx, plan: ProducerPlan, barrier, shared) -> None:
+    def __init__(self, ctx, plan: ProducerPlan, barrier, shared, index: int = 0) -> None:
         self.receiver, sender = ctx.Pipe(duplex=False)
-        self.process = ctx.Process(target=producer_main, args=(plan, barrier, shared, sender),
-                                   name="claimcheck-producer", daemon=True)
-        self.shared, self.log = shared, ProducerLog()
+        self.process = ctx.Process(target=producer_main, args=(plan, index, barrier, shared, sender),
+                                   name=f"claimcheck-producer{index:02d}", daemon=True)
+        self.index, self.shared, self.log = index, shared, ProducerLog()
         self.process.start()
         sender.close()
 
     def watch(self) -> None:
-        """A producer dead before its `finally` never cleared `producing`: clear it, so the workers may drain
+        """A producer dead before its `finally` never cleared its flag: clear it, so the workers may drain
         (its missing log is reported by receive)."""
-        if self.shared.producing.value and not self.process.is_alive():
-            self.shared.producing.value = 0
+        if self.shared.producing.flags[self.index] and not self.process.is_alive():
+            self.shared.producing.flags[self.index] = 0
 
     def receive(self, timeout_s: float) -> bool:
         """Its log, once the workers are done (it ended before they could drain). False if none came."""
@@ -177,93 +228,42 @@ class ProducerProcess:
         return False
 
 
-@dataclass(frozen=True)
-class ProducerOutcome:
-    """The producer's figures for the report."""
+class Producers:
+    """The coordinator's side of a run's producers, as one: started together (inside interrupts.deferred(),
+    as ProducerProcess), watched, their logs received."""
 
-    rate_per_s: float
-    duration_s: float
-    scheduled: int
-    enqueued: int
-    achieved_rate_per_s: float
-    max_lag_ms: float
-    kept_up: bool
-    claimed_before_last_enqueue: int
-    """Produced jobs whose first claim committed before the producer's last commit: jobs that arrived mid-run."""
-    pickup_latency_ms: dict
-    end_to_end_latency_ms: dict
-    clock: str = "this host's monotonic clock: the producer and the workers are processes on it"
+    def __init__(self, ctx, plan: ProducerPlan, barrier, shared) -> None:
+        self.each: list[ProducerProcess] = []
+        for index in range(plan.producers):  # appended one by one: a Ctrl-C mid-way leaves none untracked
+            self.each.append(ProducerProcess(ctx, plan, barrier, shared, index))
 
     @property
-    def behind(self) -> str | None:
-        """Why the producer did not keep up, in words, or None."""
-        if self.kept_up:
-            return None
-        missing = self.scheduled - self.enqueued
-        parts = [f"{missing:,} of {self.scheduled:,} scheduled jobs were not enqueued by the end of --duration "
-                 f"plus {LAG_LIMIT_S:g} s"] if missing else []
-        if self.max_lag_ms > LAG_LIMIT_S * 1000:
-            parts.append(f"its lag behind the schedule reached {self.max_lag_ms:,.0f} ms")
-        return (f"the producer could not keep up with --rate {self.rate_per_s:g}: " + "; ".join(parts)
-                + f" (achieved {self.achieved_rate_per_s:,.1f} jobs/s)")
+    def processes(self) -> list:
+        return [p.process for p in self.each]
 
-    def as_dict(self) -> dict:
-        return {"offered_rate_per_s": self.rate_per_s, "achieved_rate_per_s": round(self.achieved_rate_per_s, 3),
-                "producer_duration_s": self.duration_s, "scheduled_jobs": self.scheduled,
-                "enqueued_jobs": self.enqueued, "producer_max_lag_ms": round(self.max_lag_ms, 3),
-                "producer_kept_up": self.kept_up, "producer_behind": self.behind,
-                "claimed_before_last_enqueue": self.claimed_before_last_enqueue,
-                "pickup_latency_ms": self.pickup_latency_ms, "end_to_end_latency_ms": self.end_to_end_latency_ms,
-                "latency_clock": self.clock}
+    @property
+    def logs(self) -> list[ProducerLog]:
+        return [p.log for p in self.each]
 
+    @property
+    def error(self) -> str | None:
+        """The first producer's error (by index), or None."""
+        return next((p.log.error for p in self.each if p.log.error), None)
 
-def _histogram() -> HdrHistogram:
-    return HdrHistogram(1, HISTOGRAM_MAX_US, HISTOGRAM_DIGITS)
+    def watch(self) -> None:
+        for p in self.each:
+            p.watch()
 
+    def receive(self, timeout_s: float) -> bool:
+        """Every producer's log within `timeout_s` in all; False if one did not come."""
+        deadline = time.monotonic() + timeout_s
+        return all([p.receive(max(0.0, deadline - time.monotonic())) for p in self.each])
 
-def _summary(h: HdrHistogram) -> dict:
-    if h.get_total_count() == 0:
-        return {"count": 0, "p50": None, "p95": None, "p99": None, "max": None}
-    return {"count": h.get_total_count(), **{f"p{p}": round(h.get_value_at_percentile(p) / 1000, 3)
-                                             for p in (50, 95, 99)},
-            "max": round(h.get_max_value() / 1000, 3)}
+    @property
+    def started_at(self) -> float:
+        """The schedule's start (every producer's), NaN if none started."""
+        return next((p.log.started_at for p in self.each if not math.isnan(p.log.started_at)), math.nan)
 
-
-def _record(h: HdrHistogram, seconds: float) -> None:
-    h.record_value(max(1, min(HISTOGRAM_MAX_US, round(seconds * 1e6))))
-
-
-def merged(logs: list[WorkerLog]) -> tuple[HdrHistogram, HdrHistogram]:
-    """The workers' (pickup, end-to-end) histograms, each recorded in its own process, merged."""
-    pickup, end_to_end = _histogram(), _histogram()
-    for w in logs:
-        if w.latency_histograms is not None:
-            for into, encoded in zip((pickup, end_to_end), w.latency_histograms):
-                into.add(HdrHistogram.decode(encoded))
-    return pickup, end_to_end
-
-
-def claimed_mid_run(plan: ProducerPlan, log: ProducerLog, logs: list[WorkerLog]) -> int:
-    """Produced jobs whose first claim committed before the producer's last commit."""
-    last = log.committed_at[-1] if log.enqueued else -math.inf
-    early = set()
-    for w in logs:
-        for job, claimed in zip(w.job, w.claimed_at):
-            if isinstance(job, int) and 0 <= job - plan.first_key < log.enqueued and claimed < last:
-                early.add(job)
-    return len(early)
-
-
-def outcome(plan: ProducerPlan, log: ProducerLog, logs: list[WorkerLog]) -> ProducerOutcome:
-    pickup, end_to_end = merged(logs)
-    early = claimed_mid_run(plan, log, logs)
-    lags = [at - (log.started_at + k / plan.rate_per_s) for k, at in enumerate(log.committed_at)]
-    max_lag_ms = max(lags, default=0.0) * 1000
-    span = (log.committed_at[-1] - log.started_at) if log.enqueued else 0.0
-    # Achieved: jobs committed over the schedule's span (the first is due at 0, so n jobs span (n-1)/rate on time).
-    achieved = (log.enqueued - 1) / span if log.enqueued > 1 and span > 0 else float(log.enqueued)
-    kept_up = log.enqueued == plan.scheduled and max_lag_ms <= LAG_LIMIT_S * 1000
-    return ProducerOutcome(rate_per_s=plan.rate_per_s, duration_s=plan.duration_s, scheduled=plan.scheduled,
-                           enqueued=log.enqueued, achieved_rate_per_s=achieved, max_lag_ms=max_lag_ms,
-                           kept_up=kept_up, claimed_before_last_enqueue=early, pickup_latency_ms=_summary(pickup),
-                           end_to_end_latency_ms=_summary(end_to_end))
+    def close(self) -> None:
+        for p in self.each:
+            p.receiver.close()

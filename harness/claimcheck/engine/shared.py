@@ -39,6 +39,19 @@ class Local:
     value: float = 0
 
 
+class Producing:
+    """Which producers may still enqueue: one flag each, cleared by its producer after its last commit
+    (or by the coordinator, for one that died first). Read as `.value`, 1 while any may, as the workers
+    read it: an empty queue then is not drained."""
+
+    def __init__(self, ctx, producers: int) -> None:
+        self.flags = ctx.Array("b", [1] * producers, lock=False)
+
+    @property
+    def value(self) -> int:
+        return 1 if any(self.flags) else 0
+
+
 @dataclass
 class Shared:
     """Shared state between the coordinator and the claimers (one slot per worker, one writer each)."""
@@ -53,16 +66,16 @@ class Shared:
     """The job a worker stalled on, for the fault report."""
     feed_start: Cell[float] | None = None
     """The producer's schedule start (monotonic), written once it is released."""
-    producing: Cell[int] | None = None
-    """1 while the open-loop producer may still enqueue (see claimcheck.engine.producer): an empty
-    queue then is not drained."""
+    producing: "Producing | None" = None
+    """1 (`.value`) while an open-loop producer may still enqueue (see claimcheck.engine.producer): an
+    empty queue then is not drained."""
 
     @classmethod
-    def forked(cls, ctx, slots: int, *, producer: bool) -> Shared:
+    def forked(cls, ctx, slots: int, *, producers: int) -> Shared:
         """Shared memory for `slots` forked workers (the first ones and their replacements)."""
         return cls(stop=ctx.Value("b", 0, lock=False), progress=ctx.Array("q", slots, lock=False),
                    stall=ctx.Array("b", slots, lock=False), stalled_job=ctx.Array("q", slots, lock=False),
-                   producing=ctx.Value("b", 1 if producer else 0, lock=False),
+                   producing=Producing(ctx, producers),
                    feed_start=ctx.Value("d", float("nan"), lock=False))
 
     @classmethod

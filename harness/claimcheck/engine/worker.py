@@ -30,6 +30,7 @@ from claimcheck.contract.limit import ClaimLimit, claim_limit
 from claimcheck.contract.strategy import DEFAULT_SHAPE, ClaimShape, Strategy
 from claimcheck.engine.backend import Backend, Stopping
 from claimcheck.engine.cycle import cycle_for
+from claimcheck.engine import idle
 from claimcheck.engine.fastpath import LibpqBackend
 from claimcheck.engine.logstream import FLUSH_INTERVAL_S, PROOF_FLUSH_INTERVAL_S, LogStream, PipeSink, summary
 from claimcheck.engine.shared import Shared
@@ -179,6 +180,9 @@ class Loop:
         self.plan, self.backend, self.log, self.shared, self.stream = plan, backend, log, shared, stream
         self.settings = plan.settings
         self.cycle = cycle_for(plan, index, backend, log, shared, stream)
+        self.idle = idle.waiter(plan.settings, plan.feed.channel if plan.feed is not None else None)
+        """The wait after an empty claim: a poll pause, or a LISTEN (--wakeup)."""
+        log.wakeups = self.idle.counts
 
     @property
     def conn(self) -> psycopg.Connection:
@@ -218,5 +222,4 @@ class Loop:
                 continue
             cycle.consecutive_failures = 0
             self.stream.flush_if_due()
-            if self.settings.poll_ms:
-                time.sleep(self.settings.poll_ms / 1000)
+            self.idle.wait(self.conn)  # an empty claim: poll, or wait for a notification (claimcheck.engine.idle)

@@ -16,6 +16,7 @@ never a start: the coordinator reads those files after the run and feeds them to
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -169,6 +170,20 @@ class LibraryAdapter:
         """Enqueue one job per key through the library's public API (the key travels in the
         payload); return the library's job ids, in the order of `keys`."""
         raise NotImplementedError
+
+    feeds: ClassVar[bool] = False
+    """Does it implement :meth:`feeder` (`lib NAME --rate`)?"""
+
+    def fed(self, count: int) -> None:
+        """`lib --rate`: the producer has committed `count` jobs so far (told before each `outcome`), for an
+        adapter whose table forgets finished jobs; the producer runs in a process of its own."""
+
+    def feeder(self, dsn: str) -> contextlib.AbstractAsyncContextManager:
+        """`lib NAME --rate` (claimcheck.libs.feed): an async context manager whose value is an async
+        `defer(key)` that enqueues one job for `key` through the library's public API, committed when it
+        returns, on connections kept open while the context lasts."""
+        raise UsageError(f"claimcheck lib {self.name} --rate: feeding {self.name} while it works is not "
+                         "implemented; run it without --rate")
 
     async def work(self, config: WorkerConfig, recorder: Recorder, stop: asyncio.Event) -> None:
         """Run the library's own worker loop with a task that calls `recorder.execute`, until `stop` is set."""

@@ -24,6 +24,8 @@ to the adapter's version, and reused after.
 """
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -220,6 +222,46 @@ class ExternalAdapter(LibraryAdapter):
         if count != len(keys):
             raise UsageError(f"{self.package} enqueue reported {count} jobs enqueued, not {len(keys)}")
         return list(keys)  # the SQL reads find a job by its key (in the payload)
+
+    feeds = True
+
+    @contextlib.asynccontextmanager
+    async def feeder(self, dsn: str):
+        """The script's `feed`: one long-lived process, sent each key on its stdin when it is due; it says
+        `{"event": "ready"}` once its library can enqueue, then one `{"event": "enqueued", "key": K}` line per
+        job once the library's enqueue returned."""
+        config = {"dsn": node_url(dsn), "modules": str(self.modules()), "options": self.options()}
+        process = await asyncio.create_subprocess_exec(*self._argv("feed", config), stdin=asyncio.subprocess.PIPE,
+                                                       stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                                                       env=runtime_env(dsn))
+
+        async def said(event: str, key: int | None = None) -> dict:
+            while True:
+                line = await process.stdout.readline()
+                if not line:
+                    said = (await process.stderr.read()).decode(errors="replace").strip()
+                    raise UsageError(f"{self.package} feed ended (exit {await process.wait()}): {said[-600:] or 'no output'}")
+                if line.startswith(b"{"):
+                    record = json.loads(line)
+                    if record.get("event") == event and record.get("key") == key:
+                        return record
+
+        async def defer(key: int) -> object:
+            process.stdin.write(f"{key}\n".encode())
+            await process.stdin.drain()
+            return (await said("enqueued", key)).get("job")
+
+        try:
+            await said("ready")  # the runtime and the library started: the schedule may begin
+            yield defer
+        finally:
+            if process.returncode is None:
+                process.stdin.close()
+                try:
+                    await asyncio.wait_for(process.wait(), STEP_TIMEOUT_S)
+                except asyncio.TimeoutError:
+                    process.kill()
+                    await process.wait()
 
     def library_sql(self) -> dict:
         """The statements the installed library's worker sends, as its script's `sql` prints them (asked once)."""

@@ -69,6 +69,11 @@ class GraphileWorkerAdapter(ExternalAdapter):
     def __init__(self) -> None:
         self.enqueued = 0
         """graphile-worker deletes a job when it succeeds: done is what was enqueued less what is left."""
+        self.produced = 0
+        """`lib --rate`: jobs its producer committed so far (LibraryAdapter.fed), beside the `enqueued` ones."""
+
+    def fed(self, count: int) -> None:
+        self.produced = count
 
     def options(self) -> dict:
         return {**super().options(), "max_attempts": MAX_ATTEMPTS, "poll_ms": POLL_MS}
@@ -93,7 +98,7 @@ class GraphileWorkerAdapter(ExternalAdapter):
 
     def outcome(self, conn: psycopg.Connection) -> TableOutcome:
         done, queued, running, failed, max_attempts = conn.execute(
-            LIB_QUERIES["graphile_worker_outcome"], {"enqueued": self.enqueued}).fetchone()
+            LIB_QUERIES["graphile_worker_outcome"], {"enqueued": self.enqueued + self.produced}).fetchone()
         return TableOutcome(done=done, queued=queued, running=running, failed=failed, max_attempts=max_attempts)
 
     def pgbench_cycle(self, work_us: int) -> LibraryCycle:

@@ -30,6 +30,7 @@ every `heartbeat_timeout / 2` while a task runs, the health check and log aggreg
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import uuid
@@ -96,6 +97,18 @@ class PgqueuerAdapter(LibraryAdapter):
             return ids
 
         return asyncio.run(go())
+
+    feeds = True
+
+    @contextlib.asynccontextmanager
+    async def feeder(self, dsn: str):
+        async with await _connect(dsn) as conn:
+            queries = Queries.from_psycopg_connection(conn)
+
+            async def defer(key: int) -> object:
+                return (await queries.enqueue([ENTRYPOINT], [str(key).encode()], [0]))[0]
+
+            yield defer
 
     async def work(self, config: WorkerConfig, recorder: Recorder, stop: asyncio.Event) -> None:
         logging.getLogger("pgqueuer").setLevel(logging.CRITICAL)

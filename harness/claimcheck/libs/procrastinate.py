@@ -32,6 +32,7 @@ heartbeat every 10 s, the abort poll every 5 s while a job runs).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from pathlib import Path
 
@@ -81,6 +82,18 @@ class ProcrastinateAdapter(LibraryAdapter):
             return ids
 
         return asyncio.run(go())
+
+    feeds = True
+
+    @contextlib.asynccontextmanager
+    async def feeder(self, dsn: str):
+        app = _app(dsn)
+        task = app.task(name=TASK_NAME)(_never_called)
+        async with app.open_async():
+            async def defer(key: int) -> int:
+                return await task.defer_async(key=key)
+
+            yield defer
 
     async def work(self, config: WorkerConfig, recorder: Recorder, stop: asyncio.Event) -> None:
         logging.getLogger("procrastinate").setLevel(logging.ERROR)

@@ -31,7 +31,9 @@ from claimcheck.engine.judge import RunRecord, judge_run
 from claimcheck.engine.supervisor import MAX_REPLACEMENTS, TICK_S, Supervisor
 from claimcheck.verdict.ledger import WorkerLog
 from claimcheck.libs._adapter import STOP_GRACE_S, LibraryAdapter, WorkerConfig
+from claimcheck.engine import feedfigures, producer as producing
 from claimcheck.libs.database import run_database
+from claimcheck.libs.feed import LibraryFeed
 from claimcheck.libs.parity import run_cycle
 from claimcheck.libs.records import to_ledger
 from claimcheck.server.provision import Server
@@ -59,12 +61,15 @@ FAULT_WORK_MS = "2"
 
 
 def lib_settings(workers: int, jobs: int, work_ms: str | None = None, faults: bool = False,
-                 duration_s: float | None = None) -> RunSettings:
+                 duration_s: float | None = None, rate_per_s: float | None = None) -> RunSettings:
     """One library run's settings. The library batches, leases and retries in its own way, so batch
     and mode are fixed: every library here claims, commits, and works outside the claim."""
     work = WorkTime.parse(str(work_ms) if work_ms is not None else (FAULT_WORK_MS if faults else LIB_WORK_MS))
+    # With --rate, --duration is the producer's (claimcheck.libs.feed): the workers drain after it.
+    duration_s, produce_s = (None, duration_s) if rate_per_s is not None else (duration_s, None)
     return RunSettings(workers=workers, jobs=jobs, batch=1, mode="lease", work=work, duration_s=duration_s,
-                       reap_every_s=RECOVER_EVERY_S, faults=FaultPlan() if faults else None)
+                       reap_every_s=RECOVER_EVERY_S, faults=FaultPlan() if faults else None,
+                       rate_per_s=rate_per_s, produce_s=produce_s)
 
 
 @dataclass
@@ -150,6 +155,11 @@ class _Run:
         self.stall = _StallFlags(tmp)
         self.conn: psycopg.Connection | None = None
         """The coordinator's connection to the run's database (replaced after a restart fault)."""
+        self.feed_plan = None if settings.rate_per_s is None else producing.ProducerPlan(
+            run=self.run, strategy=library_strategy(adapter), rate_per_s=settings.rate_per_s,
+            duration_s=settings.produce_s, first_key=settings.jobs + 1)
+        """`lib --rate`: the schedule, its keys after the seeded ones."""
+        self.feed: LibraryFeed | None = None
 
     def _records(self, index: int) -> Path:
         """Worker `index`'s records file (claimcheck.libs.records reads them all as w*.tsv)."""
@@ -194,7 +204,10 @@ class _Run:
                 self._spawn()
             sampler.start()
             stopped_by, recovered = self._monitor(injector, origin)
+            fed_log = self.feed.finish() if self.feed is not None else None
         finally:
+            if self.feed is not None:
+                self.feed.close()
             self._stop_all()
             waits = sampler.stop()
         self.conn = conn = self.run.reconnected(self.conn, in_schema=False, wait_s=RESTART_WAIT_S)
@@ -203,6 +216,12 @@ class _Run:
         logs, reaps, executions = to_ledger(files, self.deaths, adapter.stall_release_s,
                                             _terminations(injector, files), adapter.completion_lag_s,
                                             adapter.lease_s)
+        fed = None
+        if fed_log is not None:  # the seeded jobs and the produced ones it committed, judged by judge_run
+            for log in logs:
+                log.latency_histograms = self.feed_plan.histograms(fed_log.started_at, log)
+            fed = feedfigures.outcome(self.feed_plan, [fed_log], logs)
+            adapter.fed(fed_log.enqueued)  # before the table's last reading
         starts = [ex.started for ex in executions]
         ends = [ex.ended for ex in executions if not math.isnan(ex.ended)]
         record = RunRecord(
@@ -218,7 +237,7 @@ class _Run:
         table = _LibraryTable(adapter, conn, dict(zip(range(1, settings.jobs + 1), ids)))
         # `reaped` counts the jobs the library's documented recovery gave back, not the releases the
         # ledger read from its records (record.reaps).
-        result = judge_run(record, table, library_strategy(adapter), settings, seeded, releases=True)
+        result = judge_run(record, table, library_strategy(adapter), settings, seeded, releases=True, fed=fed)
         return dataclasses.replace(result, reaped=recovered, library={
             "name": adapter.name, "version": version, "promise": adapter.promise, "docs": adapter.docs,
             "recovered": recovered, "workers_replaced": self.replacements, "unfinished": unfinished,
@@ -231,6 +250,8 @@ class _Run:
             time.sleep(TICK_S)
             now = time.monotonic()
             self._replace_dead(now, injector)
+            if self.feed is not None:
+                adapter.fed(self.feed.enqueued.value)
             try:
                 table = adapter.outcome(self.conn)
             except psycopg.OperationalError:  # a restart fault: ask again once the server is back
@@ -245,10 +266,17 @@ class _Run:
             while injector and injector.due(started):
                 alive = {i: p.popen.pid for i, p in self.procs.items() if p.popen.poll() is None}
                 injector.inject(alive, self.stall, self._spawn)
-            if finished >= settings.jobs and table.queued == 0 and table.running == 0:
+            if self.feed_plan is not None and self.feed is None and started > 0:
+                # `lib --rate` (claimcheck.libs.feed): the schedule starts once the library's workers run, at
+                # their first job, so a slow start-up is not charged to the first produced jobs' latency.
+                self.feed = LibraryFeed(adapter, self.dsn, self.feed_plan)
+            feeding = self.feed_plan is not None and (self.feed is None or self.feed.feeding)
+            produced = self.feed.enqueued.value if self.feed is not None else 0
+            if not feeding and finished >= settings.jobs + produced and table.queued == 0 and table.running == 0:
                 return "drained", recovered
-            # Only the table is seen, not the claims: a change in what it shows done or running is activity.
-            supervisor.saw(now, (finished, table.running))
+            # Only the table is seen, not the claims: a change in what it shows done or running is activity,
+            # and so is a job produced (a fed queue idle between arrivals is no stall).
+            supervisor.saw(now, (finished, table.running, produced))
             limit = supervisor.limit(now)
             if limit is not None:
                 return ("stalled" if limit == "stalled" else "duration"), recovered

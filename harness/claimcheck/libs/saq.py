@@ -33,6 +33,7 @@ what runs on timers (worker info every 10 s, schedule and abort every second, th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 from pathlib import Path
@@ -104,6 +105,22 @@ class SaqAdapter(LibraryAdapter):
             return [str(k) for k in keys]
 
         return asyncio.run(go())
+
+    feeds = True
+
+    @contextlib.asynccontextmanager
+    async def feeder(self, dsn: str):
+        queue = _queue(dsn)
+        await queue.connect()
+        try:
+            async def defer(key: int) -> str:  # the same job as enqueue's, one at a time
+                await queue.enqueue(TASK_NAME, key=str(key), n=key, retries=RETRIES, timeout=JOB_TIMEOUT_S,
+                                    heartbeat=FAULT_HEARTBEAT_S)
+                return str(key)
+
+            yield defer
+        finally:
+            await queue.disconnect()
 
     async def work(self, config: WorkerConfig, recorder: Recorder, stop: asyncio.Event) -> None:
         logging.getLogger("saq").setLevel(logging.CRITICAL)

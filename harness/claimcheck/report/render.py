@@ -179,10 +179,14 @@ def print_producer(console: Console, run: RunResult) -> None:
     if p is None:
         return
 
-    console.print(Text(f"producer: offered {p.rate_per_s:g} jobs/s for {p.duration_s:g}s, achieved "
+    who = "producer" if len(p.producers) <= 1 else f"{len(p.producers)} producers"
+    console.print(Text(f"{who}: offered {p.rate_per_s:g} jobs/s for {p.duration_s:g}s, achieved "
                        f"{p.achieved_rate_per_s:,.1f} jobs/s ({p.enqueued:,} of {p.scheduled:,} enqueued, max lag "
                        f"{p.max_lag_ms:,.1f} ms); latency ms from the scheduled enqueue, p50/p95/p99/max: pickup "
                        f"{_percentiles(p.pickup_latency_ms)}, end-to-end {_percentiles(p.end_to_end_latency_ms)}; on {p.clock}"))
+    if p.wakeups is not None:
+        console.print(Text(f"--wakeup notify: idle workers' waits ended by a notification {p.wakeups['notified']:,} "
+                           f"times, by the fallback timeout {p.wakeups['fallback']:,}"))
     queue = queue_words(run)
     if queue:
         console.print(Text(queue))

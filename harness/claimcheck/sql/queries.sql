@@ -34,6 +34,16 @@ INSERT INTO jobs (id, payload) OVERRIDING SYSTEM VALUE
 VALUES (%(key)s, jsonb_build_object('n', %(key)s))
 RETURNING id;
 
+-- name: enqueue_job_notify
+-- enqueue_job under --wakeup notify (see claimcheck.engine.idle): the notification goes in the job's own
+-- transaction, so a listener woken by it finds the job committed. One statement, one round trip.
+WITH job AS (
+    INSERT INTO jobs (id, payload) OVERRIDING SYSTEM VALUE
+    VALUES (%(key)s, jsonb_build_object('n', %(key)s))
+    RETURNING id
+)
+SELECT id FROM job, pg_notify(%(channel)s, '') AS notified;
+
 -- name: add_primary_key
 ALTER TABLE jobs ADD PRIMARY KEY (id);
 

@@ -102,6 +102,8 @@ class WorkerLog:
     """The worker stopped because it found no job left (not at a limit or a stop)."""
     latency_histograms: tuple[bytes, bytes] | None = None
     """A rate run's (pickup, end-to-end) HDR histograms of this worker's claims, encoded (see claimcheck.engine.producer)."""
+    wakeups: dict = field(default_factory=dict)
+    """--wakeup notify: how its waits after an empty claim ended, by kind (see claimcheck.engine.idle)."""
 
     def record(self, job: int, attempt: int, claimed_at: float, ended_at: float = math.nan,
                outcome: int = LIVE) -> int:

@@ -16,7 +16,7 @@ from claimcheck.contract.strategy import Strategy
 
 if TYPE_CHECKING:
     from claimcheck.engine.pgbench import PgbenchResult
-    from claimcheck.engine.producer import ProducerOutcome
+    from claimcheck.engine.feedfigures import ProducerOutcome
     from claimcheck.plans.shape import PlanShape
     from claimcheck.probes.explain import PlanVerdict
 

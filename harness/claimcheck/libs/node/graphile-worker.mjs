@@ -1,7 +1,7 @@
 // graphile-worker under claimcheck's ledger: its own migrations (runMigrations), its own enqueue
 // (WorkerUtils.addJobs), its own worker loop (run) with a task that records each execution.
 // See claimcheck/libs/graphile.py for what graphile-worker promises and how it is judged.
-import { args, emit, library, Recorder, run, untilStopped } from "./protocol.mjs";
+import { args, emit, keys, library, Recorder, run, untilStopped } from "./protocol.mjs";
 
 const TASK = "claimcheck_record";
 const { command, config } = args();
@@ -27,6 +27,19 @@ async function enqueue() {
     await utils.release();
   }
   emit({ event: "enqueued", count: config.last - config.first + 1 });
+}
+
+async function feed() {  // one job per key read from stdin, each its own addJob (a transaction of its own)
+  const utils = await gw.makeWorkerUtils({ connectionString: config.dsn, logger: silent });
+  emit({ event: "ready" });
+  try {
+    for await (const key of keys()) {
+      const job = await utils.addJob(TASK, { key }, { maxAttempts: o.max_attempts });
+      emit({ event: "enqueued", key, job: String(job.id) });
+    }
+  } finally {
+    await utils.release();
+  }
 }
 
 async function work() {
@@ -80,4 +93,4 @@ async function sql() {
   emit({ event: "sql", get_job: sent[0], complete_job: sent[1], task: TASK });
 }
 
-run({ install, enqueue, work, sql }[command]);
+run({ install, enqueue, feed, work, sql }[command]);

@@ -1,7 +1,7 @@
 // pg-boss under claimcheck's ledger: its own migrations (PgBoss.start), its own enqueue
 // (PgBoss.insert), its own worker loop (PgBoss.work) with a task that records each execution.
 // See claimcheck/libs/pgboss.py for what pg-boss promises and how it is judged.
-import { args, emit, library, Recorder, run, untilStopped } from "./protocol.mjs";
+import { args, emit, keys, library, Recorder, run, untilStopped } from "./protocol.mjs";
 
 const QUEUE = "claimcheck";
 const { command, config } = args();
@@ -35,6 +35,17 @@ async function enqueue() {
   emit({ event: "enqueued", count: config.last - config.first + 1 });
 }
 
+async function feed() {  // one job per key read from stdin, each its own send (a transaction of its own)
+  const b = boss({ supervise: false, schedule: false });
+  await b.start();
+  emit({ event: "ready" });
+  for await (const key of keys()) {
+    const job = await b.send(QUEUE, { key }, { retryLimit: o.retry_limit, expireInSeconds: o.expire_s });
+    emit({ event: "enqueued", key, job: String(job) });
+  }
+  await b.stop({ graceful: false, wait: true });
+}
+
 async function work() {
   const recorder = new Recorder(config);
   const { version } = library(config, "pg-boss/package.json");
@@ -61,4 +72,4 @@ async function sql() {
          complete: plans.completeJobs(schema) });
 }
 
-run({ install, enqueue, work, sql }[command]);
+run({ install, enqueue, feed, work, sql }[command]);

@@ -23,6 +23,16 @@ export function library(config, name) {
   return require(name);
 }
 
+/** `feed`: the keys to enqueue, one per line on stdin, as they come (claimcheck/libs/feed.py sends each on
+ * its schedule). An adapter emits `{"event": "ready"}` once its library can enqueue (the schedule starts
+ * then), enqueues each key through its library and emits `{"event": "enqueued", "key": K}`. */
+export async function* keys() {
+  const readline = await import("node:readline");
+  for await (const line of readline.createInterface({ input: process.stdin })) {
+    if (line.trim()) yield Number(line);
+  }
+}
+
 export function emit(record) {
   fs.writeSync(1, JSON.stringify(record) + "\n");
 }
@@ -105,6 +115,6 @@ export function run(main) {
   };
   process.on("uncaughtException", die);  // a library error nobody caught: one line, then exit 3
   process.on("unhandledRejection", die);
-  if (typeof main !== "function") die(new Error(`unknown command ${process.argv[2]}: install, enqueue, work or sql`));
+  if (typeof main !== "function") die(new Error(`unknown command ${process.argv[2]}: install, enqueue, feed, work or sql`));
   main().then((code) => process.exit(code ?? 0), die);
 }
