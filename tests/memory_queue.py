@@ -20,7 +20,7 @@ from types import SimpleNamespace
 
 import psycopg
 
-from claimcheck.engine.backend import INJECTED_ERROR
+from claimcheck.engine.backend import INJECTED_ERROR, complete_one_by_one
 from claimcheck.engine.logstream import LogStream
 from claimcheck.engine.shared import Shared
 from claimcheck.engine.worker import Loop, WorkerPlan
@@ -105,15 +105,7 @@ class MemoryBackend:
         return self._scripted("claim", take)
 
     def complete_each(self, jobs, claimed, plain, clock=None):
-        counts, times = [], []
-        try:
-            for job, attempt in jobs:
-                counts.append(int(self.change("complete", job, attempt)))
-                if clock is not None:
-                    times.append(clock())
-        except psycopg.Error as exc:
-            return counts, times, exc
-        return counts, times, None
+        return complete_one_by_one(self.change, jobs, clock)
 
     def change(self, section: str, job: int, attempt: int) -> bool:
         self.sent_at.setdefault((section, job, attempt), time.monotonic())  # when it was first sent

@@ -41,6 +41,22 @@ Counted = tuple[list[int], list[float], "psycopg.Error | None"]
 (when asked), and the error that stopped them (None: all ran)."""
 
 
+def complete_one_by_one(change: Callable[[str, int, int], bool], jobs: list[tuple[int, int]],
+                        clock: Callable[[], float] | None) -> Counted:
+    """`complete_each` for a backend with no batched path: `change("complete", ...)` per job, in turn,
+    `clock()` read as each returned (if given), stopping at the first error, which is returned with
+    what ran before it."""
+    counts, times = [], []
+    try:
+        for job, attempt in jobs:
+            counts.append(int(change("complete", job, attempt)))
+            if clock is not None:
+                times.append(clock())
+    except psycopg.Error as exc:
+        return counts, times, exc
+    return counts, times, None
+
+
 class Stopping(Exception):
     """The run is stopping while this worker has no connection."""
 
@@ -154,15 +170,7 @@ class PsycopgBackend:
 
     def complete_each(self, jobs: list[tuple[int, int]], claimed: list[tuple], plain: bool,
                       clock: Callable[[], float] | None = None) -> Counted:
-        counts, times = [], []
-        try:
-            for job, attempt in jobs:
-                counts.append(int(self.change("complete", job, attempt)))
-                if clock is not None:
-                    times.append(clock())
-        except psycopg.Error as exc:
-            return counts, times, exc
-        return counts, times, None
+        return complete_one_by_one(self.change, jobs, clock)
 
     def change(self, section: str, job: int, attempt: int) -> bool:
         params = self.params[section]

@@ -116,17 +116,7 @@ def line_chart(series: dict[str, list[tuple[float, float]]], title: str, x_label
     def py(y: float) -> float:
         return m["top"] + plot_h - y / y_top * plot_h
 
-    out = _open(LINE_WIDTH_PX, HEIGHT_PX, title)
-    for t in y_ticks:
-        out.append(f'<line x1="{m["left"]}" x2="{m["left"] + plot_w}" y1="{py(t):.1f}" y2="{py(t):.1f}" '
-                   f'stroke="#e5e5e5"/><text x="{m["left"] - 6}" y="{py(t) + 4:.1f}" text-anchor="end">{_fmt(t)}</text>')
-    for x in xs:
-        out.append(f'<text x="{px(x):.1f}" y="{m["top"] + plot_h + 16}" text-anchor="middle">{_fmt(x)}</text>')
-    out.append(f'<text x="{m["left"] + plot_w / 2:.0f}" y="{HEIGHT_PX - 6}" text-anchor="middle">{escape(x_label)}</text>'
-               f'<text transform="translate(14 {m["top"] + plot_h / 2:.0f}) rotate(-90)" text-anchor="middle">'
-               f'{escape(y_label)}</text>')
-    if reference is not None:
-        out.append(_reference(reference, m["left"], m["left"] + plot_w, py(reference[1])))
+    out = _axes(title, m, plot_w, plot_h, px, py, xs, y_ticks, x_label, y_label, reference)
     for i, (name, points) in enumerate(series.items()):
         pts = sorted(points)
         path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in pts)
@@ -152,6 +142,24 @@ def line_chart(series: dict[str, list[tuple[float, float]]], title: str, x_label
         any(n == name for n, _ in flagged) for name in series], room_px=m["right"] - 30)
     out.append("</svg>")
     return "".join(out)
+
+
+def _axes(title: str, m: dict, plot_w: float, plot_h: float, px, py, x_ticks: Sequence[float],
+          y_ticks: Sequence[float], x_label: str, y_label: str, reference: tuple[str, float] | None) -> list[str]:
+    """A line or time chart's frame: the opened SVG, its horizontal grid with the y ticks, the x ticks,
+    both axis labels and the dashed reference line (an SLO), in plot coordinates `px`, `py`."""
+    out = _open(LINE_WIDTH_PX, HEIGHT_PX, title)
+    for t in y_ticks:
+        out.append(f'<line x1="{m["left"]}" x2="{m["left"] + plot_w}" y1="{py(t):.1f}" y2="{py(t):.1f}" '
+                   f'stroke="#e5e5e5"/><text x="{m["left"] - 6}" y="{py(t) + 4:.1f}" text-anchor="end">{_fmt(t)}</text>')
+    for t in x_ticks:
+        out.append(f'<text x="{px(t):.1f}" y="{m["top"] + plot_h + 16}" text-anchor="middle">{_fmt(t)}</text>')
+    out.append(f'<text x="{m["left"] + plot_w / 2:.0f}" y="{HEIGHT_PX - 6}" text-anchor="middle">{escape(x_label)}</text>'
+               f'<text transform="translate(14 {m["top"] + plot_h / 2:.0f}) rotate(-90)" text-anchor="middle">'
+               f'{escape(y_label)}</text>')
+    if reference is not None:
+        out.append(_reference(reference, m["left"], m["left"] + plot_w, py(reference[1])))
+    return out
 
 
 def _reference(reference: tuple[str, float], x0: float, x1: float, y: float) -> str:
@@ -199,17 +207,7 @@ def time_chart(series: dict[str, Sequence[tuple[float, float | None]]], title: s
     def py(y: float) -> float:
         return m["top"] + plot_h - y / y_top * plot_h
 
-    out = _open(LINE_WIDTH_PX, HEIGHT_PX, title)
-    for t in y_ticks:
-        out.append(f'<line x1="{m["left"]}" x2="{m["left"] + plot_w}" y1="{py(t):.1f}" y2="{py(t):.1f}" '
-                   f'stroke="#e5e5e5"/><text x="{m["left"] - 6}" y="{py(t) + 4:.1f}" text-anchor="end">{_fmt(t)}</text>')
-    for t in x_ticks:
-        out.append(f'<text x="{px(t):.1f}" y="{m["top"] + plot_h + 16}" text-anchor="middle">{_fmt(t)}</text>')
-    out.append(f'<text x="{m["left"] + plot_w / 2:.0f}" y="{HEIGHT_PX - 6}" text-anchor="middle">{escape(x_label)}</text>'
-               f'<text transform="translate(14 {m["top"] + plot_h / 2:.0f}) rotate(-90)" text-anchor="middle">'
-               f'{escape(y_label)}</text>')
-    if reference is not None:
-        out.append(_reference(reference, m["left"], m["left"] + plot_w, py(reference[1])))
+    out = _axes(title, m, plot_w, plot_h, px, py, x_ticks, y_ticks, x_label, y_label, reference)
     for i, (name, points) in enumerate(drawn.items()):
         segment: list[str] = []
         for t, y in points + [(math.inf, None)]:  # a None (and the end) closes the segment drawn so far
