@@ -283,3 +283,19 @@ def test_help_texts_say_what_each_verb_has(cli):
                           ("--stalls N", "leases after a claim"), ("--restarts N", "restart the server")):
         assert option in flat and words in flat, option
     assert "--drain" in cli("check", "--help").stdout
+
+
+def test_bench_rate_sweep_splits_each_rates_schedule_between_its_producers(cli):
+    # bench's --producers is check's: each rate run's schedule shared by N producer processes.
+    out = cli.scratch / "sweep.json"
+    result = cli("bench", "--strategies", "skip-locked", "--workers", "2", "--jobs", "5", "--mode", "lease",
+                 "--rate", "20,40", "--duration", "1", "--producers", "2", "--json", str(out))
+    assert result.code == 0, result.stderr
+    runs = json.loads(out.read_text())["runs"]
+    assert [r["offered_rate_per_s"] for r in runs] == [20, 40]
+    for run, scheduled in zip(runs, (20, 40)):
+        assert [p["producer"] for p in run["producers"]] == [0, 1]
+        assert sum(p["scheduled_jobs"] for p in run["producers"]) == run["scheduled_jobs"] == scheduled
+    alone = cli("bench", "--strategies", "skip-locked", "--producers", "2")
+    assert alone.code == 2 and "--producers needs --rate" in alone.stderr
+    cli.assert_nothing_left()

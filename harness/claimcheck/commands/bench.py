@@ -52,6 +52,9 @@ def register(verbs: argparse._SubParsersAction) -> None:
                    help="for each strategy and setting, a rate run per offered rate (jobs/s, comma-separated): a "
                         "producer enqueues at that rate for --duration seconds after the --jobs seeded ones (give a "
                         "small --jobs: a backlog delays every pickup), then the workers drain; prints each one's knee")
+    r.add_argument("--producers", type=int, default=1,
+                   help="with --rate: this many producer processes share each rate's schedule (as check's "
+                        "--producers), so one producer's own ceiling is not read as a strategy's knee; default 1")
     r.add_argument("--latency-slo", type=float, default=DEFAULT_LATENCY_SLO_MS, metavar="MS",
                    help="a rate is sustained only with pickup latency p99 at most this (default "
                         f"{DEFAULT_LATENCY_SLO_MS:g} ms; docs/producers.md defines sustained)")
