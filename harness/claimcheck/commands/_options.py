@@ -184,6 +184,14 @@ def settings_grid(args: argparse.Namespace, faults: FaultPlan | None = None,
             for m, w, b, r in itertools.product(args.mode, args.workers, args.batch, rates)]
 
 
+def add_producers_option(g) -> None:
+    """`--producers`, for the verbs that feed the queue at a --rate (check, and bench's sweeps)."""
+    g.add_argument("--producers", type=int, default=1,
+                   help="with --rate: this many producer processes share the schedule (job i is producer i mod N's, "
+                        "each keeping its own due time), default 1; one producer's own ceiling (1,300-1,500 jobs/s "
+                        "on 2 cores) is not a strategy's knee")
+
+
 def add_wide_option(g) -> None:
     g.add_argument("--wide", action="store_true",
                    help="show every column of the results table (the default fits 80 columns; a pipe gets every column)")

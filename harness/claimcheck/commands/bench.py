@@ -6,8 +6,8 @@ import dataclasses
 
 from rich.console import Console
 
-from claimcheck.commands._options import (add_run_options, add_server_options, provide, rate_list, report_runs,
-                                          settings_grid, str_list)
+from claimcheck.commands._options import (add_producers_option, add_run_options, add_server_options, provide,
+                                          rate_list, report_runs, settings_grid, str_list)
 from claimcheck.commands.lib import run_libraries
 from claimcheck.libs import load_adapter
 from claimcheck.libs.parity import check_cycles
@@ -52,9 +52,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
                    help="for each strategy and setting, a rate run per offered rate (jobs/s, comma-separated): a "
                         "producer enqueues at that rate for --duration seconds after the --jobs seeded ones (give a "
                         "small --jobs: a backlog delays every pickup), then the workers drain; prints each one's knee")
-    r.add_argument("--producers", type=int, default=1,
-                   help="with --rate: this many producer processes share each rate's schedule (as check's "
-                        "--producers), so one producer's own ceiling is not read as a strategy's knee; default 1")
+    add_producers_option(r)
     r.add_argument("--latency-slo", type=float, default=DEFAULT_LATENCY_SLO_MS, metavar="MS",
                    help="a rate is sustained only with pickup latency p99 at most this (default "
                         f"{DEFAULT_LATENCY_SLO_MS:g} ms; docs/producers.md defines sustained)")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from claimcheck.commands._options import (add_run_options, add_server_options, provide, refuse_pooler,
-                                          report_runs, settings_grid)
+from claimcheck.commands._options import (add_producers_option, add_run_options, add_server_options, provide,
+                                          refuse_pooler, report_runs, settings_grid)
 from claimcheck.interleave.search import DEFAULT_EXAMPLES, search
 from claimcheck.interleave.trace import render
 from claimcheck.plans.conditions import CHOICES as PLAN_CHOICES
@@ -44,9 +44,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
                    help="open loop: one producer enqueues this many jobs per second for --duration seconds while "
                         "the workers claim (after the --jobs seeded ones), then the workers drain; the run is the "
                         "as-seeded condition only (see docs/producers.md)")
-    p.add_argument("--producers", type=int, default=1,
-                   help="with --rate: this many producer processes share the schedule (job i is producer i mod N's, "
-                        "each keeping its own due time), default 1")
+    add_producers_option(p)
     p.add_argument("--wakeup", choices=("poll", "notify"), default="poll",
                    help="with --rate, what an idle worker does after an empty claim: poll (sleep --poll-ms, the "
                         "default) or notify (each enqueue sends NOTIFY in its transaction, idle workers LISTEN, with "
