@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from itertools import islice
 from typing import Any, Protocol
 
-from claimcheck.verdict.ledger import WorkerLog
+from claimcheck.verdict.ledger import RECORD_COLUMNS, WorkerLog, record_column
 
 FLUSH_INTERVAL_S = 0.5
 """How often a worker sends its records when nothing needs them sooner. Each send wakes the
@@ -25,8 +25,6 @@ share of the machine (2.3% against 1.1%), in paired runs of the parity cell."""
 PROOF_FLUSH_INTERVAL_S = 0.05
 """In a run that ends at the first proven violation (`check`): the proof reaches the coordinator
 within this, so a broken claim fails fast (see WorkerPlan.flush_interval_s)."""
-COLUMNS = (("job", "q"), ("attempt", "i"), ("claimed_at", "d"), ("ended_at", "d"), ("outcome", "b"))
-"""A record's columns and their array type codes, as WorkerLog holds them."""
 _SWAP = sys.byteorder != "little"
 """The wire carries the columns little-endian, so a Locust worker and its master may differ."""
 
@@ -56,13 +54,13 @@ class LogDelta:
 
     start: int
     """The slot of the first new record: the number of records the coordinator already has."""
-    job: array = field(default_factory=lambda: array("q"))
-    """The new records' columns, arrays as WorkerLog holds them (see COLUMNS)."""
-    attempt: array = field(default_factory=lambda: array("i"))
-    claimed_at: array = field(default_factory=lambda: array("d"))
-    ended_at: array = field(default_factory=lambda: array("d"))
+    job: array = record_column("job")
+    """The new records' columns, arrays as WorkerLog holds them (see RECORD_COLUMNS)."""
+    attempt: array = record_column("attempt")
+    claimed_at: array = record_column("claimed_at")
+    ended_at: array = record_column("ended_at")
     """NaN: the claim has not ended yet."""
-    outcome: array = field(default_factory=lambda: array("b"))
+    outcome: array = record_column("outcome")
     endings: list = field(default_factory=list)
     """(slot, ended_at, outcome) of records sent before that ended since."""
     leases: list = field(default_factory=list)
@@ -89,7 +87,7 @@ class LogDelta:
     def to_wire(self) -> dict:
         """Bytes, lists and numbers, as msgpack (Locust's messages) and pickle (the pipe) carry them:
         each column packed (see _packed), unknown keys as pairs, since msgpack maps want string keys."""
-        return {"start": self.start, **{name: _packed(getattr(self, name)) for name, _ in COLUMNS},
+        return {"start": self.start, **{name: _packed(getattr(self, name)) for name in RECORD_COLUMNS},
                 "endings": [list(e) for e in self.endings], "leases": [list(x) for x in self.leases],
                 "over_claims": [[t, n, list(jobs)] for t, n, jobs in self.over_claims],
                 "over_attempts": [list(x) for x in self.over_attempts],
@@ -99,7 +97,7 @@ class LogDelta:
     @classmethod
     def from_wire(cls, data: dict) -> LogDelta:
         """The other side of :meth:`to_wire`: notes as the worker's log holds them (tuples)."""
-        return cls(start=data["start"], **{name: _unpacked(code, data[name]) for name, code in COLUMNS},
+        return cls(start=data["start"], **{name: _unpacked(code, data[name]) for name, code in RECORD_COLUMNS.items()},
                    endings=[tuple(e) for e in data["endings"]], leases=[tuple(x) for x in data["leases"]],
                    over_claims=[(t, n, list(jobs)) for t, n, jobs in data["over_claims"]],
                    over_attempts=[tuple(x) for x in data["over_attempts"]],

@@ -57,6 +57,16 @@ OUTCOME_NAMES = {LIVE: "live", DONE: "done", STALE: "stale completion", CLAIM_IS
 _CHANGED_ROW = (DONE, FAILED)
 _FINISHED = (DONE, CLAIM_IS_COMPLETION)
 
+RECORD_COLUMNS = {"job": "q", "attempt": "i", "claimed_at": "d", "ended_at": "d", "outcome": "b"}
+"""A record's columns and their array type codes: WorkerLog's, and a log delta's on the wire
+(claimcheck.engine.logstream)."""
+
+
+def record_column(name: str):
+    """A dataclass field holding one record column, empty, of its type code."""
+    return field(default_factory=lambda: array(RECORD_COLUMNS[name]))
+
+
 MAX_EVIDENCE = 20  # violations kept with full evidence; the counts are always complete
 MAX_CLAIMS_SHOWN = 50  # claims kept per violation
 
@@ -66,11 +76,11 @@ class WorkerLog:
     """Everything one worker did, recorded locally."""
 
     worker: int
-    job: array = field(default_factory=lambda: array("q"))
-    attempt: array = field(default_factory=lambda: array("i"))
-    claimed_at: array = field(default_factory=lambda: array("d"))
-    ended_at: array = field(default_factory=lambda: array("d"))
-    outcome: array = field(default_factory=lambda: array("b"))
+    job: array = record_column("job")
+    attempt: array = record_column("attempt")
+    claimed_at: array = record_column("claimed_at")
+    ended_at: array = record_column("ended_at")
+    outcome: array = record_column("outcome")
     claim_latency_ms: array = field(default_factory=lambda: array("f"))
     """One entry per claim statement that returned jobs."""
     claim_statements: int = 0
