@@ -58,7 +58,8 @@ class WaitSamples:
 
 class Sampling:
     """A thread with its own connection that calls :meth:`sample` every `interval_s` between `start()` and
-    `stop()`; after a lost connection (a server restart) it connects again and samples on."""
+    `stop()`; after a lost connection (a server restart) it connects again and samples on. A subclass
+    samples into its `result` (with an `error` field), which `stop()` returns."""
 
     role = "sampler"
     in_schema = False
@@ -97,8 +98,9 @@ class Sampling:
         while not self._halt.wait(self.interval_s):
             self._sample_once()
 
-    def stop(self, last: bool = False) -> None:
-        """End the thread; with `last`, take one more sample first (the state the run ended in)."""
+    def stop(self, last: bool = False):
+        """End the thread; with `last`, take one more sample first (the state the run ended in). The
+        samples taken, with the last connection error met (None: none)."""
         self._halt.set()
         if self._thread.is_alive():
             self._thread.join()
@@ -106,6 +108,8 @@ class Sampling:
             self._sample_once()
         if self._conn is not None:
             self._conn.close()
+        self.result.error = self.error
+        return self.result
 
 
 class LockWaitSampler(Sampling):
@@ -118,11 +122,6 @@ class LockWaitSampler(Sampling):
 
     def sample(self, conn: psycopg.Connection) -> None:
         self.result.add(conn.execute(QUERIES["sample_activity"], self.params).fetchall())
-
-    def stop(self, last: bool = False) -> WaitSamples:
-        super().stop(last)
-        self.result.error = self.error
-        return self.result
 
 
 QUEUE_FIELDS = ("queued", "running", "dead_tuples", "table_bytes", "vacuums")
@@ -178,11 +177,6 @@ class QueueSampler(Sampling):
         row = conn.execute(QUERIES["sample_queue"]).fetchone()
         self.result.at.append(time.monotonic())
         self.result.rows.append(tuple(row))
-
-    def stop(self, last: bool = False) -> QueueSamples:
-        super().stop(last)
-        self.result.error = self.error
-        return self.result
 
 
 class RunSamplers:

@@ -7,12 +7,12 @@ the pickup latency of the claims committed in each interval (:func:`latency_over
 """
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from claimcheck.engine.sampler import QueueSamples
 from claimcheck.verdict.ledger import WorkerLog
 from claimcheck.verdict.result import OverTime
+from claimcheck.verdict.stats import percentile
 
 if TYPE_CHECKING:
     from claimcheck.engine.producer import ProducerPlan
@@ -61,14 +61,9 @@ def latency_over_time(logs: Iterable[WorkerLog], origin: float, bucket_s: float,
     ranked = {slot: sorted(values) for slot, values in buckets.items()}
     return {"bucket_s": round(width, 6), "t_s": [round(slot * width, 3) for slot in slots],
             "count": [len(ranked.get(slot, ())) for slot in slots],
-            **{name: [_nearest_rank(ranked.get(slot), q) for slot in slots] for name, q in (("p50", 50), ("p99", 99))},
+            **{name: [round(percentile(ranked[slot], q), 3) if slot in ranked else None for slot in slots]
+               for name, q in (("p50", 50), ("p99", 99))},
             "max": [round(ranked[slot][-1], 3) if slot in ranked else None for slot in slots]}
-
-
-def _nearest_rank(values: list[float] | None, percentile: float) -> float | None:
-    if not values:
-        return None
-    return round(values[max(0, math.ceil(percentile / 100 * len(values)) - 1)], 3)
 
 
 def rate_over_time(logs: list[WorkerLog], origin: float, queue: QueueSamples | None, feed: "ProducerPlan",
