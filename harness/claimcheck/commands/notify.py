@@ -16,7 +16,7 @@ from claimcheck.probes.wakeup import Variant, WakeResult, run_wakeup
 from claimcheck.report.render import print_server, server_title
 from claimcheck.server.session import run_schema
 from claimcheck.contract.strategy import load_strategy
-from claimcheck.errors import UsageError
+from claimcheck.server.pooling import refuse_behind_statement_pool
 from claimcheck.settings import positive
 
 DEFAULT_ENQUEUES = 50
@@ -52,14 +52,12 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     strategy = load_strategy(PROBE_STRATEGY)
     with provide(args) as server:
         print_server(err, server)
-        if server.pooler is not None and server.pooler.mode == "statement":
-            # Each fact needs a transaction across statements; through statement pooling none can be opened.
-            raise UsageError("notify cannot run behind a pooler in statement mode: its producer holds a transaction "
-                             "open across statements (the INSERT whose NOTIFY must wait for the COMMIT, the inserts "
-                             "that fold into one notification, a rolled-back payload), and statement pooling refuses "
-                             "every transaction block (PgBouncer answers BEGIN with SQLSTATE 08P01). Nothing was "
-                             "run: use a transaction pool (--pooler pgbouncer:transaction), where notify shows the "
-                             "LISTEN lost (docs/poolers.md)")
+        refuse_behind_statement_pool(
+            server.pooler, "notify cannot run behind a pooler in statement mode",
+            "its producer holds a transaction open across statements (the INSERT whose NOTIFY must wait for the "
+            "COMMIT, the inserts that fold into one notification, a rolled-back payload)",
+            "use a transaction pool (--pooler pgbouncer:transaction), where notify shows the LISTEN lost "
+            "(docs/poolers.md)", only_found=False)
         with run_schema(server) as (conn, run):
             err.print("  delivery at commit, folding, payload limit", highlight=False)
             facts = notify_facts(conn, run)

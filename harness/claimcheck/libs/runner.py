@@ -25,7 +25,8 @@ from typing import Callable
 
 import psycopg
 
-from claimcheck.errors import ServerError, UsageError
+from claimcheck.errors import ServerError
+from claimcheck.server.pooling import refuse_behind_statement_pool
 from claimcheck.engine.faults import FaultInjector
 from claimcheck.engine.judge import RunRecord, judge_run
 from claimcheck.engine.supervisor import MAX_REPLACEMENTS, TICK_S, Supervisor
@@ -124,13 +125,12 @@ def run_library(server: Server, adapter: LibraryAdapter, settings: RunSettings,
                 pgbench: bool = False) -> RunResult:
     """One library x setting, in a database of its own that is dropped after; with `pgbench`, its
     worker cycle through pgbench too, on a freshly enqueued table in that database."""
-    if server.pooler is not None and server.pooler.mode == "statement" and not server.pooler.started:
-        raise UsageError(f"{adapter.name} cannot be set up through a pooler in statement mode in front of --dsn: "
-                         "claimcheck makes the library's database, applies its schema and enqueues through the "
-                         "library's own code there, which opens transaction blocks, and statement pooling refuses "
-                         "every one (PgBouncer answers BEGIN with SQLSTATE 08P01). Nothing was run: point --dsn at "
-                         "the server and give --pooler pgbouncer:statement, which puts only the library's workers "
-                         "behind a statement pool")
+    refuse_behind_statement_pool(
+        server.pooler, f"{adapter.name} cannot be set up through a pooler in statement mode in front of --dsn",
+        "claimcheck makes the library's database, applies its schema and enqueues through the library's own "
+        "code there, which opens transaction blocks",
+        "point --dsn at the server and give --pooler pgbouncer:statement, which puts only the library's workers "
+        "behind a statement pool")
     run_id = run_id or run_id_from_env()  # as every run: $CLAIMCHECK_RUN_ID names what it creates
     with run_database(server, run_id, adapter.name) as run, tempfile.TemporaryDirectory(
             prefix=f"claimcheck-{run_id}-") as tmp:

@@ -107,7 +107,7 @@ def explore(conn: psycopg.Connection, server: Server, run: RunContext, strategy:
         if on_outcome:
             on_outcome(outcome)
 
-    statement_pooled = server.pooler is not None and server.pooler.mode == "statement"
+    statement_pooled = server.pooler is not None and server.pooler.pools_statements
     for condition in conditions:
         started = time.perf_counter()
         if stopped_by:

@@ -60,6 +60,25 @@ class Pooler:
         """One line for the header (see pooler_words)."""
         return pooler_words(self.as_dict())
 
+    @property
+    def pools_statements(self) -> bool:
+        """Statement pooling: no transaction block can be opened through it."""
+        return self.mode == "statement"
+
+
+REFUSES_BLOCKS = "statement pooling refuses every transaction block (PgBouncer answers BEGIN with SQLSTATE 08P01)"
+
+
+def refuse_behind_statement_pool(pooler: Pooler | None, what: str, needs: str, fix: str, *,
+                                 only_found: bool = True) -> None:
+    """A verb, or its setup, that holds a transaction across statements on connections a statement pool
+    carries: refused (exit 2) in one paragraph, `what` cannot run because it `needs`, and the `fix`.
+    `only_found`: only a pool found in front of --dsn, which carries every connection; behind
+    --pooler pgbouncer:statement only the workers are pooled and the rest connect directly."""
+    if pooler is None or not pooler.pools_statements or (only_found and pooler.started):
+        return
+    raise UsageError(f"{what}: {needs}, and {REFUSES_BLOCKS}. Nothing was run: {fix}")
+
 
 def pooler_words(pooler: dict, detail: bool = True) -> str:
     """A pooler in words, from Pooler.as_dict() (a report's `postgres.pooler`), for the terminal's
