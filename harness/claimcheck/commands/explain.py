@@ -21,6 +21,7 @@ from claimcheck.server.session import run_schema
 from claimcheck.errors import UsageError
 from claimcheck.contract.strategy import load_strategy, validate_on_server
 from claimcheck.settings import positive
+from claimcheck.server.runcontext import refuses_blocks
 
 MAX_FINISHED_JOBS = 10_000_000
 GUARD_BATCH = 10
@@ -59,7 +60,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
                 verdicts.append(plan_verdict(conn, strategy))
                 shapes[strategy.name] = [(HISTORY.name, plan_under(run, strategy, HISTORY, GUARD_BATCH, analyze=True))]
             for condition in GUARD_CONDITIONS:  # each condition's tables once, every strategy planned on them
-                if condition.generic and getattr(conn, "refuses_blocks", False):
+                if condition.generic and refuses_blocks(conn):
                     err.print(f"  {condition.name}: not planned: a generic plan is that of a statement prepared on "
                               "one backend, and a statement pool gives each statement any backend", highlight=False,
                               soft_wrap=True)

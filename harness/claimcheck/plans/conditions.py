@@ -19,7 +19,7 @@ from claimcheck.errors import ClaimcheckError
 from claimcheck.engine.driver import seed
 from claimcheck.plans import AS_SEEDED as AS_SEEDED_NAME, PLAN_QUERIES
 from claimcheck.probes.explain import prepare_plan_table
-from claimcheck.server.runcontext import RunContext
+from claimcheck.server.runcontext import RunContext, refuses_blocks
 from claimcheck.server.schema import SeededJobs, key_base, reset_schema
 
 CONDITION_JOBS = 300
@@ -130,7 +130,7 @@ def build_tables(conn: psycopg.Connection, run: RunContext, strategy: Strategy, 
         return seed(conn, run, strategy, jobs)
     if condition.table == "history":  # the finished jobs' ids after the ready ones
         return prepare_plan_table(conn, run.schema, finished=HISTORY_JOBS, ready=jobs, first_key=key_base(run.run_id))
-    if condition.table == "stale" and getattr(conn, "refuses_blocks", False):
+    if condition.table == "stale" and refuses_blocks(conn):
         raise TablesUnavailable("its statistics are taken while the seed's transaction is still open, and the "
                                 "pooler in front of --dsn is in statement mode: no transaction stays open there")
     hook = (lambda: _analyze_unseen(run)) if condition.table == "stale" else None

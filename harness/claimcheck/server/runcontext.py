@@ -344,11 +344,16 @@ class StatelessConnection(psycopg.Connection):
             yield tx
 
 
+def refuses_blocks(conn: psycopg.Connection) -> bool:
+    """Is this a connection through a statement pool (found in front of --dsn), where no BEGIN may be sent?"""
+    return isinstance(conn, StatelessConnection) and conn.refuses_blocks
+
+
 def in_one_transaction(conn: psycopg.Connection, statements: list[tuple]) -> psycopg.Cursor:
     """Run `(query, params)` statements in one transaction that commits; the cursor holds the last one's
     result. Behind statement pooling (`refuses_blocks`) they go in one message, bound on the client,
     which the server runs as one implicit transaction: all of it or none, with no BEGIN."""
-    if not getattr(conn, "refuses_blocks", False):
+    if not refuses_blocks(conn):
         with conn.transaction():
             for query, params in statements:
                 cursor = conn.execute(query, params)

@@ -20,8 +20,8 @@ from claimcheck.errors import SqlFileError, UsageError
 from claimcheck.contract.keys import KeySpace
 from claimcheck.server.ownership import abandoned, parse_comment, schema_comment
 from claimcheck.contract.queries import QUERIES
-from claimcheck.server.runcontext import (SCHEMA_PREFIX, failing_statement, in_one_transaction, schema_name,
-                                          use_schema)
+from claimcheck.server.runcontext import (SCHEMA_PREFIX, failing_statement, in_one_transaction, refuses_blocks,
+                                          schema_name, use_schema)
 from claimcheck.contract.strategy import INT_TYPES, server_message
 
 __all__ = ["SCHEMA_PREFIX", "schema_name"]
@@ -163,7 +163,7 @@ def build_own_tables(conn: psycopg.Connection, schema: str, strategy, jobs: int,
         for step, (statement, names) in enumerate(strategy.bound_steps["schema"]):
             client.execute(statement, {k: values[k] for k in names})
 
-    if getattr(conn, "refuses_blocks", False) and while_seeding is None:
+    if refuses_blocks(conn) and while_seeding is None:
         space = _own_tables_in_one_message(conn, strategy, values)
         distinct = space.last - space.first + 1
         _check_seeded(strategy, jobs, distinct + space.duplicates, distinct)
