@@ -303,8 +303,7 @@ class _Run:
             elif limit == "time-cap":
                 self.shared.stop.value, self.stopped_by = 1, "duration"
             elif limit is not None:
-                self._halt_without_progress(supervisor.since_activity(now), supervisor.since_progress(now),
-                                            supervisor.stall_limit_s)
+                self._halt_without_progress(limit, supervisor.since_progress(now), supervisor.stall_limit_s)
             if self.shared.stop.value:
                 stopped_at = stopped_at or now
                 if now - stopped_at > JOIN_TIMEOUT_S + settings.lease_seconds:
@@ -314,8 +313,9 @@ class _Run:
                         if index not in self.finished and process.is_alive():
                             process.terminate()
 
-    def _halt_without_progress(self, since_claim: float, since_progress: float, limit: float) -> None:
-        """No claim (`stalled`) or no finished job (`no-progress`) for `limit` seconds: stop. A worker
+    def _halt_without_progress(self, kind: str, since_progress: float, limit: float) -> None:
+        """No claim (`kind` `stalled`) or no finished job (`no-progress`) for `limit` seconds (the
+        supervisor's limit): stop. A worker
         stuck in one statement all that time (pg_sleep, a lock never released, a `complete` that never
         returns) makes it `no-progress`, a failure, naming the worker; its backend is ended, or the
         run would wait for the statement (an hour, or forever) and the workers blocked behind it."""
@@ -327,7 +327,7 @@ class _Run:
                     conn.execute(QUERIES["terminate_backend"], {"pid": backend.pid})
         except psycopg.Error:
             pass  # unseen, or not ended: stuck workers' processes are terminated after JOIN_TIMEOUT_S (_monitor)
-        if self.stuck or since_claim <= limit:
+        if self.stuck or kind == "no-progress":
             self.stopped_by, self.no_progress_s = "no-progress", since_progress
         else:
             self.stopped_by = "stalled"
