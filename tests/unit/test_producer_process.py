@@ -45,6 +45,7 @@ def test_a_stopped_producer_does_not_sleep_until_its_next_due_time(monkeypatch):
                            rate_per_s=0.05, duration_s=100.0, first_key=1, producers=1,
                            learns_keys=False, key_is_int=True, channel=None,
                            jobs_of=lambda index: range(index, 5))
+    plan.pause = lambda *args: producer.ProducerPlan.pause(plan, *args)  # the schedule's own pacing
     with interrupts.deferred():
         process = ProducerProcess(ctx, plan, ctx.Barrier(1), shared)
     try:

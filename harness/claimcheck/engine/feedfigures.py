@@ -153,11 +153,16 @@ def latencies(start: float, rate: float, log: WorkerLog, index_of) -> tuple[HdrH
     return pickup, end_to_end
 
 
+def schedule_start(logs: list[ProducerLog]) -> float:
+    """The schedule's start, which every producer that started shares; NaN if none started."""
+    return next((log.started_at for log in logs if not math.isnan(log.started_at)), math.nan)
+
+
 def outcome(plan: ProducerPlan, logs: list[ProducerLog], worker_logs: list[WorkerLog],
             keys: KeySpace | None = None) -> ProducerOutcome:
     """The producers' figures from their logs (by index) and the workers'. `keys`: the seeded key space the
     workers numbered their claims in (for learnt keys)."""
-    start = next((log.started_at for log in logs if not math.isnan(log.started_at)), math.nan)
+    start = schedule_start(logs)
     committed = committed_keys(plan, logs)
     if plan.learns_keys:  # each worker's histograms, recorded here: only the producers' logs know a learnt key's due time
         due = {key: i for p, log in enumerate(logs) for i, made in zip(plan.jobs_of(p), log.keys) for key in made}

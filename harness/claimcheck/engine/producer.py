@@ -39,7 +39,7 @@ import psycopg
 from claimcheck.contract.keys import canonical
 from claimcheck.contract.queries import QUERIES
 from claimcheck.contract.strategy import Strategy, execute_section
-from claimcheck.engine.feedfigures import LAG_LIMIT_S, latencies
+from claimcheck.engine.feedfigures import LAG_LIMIT_S, latencies, schedule_start
 from claimcheck.engine.worker import BARRIER_TIMEOUT_S
 from claimcheck.errors import UsageError
 from claimcheck.server import interrupts
@@ -81,11 +81,28 @@ class ProducerPlan:
         """The schedule's indices of one producer's jobs, in the order it enqueues them."""
         return range(producer, self.scheduled, self.producers)
 
-    def due_at(self, start: float, job) -> float | None:
-        """A produced job's scheduled enqueue time (`start` is the schedule's), or None for a seeded job (or a
-        learnt key, whose due time only the producers' logs know)."""
+    def index_of(self, job) -> int | None:
+        """A produced job's place in the schedule, or None for a seeded job (or a learnt key, whose place
+        only the producers' logs know)."""
         k = job - self.first_key if isinstance(job, int) and not self.learns_keys else -1
-        return start + k / self.rate_per_s if 0 <= k < self.scheduled else None
+        return k if 0 <= k < self.scheduled else None
+
+    def due_at(self, start: float, job) -> float | None:
+        """A produced job's scheduled enqueue time (`start` is the schedule's), or None (see index_of)."""
+        k = self.index_of(job)
+        return None if k is None else start + k / self.rate_per_s
+
+    def pause(self, start: float, i: int, now: float, stop) -> float | None:
+        """Before job `i` at `now`: seconds to sleep and then ask again (at most STOP_POLL_S: a low --rate's
+        wait is seconds, and the stop may come first), 0 to send it now, late or not, or None to send no
+        more: the run is stopping, or the schedule's window (`--duration` + LAG_LIMIT_S) has closed, and
+        what is not enqueued by then is reported as not enqueued."""
+        if stop.value:
+            return None
+        due = start + i / self.rate_per_s
+        if due > now:
+            return min(due - now, STOP_POLL_S)
+        return None if now >= start + self.duration_s + LAG_LIMIT_S else 0.0
 
     def histograms(self, start: float, log: WorkerLog) -> tuple[bytes, bytes] | None:
         """A worker's own (pickup, end-to-end) HDR histograms, encoded, at its end: every claim it made of a
@@ -94,9 +111,7 @@ class ProducerPlan:
         learnt key's due time, so the coordinator records those after the run (`outcome`)."""
         if math.isnan(start) or self.learns_keys:
             return None
-        first, scheduled = self.first_key, self.scheduled
-        pickup, end_to_end = latencies(start, self.rate_per_s, log, lambda job: job - first
-                                        if isinstance(job, int) and 0 <= job - first < scheduled else None)
+        pickup, end_to_end = latencies(start, self.rate_per_s, log, self.index_of)
         return pickup.encode(), end_to_end.encode()
 
 
@@ -165,15 +180,12 @@ def producer_main(plan: ProducerPlan, index: int, barrier, shared, sender) -> No
             except threading.BrokenBarrierError:
                 return  # broken by a worker that could not start: its error is the run's, not ours
             start = log.started_at = _schedule_start(index, shared)
-            end = start + plan.duration_s + LAG_LIMIT_S  # a late job is sent late; one later than this is not sent
-            clock, sleep, rate, stop = time.monotonic, time.sleep, plan.rate_per_s, shared.stop
+            clock, sleep, stop = time.monotonic, time.sleep, shared.stop
             for i in plan.jobs_of(index):
-                due, now = start + i / rate, clock()
-                while due > now and not stop.value:  # a low --rate's wait is seconds: the stop may come first
-                    sleep(min(due - now, STOP_POLL_S))
-                    now = clock()
-                if stop.value or now >= end:
-                    break  # what is not enqueued by then is reported as not enqueued
+                while wait := plan.pause(start, i, clock(), stop):
+                    sleep(wait)
+                if wait is None:
+                    break
                 keys = enqueue(conn, plan.strategy, plan.first_key + i, plan.learns_keys, plan.key_is_int, plan.channel)
                 log.committed_at.append(clock())
                 if plan.learns_keys:
@@ -262,7 +274,7 @@ class Producers:
     @property
     def started_at(self) -> float:
         """The schedule's start (every producer's), NaN if none started."""
-        return next((p.log.started_at for p in self.each if not math.isnan(p.log.started_at)), math.nan)
+        return schedule_start([p.log for p in self.each])
 
     def close(self) -> None:
         for p in self.each:

@@ -23,8 +23,7 @@ import asyncio
 import multiprocessing
 import time
 
-from claimcheck.engine.feedfigures import LAG_LIMIT_S
-from claimcheck.engine.producer import STOP_POLL_S, ProducerLog, ProducerPlan
+from claimcheck.engine.producer import ProducerLog, ProducerPlan
 from claimcheck.errors import ClaimcheckError
 from claimcheck.libs._adapter import LibraryAdapter
 from claimcheck.server import interrupts
@@ -36,14 +35,11 @@ async def _feed(adapter: LibraryAdapter, dsn: str, plan: ProducerPlan, stop, enq
     async with adapter.feeder(dsn) as defer:
         clock = time.monotonic
         start = log.started_at = clock()
-        end = start + plan.duration_s + LAG_LIMIT_S
         for i in range(plan.scheduled):
-            due, now = start + i / plan.rate_per_s, clock()
-            while due > now and not stop.value:
-                await asyncio.sleep(min(due - now, STOP_POLL_S))
-                now = clock()
-            if stop.value or now >= end:
-                break  # what is not enqueued by then is reported as not enqueued
+            while wait := plan.pause(start, i, clock(), stop):
+                await asyncio.sleep(wait)
+            if wait is None:
+                break
             await defer(plan.first_key + i)
             log.committed_at.append(clock())
             enqueued.value += 1
