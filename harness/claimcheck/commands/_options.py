@@ -17,25 +17,25 @@ from claimcheck.settings import FaultPlan, RunSettings, WorkTime
 from claimcheck.verdict.result import RunResult
 
 
-def int_list(text: str) -> list[int]:
+def _numbers(text: str, kind, what: str) -> list:
+    """A comma-separated list of `kind` numbers; never empty (an empty list would run nothing, and report
+    that as a success)."""
     try:
-        values = [int(x) for x in text.split(",") if x.strip()]
+        values = [kind(x) for x in text.split(",") if x.strip()]
     except ValueError:
         values = []
-    if not values:  # an empty list would run nothing, and report that as a success
-        raise argparse.ArgumentTypeError(f"expected a number or a comma-separated list of numbers, got {text!r}")
+    if not values:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
     return values
+
+
+def int_list(text: str) -> list[int]:
+    return _numbers(text, int, "a number or a comma-separated list of numbers")
 
 
 def rate_list(text: str) -> list[float]:
     """`bench --rate 200,500,1000`: offered rates, ascending and each once (a knee is read from low to high)."""
-    try:
-        values = sorted({float(x) for x in text.split(",") if x.strip()})
-    except ValueError:
-        values = []
-    if not values:
-        raise argparse.ArgumentTypeError(f"expected a rate or a comma-separated list of rates (jobs/s), got {text!r}")
-    return values
+    return sorted(set(_numbers(text, float, "a rate or a comma-separated list of rates (jobs/s)")))
 
 
 def str_list(text: str) -> list[str]:

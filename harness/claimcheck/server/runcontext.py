@@ -279,11 +279,7 @@ class StatelessConnection(psycopg.Connection):
         key = (self.schema, self.isolation)
         cached = self._preludes.get(key)
         if cached is None:
-            parts = []
-            if self.isolation:
-                parts.append(f"SET TRANSACTION ISOLATION LEVEL {self.isolation.upper()}")
-            if self.schema is not None:
-                parts.append(self.search_path())
+            parts = self._opening(self.isolation)
             prefix = "".join(f"{part}; " for part in parts).encode(self.info.encoding)
             cached = self._preludes[key] = (parts, (len(parts), prefix))
         return cached
@@ -295,22 +291,22 @@ class StatelessConnection(psycopg.Connection):
             self._paths[self.schema] = _SEARCH_PATH.format(sql.Literal(self.schema)).as_string(self)
         return self._paths[self.schema]
 
+    def _opening(self, level: str | None) -> list[str]:
+        """What a transaction of ours starts with: the isolation `level` (if any), then the search path,
+        which returns the backend's pid last (SQL texts)."""
+        parts = [f"SET TRANSACTION ISOLATION LEVEL {level.upper()}"] if level else []
+        return parts + ([self.search_path()] if self.schema is not None else [])
+
     def begin(self) -> bytes:
         """The message that starts an explicit transaction: BEGIN, then the prelude an idle connection's
         statement gets (the isolation level, the search path, which returns the backend's pid last)."""
-        parts = ["BEGIN"]
-        if self.isolation:
-            parts.append(f"SET TRANSACTION ISOLATION LEVEL {self.isolation.upper()}")
-        if self.schema is not None:
-            parts.append(self.search_path())
-        return "; ".join(parts).encode(self.info.encoding)
+        return "; ".join(["BEGIN", *self._opening(self.isolation)]).encode(self.info.encoding)
 
     def replay_prelude(self) -> list[str]:
         """The statements that open a rolled-back transaction replayed behind statement pooling: the
         isolation level psycopg's BEGIN would name, then the search path."""
         level = self.isolation_level.name.replace("_", " ") if self.isolation_level is not None else self.isolation
-        parts = [f"SET TRANSACTION ISOLATION LEVEL {level.upper()}"] if level else []
-        return parts + ([self.search_path()] if self.schema is not None else [])
+        return self._opening(level)
 
     @contextmanager
     def transaction(self, savepoint_name: str | None = None,
