@@ -72,7 +72,9 @@ class MasterRun:
         check_fail_rate(self.strategy, self.settings)
         version, num = server_version(self.options.dsn)
         self.server = Server(dsn=self.options.dsn, source="dsn", version=version, version_num=num)
-        self.run = RunContext(self.server.dsn, run_id_from_env())  # $CLAIMCHECK_RUN_ID names the schema
+        self.run_id = run_id_from_env()  # $CLAIMCHECK_RUN_ID names the schema
+        self.run: RunContext | None = None
+        """The run's context, once setup made its schema."""
         self.cleanup_stack = contextlib.ExitStack()
         self.conn: psycopg.Connection | None = None
         self.sampler: LockWaitSampler | None = None
@@ -93,7 +95,7 @@ class MasterRun:
         print_server(self.err, self.server)
         # The same schema lifecycle as the fork driver's (owner record, sweep of a dead run's
         # leftovers, drop of only what this run created), closed in cleanup().
-        self.conn, self.run = self.cleanup_stack.enter_context(run_schema(self.server, run_id=self.run.run_id))
+        self.conn, self.run = self.cleanup_stack.enter_context(run_schema(self.server, run_id=self.run_id))
         self.seeded = seed(self.conn, self.run, self.strategy, self.settings.jobs)
         shape = validate(self.run, self.strategy)
         check_headroom(self.conn, self.settings.workers + 1, who="one per user and the sampler", lower="--users")
