@@ -63,5 +63,5 @@ def test_a_nul_byte_in_a_spec_is_refused_where_it_stands(tmp_path):
     from claimcheck.interleave.spec import read_spec
     path = tmp_path / "s.spec"
     path.write_text("jobs 2\nsession a\nstep s1 { SELECT 1\x00; SELECT 2 }\n")
-    with pytest.raises(SpecError, match=r"s.spec:3:18: a NUL byte"):
+    with pytest.raises(SpecError, match=r"s.spec:3:19: a NUL byte"):
         read_spec(path)
