@@ -39,7 +39,7 @@ def test_unknown_section_names_its_line():
 
 
 def test_unknown_parameter_is_named_with_the_allowed_ones():
-    with pytest.raises(SqlFileError, match=r"q.sql:1: section 'claim' uses unknown parameter\(s\) %\(limit\)s"):
+    with pytest.raises(SqlFileError, match=r"q.sql:2: section 'claim' uses unknown parameter\(s\) %\(limit\)s"):
         strategy("-- name: claim\nUPDATE jobs SET status='running' WHERE id IN (SELECT id FROM jobs LIMIT %(limit)s) RETURNING id")
 
 
@@ -140,3 +140,24 @@ def test_a_control_character_is_refused_with_its_line_and_column(char, what):
 def test_tabs_form_feeds_and_carriage_returns_are_whitespace():
     s = strategy(f"-- name: claim\r\n{CLAIM.replace(' ', chr(9))}\f\r\n")
     assert s.statements["claim"].startswith("UPDATE\tjobs")
+
+
+OWN = ("-- name: schema\nCREATE TABLE q (id bigint PRIMARY KEY, note text);\n"
+       "-- name: seed\nINSERT INTO q SELECT %(key_base)s + g, '{note}'\nFROM generate_series(0, %(jobs)s - 1) g\n"
+       "RETURNING id;\n-- name: remaining\nSELECT count(*) FROM q;\n"
+       f"-- name: claim\n{CLAIM}\n")
+
+
+def test_a_lone_percent_is_refused_at_its_line_in_psycopgs_words():
+    # It was reported as "section 'seed' returns no rows" (psycopg's refusal swallowed), on no line.
+    with pytest.raises(SqlFileError, match=r"q.sql:4: section 'seed' has a lone '%'.*incomplete placeholder"):
+        strategy(OWN.format(note="100%"))
+    assert strategy(OWN.format(note="100%%")).own_schema
+
+
+def test_a_misspelled_placeholder_is_placed_on_its_own_line():
+    # It was placed on the section's `-- name:` line (3), not the line that has it (5).
+    text = (f"-- name: claim\n{CLAIM}\n-- name: complete\nUPDATE jobs SET status = 'done'\n"
+            "WHERE id = %(id)s AND attempts = %(attempt)s;")
+    with pytest.raises(SqlFileError, match=r"q.sql:5: section 'complete' uses unknown parameter\(s\) %\(attempt\)s"):
+        strategy(text)

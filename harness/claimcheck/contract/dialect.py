@@ -46,6 +46,16 @@ def placeholders(sql: str) -> set[str]:
     return {m.group("name") for m in PARAM_RE.finditer(sql)}
 
 
+_PERCENT_RE = re.compile(r"%%|%\([^)]*\)[sbt]|%[sbt]|%")
+
+
+def lone_percent(sql: str) -> int | None:
+    """Where the first `%` that begins no placeholder and is no `%%` stands, or None. psycopg reads
+    every `%` of a statement it is given parameters for, in quotes and comments too, and refuses the
+    statement ("incomplete placeholder"); the harness always gives parameters, so it is never sent."""
+    return next((m.start() for m in _PERCENT_RE.finditer(sql) if m.group(0) == "%"), None)
+
+
 def has_positional(sql: str) -> bool:
     """Does the statement use a positional placeholder (`%s`) outside the named ones and `%%`?"""
     return bool(_POSITIONAL_RE.search(PARAM_RE.sub("", sql.replace("%%", ""))))

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from claimcheck.contract.dialect import has_positional, placeholders, refuse_control_characters
+from claimcheck.contract.dialect import PARAM_RE, has_positional, lone_percent, placeholders, refuse_control_characters
 from claimcheck.errors import SqlFileError, read_input
 
 _SECTION_RE = re.compile(r"^\s*--\s*name\s*:\s*(?P<name>\S*)\s*(?P<rest>.*?)\s*$", re.IGNORECASE)
@@ -140,13 +140,22 @@ def read_sql_file(path: Path, header_keys: frozenset[str] = frozenset()) -> SqlF
 
 
 def check_params(section: Section, allowed: set[str], path: Path) -> None:
-    """Reject placeholders the harness will not supply, and positional ones."""
+    """Reject placeholders the harness will not supply, positional ones and a lone `%`, each at its own line."""
+    def line_of(index: int) -> int:
+        return (section.sql_line or section.line) + section.sql.count("\n", 0, index)
+
     unknown = sorted(section.params - allowed)
     if unknown:
+        first = min(m.start() for m in PARAM_RE.finditer(section.sql) if m.group("name") in unknown)
         raise SqlFileError(
-            f"{path}:{section.line}: section '{section.name}' uses unknown parameter(s) "
+            f"{path}:{line_of(first)}: section '{section.name}' uses unknown parameter(s) "
             f"{', '.join('%(' + u + ')s' for u in unknown)}; it may use "
             f"{', '.join('%(' + a + ')s' for a in sorted(allowed))}")
+    lone = lone_percent(section.sql)
+    if lone is not None:
+        raise SqlFileError(
+            f"{path}:{line_of(lone)}: section '{section.name}' has a lone '%', which psycopg refuses: "
+            f"\"incomplete placeholder: '%'\". Write a literal percent sign as %% (in quotes and comments too)")
     if has_positional(section.sql):
         raise SqlFileError(
             f"{path}:{section.line}: section '{section.name}' has a positional placeholder (%s); "

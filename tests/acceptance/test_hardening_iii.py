@@ -1,0 +1,25 @@
+"""Issue 35 and issue 34's file-contract items: the SQL judged is the SQL written, errors keep their
+line and cause, options that mean nothing are refused, nothing of a killed run is left for ever."""
+from __future__ import annotations
+
+import pytest
+
+TYPO = """-- isolation: read committed
+-- name: claim
+WITH next AS (SELECT id FROM jobs WHERE status = 'queued' ORDER BY id LIMIT %(batch)s
+              FOR UPDATE SKIP LOCKED)
+UPDATE jobs j SET status = 'running', attempts = j.attemp + 1 FROM next WHERE j.id = next.id
+RETURNING j.id, j.attempts;
+"""
+
+
+@pytest.mark.parametrize("plans", ["default", "none"])
+def test_a_typo_in_the_claim_gets_its_line_and_hint_with_or_without_planner_conditions(cli, plans):
+    # With the conditions on (the default), it read "cannot be planned under as-seeded: column j.attemp
+    # does not exist": no line, no hint.
+    (cli.scratch / "typo.sql").write_text(TYPO)
+    done = cli("check", "typo.sql", "--jobs", "100", "--workers", "2", "--plans", plans)
+    assert done.code == 2, done.stderr
+    assert ("typo.sql:5: section 'claim' fails on the server: column j.attemp does not exist" in done.stderr
+            and 'Hint: Perhaps you meant to reference the column "j.attempts"' in done.stderr), done.stderr
+    cli.assert_nothing_left()
