@@ -23,3 +23,26 @@ def test_a_typo_in_the_claim_gets_its_line_and_hint_with_or_without_planner_cond
     assert ("typo.sql:5: section 'claim' fails on the server: column j.attemp does not exist" in done.stderr
             and 'Hint: Perhaps you meant to reference the column "j.attempts"' in done.stderr), done.stderr
     cli.assert_nothing_left()
+
+
+SOME_FAIL = """-- name: claim
+WITH next AS (SELECT id FROM jobs WHERE status = 'queued' ORDER BY id LIMIT %(batch)s
+              FOR UPDATE SKIP LOCKED)
+UPDATE jobs j SET status = 'running', attempts = j.attempts + 1 FROM next WHERE j.id = next.id
+RETURNING j.id, j.attempts;
+-- name: complete
+UPDATE jobs SET status = 'done'
+WHERE id = %(id)s AND 1 / (CASE WHEN id %% 50 = 7 THEN 0 ELSE 1 END) = 1;
+"""
+
+
+def test_a_completion_that_fails_at_run_time_names_the_servers_message_and_its_line(cli):
+    # It ended "worker 0: RuntimeError: completion of job 3662... failed 100 times in a row": no
+    # server message, no file, no section.
+    (cli.scratch / "some_fail.sql").write_text(SOME_FAIL)
+    done = cli("check", "some_fail.sql", "--jobs", "200", "--workers", "2", "--plans", "none")
+    assert done.code == 2, done.stderr
+    assert "some_fail.sql:7: section 'complete' fails on the server for job " in done.stderr, done.stderr
+    assert "100 times in a row: division by zero [22012]" in done.stderr, done.stderr
+    assert "RuntimeError" not in done.stderr and "Traceback" not in done.stderr
+    cli.assert_nothing_left()

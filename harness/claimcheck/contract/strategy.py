@@ -340,20 +340,23 @@ def _check_claim_result(strategy: Strategy, cur: psycopg.Cursor, pick_columns: t
     return shape, (rows[0] if rows else None)
 
 
-def server_message(strategy: Strategy, section: str, step: int, exc: psycopg.Error, sent: str | None = None,
-                   offset: int = 0, during: str = "") -> str:
-    """A server error in a section's statement `step`, placed at its file and line, with the server's
-    hint: the one wording of it, for validation, the seed and the planner conditions' EXPLAIN.
-    `sent`: the statement as the server got it, after `offset` characters of our own (an EXPLAIN or
-    PREPARE in front), when it is not the statement with `$n` placeholders; `during`: what we were
-    doing, when that is not running it."""
+def server_message(strategy: Strategy, section: str, step: int | None, exc: psycopg.Error, sent: str | None = None,
+                   offset: int = 0, during: str = "",
+                   outcome: str = "Nothing was run; fix the statement and try again.") -> str:
+    """A server error in a section's statement `step` (None: which one is not known), placed at its
+    file and line, with the server's hint: the one wording of it, for validation, the seed, the
+    planner conditions' EXPLAIN and a section that fails at run time. `sent`: the statement as the
+    server got it, after `offset` characters of our own (an EXPLAIN or PREPARE in front), when it is
+    not the statement with `$n` placeholders; `during`: what we were doing, when that is not running
+    it once; `outcome`: what became of the run."""
     diag = exc.diag
     detail = (diag.message_primary or str(exc)).strip().rstrip(".")
     # A statement replayed behind statement pooling shares its message with others: its offset there.
     position = int(diag.statement_position) - getattr(exc, "statement_offset", 0) - offset \
-        if diag.statement_position else None
+        if diag.statement_position and step is not None else None
     position = position if position and position > 0 else None
     where = f" (at character {position} of the statement)" if position else ""
     hint = f" Hint: {diag.message_hint.strip().rstrip('.')}." if diag.message_hint else ""
-    return (f"{strategy.where(section, step, position, sent)}: section '{section}' fails on the server{during}: "
-            f"{detail}{where}.{hint} Nothing was run; fix the statement and try again.")
+    state = f" [{exc.sqlstate}]" if exc.sqlstate and step is None else ""
+    return (f"{strategy.where(section, step or 0, position, sent)}: section '{section}' fails on the server"
+            f"{during}: {detail}{state}{where}.{hint} {outcome}")
