@@ -46,3 +46,11 @@ def test_a_completion_that_fails_at_run_time_names_the_servers_message_and_its_l
     assert "100 times in a row: division by zero [22012]" in done.stderr, done.stderr
     assert "RuntimeError" not in done.stderr and "Traceback" not in done.stderr
     cli.assert_nothing_left()
+
+
+def test_a_pool_size_above_max_connections_is_refused(cli):
+    # --pool-size 100000 was accepted against max_connections 40: a pool that can never be filled.
+    done = cli("check", "skip-locked", "--jobs", "50", "--workers", "2", "--pooler", "pgbouncer", "--pool-size", "100000")
+    assert done.code == 2, done.stderr
+    assert "--pool-size 100000 is more than the server's max_connections" in done.stderr, done.stderr
+    cli.assert_nothing_left()

@@ -19,13 +19,14 @@ from claimcheck.verdict.result import RunResult
 
 def _numbers(text: str, kind, what: str) -> list:
     """A comma-separated list of `kind` numbers; never empty (an empty list would run nothing, and report
-    that as a success)."""
+    that as a success), and no item empty (`100,,200` is a typo, of a number left out or one too many commas)."""
     try:
-        values = [kind(x) for x in text.split(",") if x.strip()]
+        values = [kind(x) for x in text.split(",")]
     except ValueError:
         values = []
     if not values:
-        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        empty = " (an empty item: a number left out, or a comma too many)" if "," in text else ""
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}{empty}")
     return values
 
 
@@ -72,14 +73,15 @@ def add_server_options(p: argparse.ArgumentParser) -> None:
 
 def refuse_pooler(args: argparse.Namespace, what: str) -> None:
     """A verb (or engine) whose connections do not go through --pooler says so instead of ignoring it."""
-    if args.pooler:
+    if args.pooler is not None:
         raise UsageError(f"{what} runs its sessions on direct connections; --pooler is for check's and bench's "
                          "load runs, faults, lib and the probes")
 
 
 def provide(args: argparse.Namespace, **kwargs):
     """The verb's server (provision.provide_server) from its --dsn, --pg, --pooler and --pool-size."""
-    pooler = PoolerSpec.parse(args.pooler, args.pool_size) if args.pooler else None
+    # `is not None`: an empty --pooler "" (an unset variable in a script) is refused, not a run without one.
+    pooler = PoolerSpec.parse(args.pooler, args.pool_size) if args.pooler is not None else None
     if pooler is None and args.pool_size is not None:
         raise UsageError("--pool-size sizes the pool of --pooler; give --pooler pgbouncer too")
     workers = getattr(args, "workers", None)  # a list (check's of one); the probes have no --workers
