@@ -74,6 +74,19 @@ def run_schema(server: Server, run_id: str | None = None) -> Iterator[tuple[psyc
                 _drop_quietly(run)
 
 
+def drop_run_schema(dsn: str, run_id: str) -> None:
+    """Drop the schema of a run another process of ours made and can no longer drop (a Locust master
+    we killed on an interrupt): its connections ended first, as `run_schema` does on its way out."""
+    run = RunContext(dsn, run_id)
+    try:
+        with run.connect("cleanup", in_schema=False) as conn:
+            exists = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (run.schema,)).fetchone()
+    except psycopg.Error:
+        exists = True  # _drop_quietly says what went wrong
+    if exists:
+        _drop_quietly(run)
+
+
 def _drop_quietly(run: RunContext) -> None:
     """End the run's remaining connections (a statement still running after an interrupt), then
     drop its schema, on a fresh connection. A failure here must not hide the error that brought
