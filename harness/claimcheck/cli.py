@@ -21,6 +21,7 @@ from claimcheck.commands import VERBS
 from claimcheck.commands._options import check_writable
 from claimcheck.errors import ClaimcheckError, Interrupted
 from claimcheck.report.publish import report_console
+from claimcheck.server.leftovers import sweep_local
 from claimcheck.server.provision import DSN_ENV
 from claimcheck.server.redaction import remember, scrub
 
@@ -67,6 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     try:
         check_writable(getattr(args, "json", None))  # every verb's --json, before anything runs
+        for note in sweep_local():  # what killed runs left on this host's disk
+            _say(err, f"claimcheck: {note}")
         code = args.func(args, console, err)
     except KeyboardInterrupt:
         _ignore_further_interrupts()

@@ -112,3 +112,29 @@ def test_a_sigtermed_locust_run_ends_in_one_paragraph(cli):
         assert noise not in out + err, out + err
     assert not _gone(children, within_s=5)
     cli.assert_nothing_left()
+
+
+def _dead_owners_directory(parent, prefix: str):
+    """A directory as a SIGKILLed run of ours leaves it: its owner record names a process that is gone."""
+    import json
+    import socket
+    import subprocess
+    import sys
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    directory = parent / f"{prefix}x1y2z3"
+    directory.mkdir()
+    (directory / "owner.json").write_text(json.dumps({"pid": gone.pid, "host": socket.gethostname(), "started": 1}))
+    (directory / "w00.tsv").write_text("records\n")
+    return directory
+
+
+def test_a_later_run_of_any_verb_sweeps_a_killed_lib_or_pooler_runs_directory(cli):
+    # A killed `lib` run's records directory was never swept, and a killed --pooler run's PgBouncer
+    # directory only by a later --pooler run.
+    left = [_dead_owners_directory(cli.scratch, "claimcheck-lib-t0-"),
+            _dead_owners_directory(cli.scratch, "claimcheck-pgbouncer-")]
+    done = cli("check", "skip-locked", "--jobs", "50", "--workers", "2", "--plans", "none")
+    assert done.code == 0, done.stderr
+    assert not [d for d in left if d.exists()], done.stderr
+    assert done.stderr.count("which no longer runs") == 2, done.stderr
