@@ -18,7 +18,7 @@ from rich.console import Console
 from claimcheck import __version__
 from claimcheck.server import interrupts
 from claimcheck.commands import VERBS
-from claimcheck.commands._options import check_writable
+from claimcheck.commands._options import check_reports_dir, check_writable
 from claimcheck.errors import ClaimcheckError, Interrupted
 from claimcheck.report.publish import report_console
 from claimcheck.server.leftovers import sweep_local
@@ -68,6 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     try:
         check_writable(getattr(args, "json", None))  # every verb's --json, before anything runs
+        if getattr(args, "writes_reports", False) and args.json is None:
+            check_reports_dir()
         for note in sweep_local():  # what killed runs left on this host's disk
             _say(err, f"claimcheck: {note}")
         code = args.func(args, console, err)

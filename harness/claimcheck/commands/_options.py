@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import tempfile
 from pathlib import Path
 
 from rich.console import Console
@@ -114,6 +115,20 @@ def check_writable(path: Path | None) -> None:
                          "writable directory") from None
 
 
+def check_reports_dir() -> None:
+    """A verb that always writes its reports puts them in REPORTS_DIR under the current directory when
+    no --json is given: one that cannot be made or written there (a read-only checkout) is said before
+    the run, not as a raw OSError after every strategy ran."""
+    try:
+        REPORTS_DIR.mkdir(exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=REPORTS_DIR, prefix=".claimcheck-probe-"):
+            pass
+    except OSError as exc:
+        raise UsageError(f"the reports go to {REPORTS_DIR}/ under the current directory ({Path.cwd()}) without "
+                         f"--json, and it cannot be written there ({exc.strerror or exc}); give --json PATH in a "
+                         "writable directory") from None
+
+
 def add_json_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", type=Path, help="write the JSON report here")
 
@@ -142,6 +157,7 @@ def add_run_options(p: argparse.ArgumentParser, *, workers: str, jobs: int, mode
     g.add_argument("--claims-per-worker", type=int, help="stop each worker after this many claim transactions "
                                                          "(like pgbench -t)")
     if reports:
+        p.set_defaults(writes_reports=True)  # REPORTS_DIR is checked before the run (check_reports_dir)
         g.add_argument("--json", type=Path, metavar="PATH",
                        help=f"write the JSON report here, and the HTML report next to it (default: "
                             f"{REPORTS_DIR}/{p.prog.split()[-1]}-TIME.json under the current directory, created if needed)")

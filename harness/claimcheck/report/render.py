@@ -4,6 +4,7 @@ Both are functions of plain result objects; nothing here runs a query.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -57,13 +58,31 @@ def document(server: Server, runs: Iterable[RunResult], command: str, settings: 
     return doc
 
 
+def write_whole(path: Path, text: str) -> None:
+    """`text` at `path`, all of it or nothing: written to a temporary file beside it, then renamed over
+    it. A disk that fills up mid-write leaves no empty or cut file at `path` (and an older one whole)."""
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(temporary, 0o644)  # mkstemp's 0600: a report is read by others, as write_text made it
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
 def write_json(doc: dict, path: Path | None, verb: str) -> Path:
     if path is None:
-        REPORTS_DIR.mkdir(exist_ok=True)
         path = REPORTS_DIR / f"{verb}-{time.strftime('%Y%m%d-%H%M%S')}.json"
     text = json.dumps(scrub_all(doc), indent=2) + "\n"  # every file sink scrubs, once
     try:
-        path.write_text(text)
+        if path.parent == REPORTS_DIR:
+            REPORTS_DIR.mkdir(exist_ok=True)
+        write_whole(path, text)
     except OSError as exc:
         # The run is over and its verdict is in `doc`: never lost to a destination that failed late
         # (commands/_options.check_writable tries it before the run; a disk can still fill up).
