@@ -57,7 +57,7 @@ OUTCOME_NAMES = {LIVE: "live", DONE: "done", STALE: "stale completion", CLAIM_IS
 _CHANGED_ROW = (DONE, FAILED)
 _FINISHED = (DONE, CLAIM_IS_COMPLETION)
 
-RECORD_COLUMNS = {"job": "q", "attempt": "i", "claimed_at": "d", "ended_at": "d", "outcome": "b"}
+RECORD_COLUMNS = {"job": "q", "attempt": "q", "claimed_at": "d", "ended_at": "d", "outcome": "b"}
 """A record's columns and their array type codes: WorkerLog's, and a log delta's on the wire
 (claimcheck.engine.logstream)."""
 
