@@ -58,6 +58,8 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
 SWEEP = ["check", "skip-locked", "--jobs", "10", "--workers", "1", "--plans", "none"]
 """The later run that sweeps what a SIGKILLed one left (any verb does: docs/contracts.md section 5)."""
 EXIT_WAIT_S = 60.0
+SCAN_S = 45.0
+"""How long each run is watched (a library run starts its workers after its database, schema and enqueues)."""
 
 
 @dataclass
@@ -146,10 +148,13 @@ def trial(kind: str, signum: int, delay_s: float, dsn: str, root: Path) -> Trial
         subprocess.run([sys.executable, "-m", "claimcheck", *SWEEP], env=dict(env, CLAIMCHECK_RUN_ID=run_id + "s"),
                        cwd=scratch, capture_output=True, timeout=300)
     else:
+        if "finished in" in (err or ""):  # the signal came as it was leaving: not an interrupted run
+            t.left.append("(finished as the signal came)")
         if "Traceback" in (err or ""):
             t.left.append("a traceback: " + err.strip().splitlines()[-1][:100])
         if proc.returncode != 2:
-            t.left.append(f"exit code {proc.returncode}, not 2")
+            said = " | ".join((err or "").strip().splitlines()[-3:])[:300]
+            t.left.append(f"exit code {proc.returncode}, not 2 (stderr ends: {said})")
         deadline = time.monotonic() + 5.0
         while _of_run(run_id) and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -170,6 +175,10 @@ def fuzz(dsn: str, kinds: list[str], trials: int, root: Path, rng: random.Random
         print(f"  {number + 1:3d} {kind:<12} {signal.Signals(signum).name:<7} at {delay:4.1f}s: exit "
               f"{t.exit_s:5.2f}s code {t.code}" + (f"  LEFT {t.left}" if t.left else ""), flush=True)
     return done
+
+
+def _shown(cmdline: bytes) -> str:
+    return cmdline.replace(b"\0", b" ")[:120].decode(errors="replace")
 
 
 def _password_role(dsn: str) -> tuple[str, str, str]:
@@ -195,9 +204,9 @@ def scan(dsn: str, kinds: list[str], root: Path) -> None:
         run_id = "sc" + secrets.token_hex(4)
         proc = _start(kind, scratch, _env(scratch, run_id, secret_dsn))
         argv, own_env, other_env, seen = set(), set(), set(), set()
-        ends = time.monotonic() + 20.0
+        ends = time.monotonic() + SCAN_S
+        mark = f"CLAIMCHECK_RUN_ID={run_id}".encode()
         while proc.poll() is None and time.monotonic() < ends:
-            ours = {proc.pid} | {p.pid for p in _of_run(run_id)}
             for other in psutil.process_iter(["pid", "name"]):
                 pid = other.info["pid"]
                 try:
@@ -206,13 +215,13 @@ def scan(dsn: str, kinds: list[str], root: Path) -> None:
                 except OSError:
                     continue
                 name = f"{pid} {other.info['name']}"
-                if pid in ours:
+                ours = pid == proc.pid or mark in environ.split(b"\0")  # the run's, read in the same instant
+                if ours:
                     seen.add(name)
                 if needle in cmdline:
-                    shown = cmdline.replace(b"\0", b" ")[:120].decode(errors="replace")
-                    argv.add(f"{name}: {shown}")
+                    argv.add(f"{name}: {_shown(cmdline)}")
                 if needle in environ:
-                    (own_env if pid in ours else other_env).add(name)
+                    (own_env if ours else other_env).add(name if ours else f"{name} {_shown(cmdline)}")
             time.sleep(0.1)
         os.killpg(proc.pid, signal.SIGINT) if proc.poll() is None else None
         try:
@@ -251,7 +260,7 @@ def main() -> None:
             print(f"PostgreSQL {server.version} ({server.source}); load {os.getloadavg()[0]:.1f}; "
                   f"{args.trials} trials over {', '.join(kinds)}", flush=True)
             trials = fuzz(server.dsn, kinds, args.trials, root, random.Random(args.seed))
-            signalled = [t for t in trials if t.code is not None and "(finished before the signal)" not in t.left]
+            signalled = [t for t in trials if t.code is not None and not any(x.startswith("(finished") for x in t.left)]
             dirty = [t for t in signalled if t.left]
             soft = [t.exit_s for t in signalled if t.signum != signal.SIGKILL]
             hard = [t.exit_s for t in signalled if t.signum == signal.SIGKILL]
