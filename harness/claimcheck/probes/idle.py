@@ -1,0 +1,252 @@
+"""`claimcheck idle`: a worker design against an empty queue, sampled as a serverless compute's monitor samples.
+
+A design is how a worker waits when the queue is empty (seed 003's three options):
+- `poll`: claim, sleep the interval, claim again (always-on polling);
+- `notify`: LISTEN on the run's channel and claim when notified, or after the interval (the fallback
+  poll), with claimcheck.engine.idle's Listen, the wait `check --wakeup notify` runs;
+- `drain`: a scheduled drain: connect, claim until the queue is empty, disconnect; again after the interval.
+Each design's connections are named for it (`claimcheck/<run>/poll-worker`, ...), and the sampler reads
+pg_stat_activity every half second for the run's own sessions only (claimcheck.probes.activity turns that
+into the monitor's verdict). When a design would let the compute suspend while it holds sessions, the
+suspend is simulated: its sessions are terminated, as a suspend closes every connection, and the probe
+watches for a reconnect (which would resume the compute) and, under notify, sends one job with its
+notification to see that it is not lost.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass
+from datetime import datetime
+
+import psycopg
+
+from claimcheck.contract.queries import QUERIES
+from claimcheck.contract.strategy import Strategy
+from claimcheck.engine.idle import Listen, channel_name
+from claimcheck.probes import PROBE_QUERIES
+from claimcheck.probes._work import claim, complete, connect
+from claimcheck.probes.activity import SAMPLE_INTERVAL_S, Footprint, Resume, Sample, Session, footprint
+from claimcheck.server.runcontext import RunContext
+from claimcheck.server.schema import key_base
+
+WAKEUPS = ("poll", "notify", "drain")
+ROLES = {"poll": "poll-worker", "notify": "listen-worker", "drain": "drain-worker"}
+CLAIM_ROLES = {"poll-worker": "claim poll", "listen-worker": "LISTEN fallback poll", "drain-worker": "scheduled drain"}
+"""The cause of a claim by the role of the connection that ran it (claimcheck.probes.activity.cause_of)."""
+SAMPLER_ROLE = "idle-sampler"
+PRODUCER_ROLE = "idle-producer"
+RESUME_WATCH_S = 5.0
+"""After a simulated suspend: how long to watch for the design's reconnect and its claim of the notified job."""
+RECONNECT_PAUSE_S = 0.1
+"""A worker that lost its connection reconnects after this pause (as the engine's workers do: at once)."""
+JOIN_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True)
+class Design:
+    wakeup: str
+    interval_ms: int
+    """poll: the sleep after an empty claim; notify: the fallback poll; drain: the schedule."""
+
+    @property
+    def role(self) -> str:
+        return ROLES[self.wakeup]
+
+    @property
+    def interval_s(self) -> float:
+        return self.interval_ms / 1000
+
+    @property
+    def label(self) -> str:
+        every = _seconds(self.interval_s)
+        return {"poll": f"poll every {every}", "notify": f"LISTEN, poll {every}",
+                "drain": f"drain every {every}"}[self.wakeup]
+
+
+def _seconds(s: float) -> str:
+    return f"{s / 60:g} min" if s >= 120 and s % 60 == 0 else f"{s:g}s"
+
+
+class Sampler:
+    """The monitor's look at the run's sessions, on a connection of its own (left out of what it reads)."""
+
+    def __init__(self, run: RunContext, stack: ExitStack, *, database: str | None = None,
+                 left_out: tuple[str, ...] = ()) -> None:
+        self.conn = connect(run, SAMPLER_ROLE, stack)
+        self.prefix = run.app_prefix
+        self.params = {"pattern": run.app_pattern(), "database": database, "schema_dot": f"{run.schema}."}
+        self.left_out = {run.app_name(r) for r in (SAMPLER_ROLE, "coordinator", "cleanup", PRODUCER_ROLE, *left_out)}
+
+    def take(self) -> Sample:
+        rows = self.conn.execute(PROBE_QUERIES["idle_sample"], self.params).fetchall()
+        sessions, autovacuum, replication = [], [], 0
+        for at, kind, pid, app, state, changed, started, query in rows:
+            if kind == "session" and app not in self.left_out:
+                sessions.append(Session(pid, app[len(self.prefix):], state, _epoch(changed or started),
+                                        _epoch(started), query or ""))
+            elif kind == "autovacuum":
+                autovacuum.append(query)
+            elif kind == "replication":
+                replication += 1
+        return Sample(_epoch(rows[0][0]), tuple(sessions), tuple(autovacuum), replication)
+
+    def now(self) -> float:
+        return _epoch(self.conn.execute("SELECT clock_timestamp()").fetchone()[0])
+
+    def sample_for(self, seconds: float, samples: list[Sample], until=None) -> None:
+        """Append a sample every SAMPLE_INTERVAL_S for `seconds` (or until `until(samples)` holds)."""
+        started = time.monotonic()
+        tick = 0
+        while True:
+            samples.append(self.take())
+            if until is not None and until(samples):
+                return
+            tick += 1
+            due = started + tick * SAMPLE_INTERVAL_S
+            if due - started > seconds + 1e-9:
+                return
+            time.sleep(max(due - time.monotonic(), 0.0))
+
+
+def _epoch(ts: datetime | None) -> float:
+    return ts.timestamp() if ts is not None else 0.0
+
+
+class Worker(threading.Thread):
+    """One worker of a design, on its own thread, against the run's empty queue."""
+
+    def __init__(self, run: RunContext, strategy: Strategy, design: Design) -> None:
+        super().__init__(daemon=True, name=design.role)
+        self.run_ctx, self.strategy, self.design = run, strategy, design
+        self.stop = threading.Event()
+        self.claimed: list[tuple[int, float, str]] = []
+        """(job id, time.monotonic() of the claim, how the wait before it ended)."""
+        self.error: BaseException | None = None
+        self.ready = threading.Event()
+        """Set when its start-up is over: its first drain ended, or it is about to wait on its LISTEN or poll."""
+        self.listen = Listen(channel_name(run.run_id), design.interval_s) if design.wakeup == "notify" else None
+
+    def run(self) -> None:
+        try:
+            if self.design.wakeup == "drain":
+                self._drains()
+            else:
+                self._wait_loop()
+        except BaseException as exc:  # shown by the probe, which stops
+            self.error = exc
+
+    def _take(self, conn: psycopg.Connection, woken_by: str) -> bool:
+        jobs = claim(conn, self.strategy, self.design.role)
+        if jobs:
+            self.claimed.extend((j.id, time.monotonic(), woken_by) for j in jobs)
+            complete(conn, self.strategy, self.design.role, jobs)
+        return bool(jobs)
+
+    def _drains(self) -> None:
+        while not self.stop.is_set():
+            with self.run_ctx.connect(self.design.role, worker=True) as conn:
+                while self._take(conn, "schedule") and not self.stop.is_set():
+                    pass
+            self.ready.set()
+            self.stop.wait(self.design.interval_s)
+
+    def _wait_loop(self) -> None:
+        conn, woken_by = None, "start"
+        try:
+            while not self.stop.is_set():
+                try:
+                    if conn is None or conn.closed:
+                        conn = self.run_ctx.connect(self.design.role, worker=True)
+                    if self._take(conn, woken_by):
+                        continue
+                    if self.listen is None or self.listen.listening_on is conn:
+                        self.ready.set()
+                    if self.listen is None:
+                        self.stop.wait(self.design.interval_s)
+                        woken_by = "poll"
+                    else:
+                        before = dict(self.listen.counts)
+                        self.listen.wait(conn)
+                        woken_by = next((k for k, v in self.listen.counts.items() if v != before[k]), "notified")
+                except psycopg.OperationalError:  # a suspend (or its simulation) closed the connection
+                    if conn is not None:
+                        conn.close()
+                    conn = None
+                    self.stop.wait(RECONNECT_PAUSE_S)
+        finally:
+            if conn is not None:
+                conn.close()
+
+    def halt(self, run: RunContext) -> None:
+        """Stop: a listening worker is woken by a notification on its channel, a sleeping one by the event."""
+        self.stop.set()
+        if self.listen is not None and self.is_alive():
+            try:
+                with run.connect(PRODUCER_ROLE, in_schema=False) as conn:
+                    conn.execute(PROBE_QUERIES["notify"], {"channel": self.listen.channel, "payload": "stop"})
+            except psycopg.Error:
+                pass
+        self.join(JOIN_TIMEOUT_S)
+
+
+def suspend(sampler: Sampler, run: RunContext, worker: Worker, samples: list[Sample]) -> Resume:
+    """Close the design's sessions as a suspend would; watch for its reconnect and, under notify, send one job
+    with its notification right after and see whether (and how) the worker takes it."""
+    closed_at = sampler.now()
+    closed = {pid for pid, _ in sampler.conn.execute(
+        PROBE_QUERIES["idle_suspend"], {**sampler.params, "names": [run.app_name(worker.design.role)]}).fetchall()}
+    sent_at = None
+    if worker.design.wakeup == "notify":
+        with run.connect(PRODUCER_ROLE) as producer:
+            producer.execute(QUERIES["enqueue_job_notify"],
+                             {"key": key_base(run.run_id) + 1, "channel": channel_name(run.run_id)})
+            sent_at = time.monotonic()
+    before = len(samples)
+
+    def settled(seen: list[Sample]) -> bool:
+        back = any(s.pid not in closed for s in seen[-1].sessions)
+        return back and (sent_at is None or bool(worker.claimed))
+
+    sampler.sample_for(RESUME_WATCH_S, samples, until=settled)
+    back = [s.backend_start for sample in samples[before:] for s in sample.sessions if s.pid not in closed]
+    taken = worker.claimed[0] if worker.claimed and sent_at is not None else None
+    return Resume(reconnected_after_s=(min(back) - closed_at) if back else None,
+                  watched_s=samples[-1].at - closed_at,
+                  job_claimed_after_s=(taken[1] - sent_at) if taken else None,
+                  found_by=taken[2] if taken else None)
+
+
+def run_design(run: RunContext, strategy: Strategy, design: Design, window_s: float,
+               thresholds: list[float]) -> Footprint:
+    """One design on the run's empty queue for `window_s`, sampled; then, if it would let the compute
+    suspend while holding sessions, the suspend simulated."""
+    with ExitStack() as stack:
+        sampler = Sampler(run, stack)
+        worker = Worker(run, strategy, design)
+        samples: list[Sample] = []
+        try:
+            worker.start()
+            # The window opens once the design's start-up (its connection, LISTEN, first claim) is behind it.
+            while not worker.ready.wait(SAMPLE_INTERVAL_S):
+                if not worker.is_alive():
+                    break
+            samples = [sampler.take()]
+            window_start = samples[0].at
+            sampler.sample_for(window_s, samples)
+            fp = footprint(design.label, samples, window_start, thresholds, interval_s=design.interval_s,
+                           claim_roles=CLAIM_ROLES)
+            if fp.verdicts[0].would_suspend and samples[-1].sessions:
+                resume = suspend(sampler, run, worker, samples[:])
+                fp = footprint(design.label, samples, window_start, thresholds, interval_s=design.interval_s,
+                               resume=resume, claim_roles=CLAIM_ROLES)
+        finally:
+            worker.halt(run)
+        if worker.error is not None:
+            raise worker.error
+        if not samples[-1].sessions:
+            fp.notes.append("it held no session when the window ended: a suspend closes nothing, and its next "
+                            "connection resumes the compute (a session opened and closed between two samples is "
+                            "never seen by the monitor, as by the compute's own)")
+        return fp
