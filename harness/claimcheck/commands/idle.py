@@ -16,7 +16,9 @@ from claimcheck.errors import UsageError
 from claimcheck.probes._report import maybe_write, probe_document
 from claimcheck.probes._work import PROBE_STRATEGY
 from claimcheck.probes.activity import SAMPLE_INTERVAL_S, Footprint
+from claimcheck.libs import load_adapter
 from claimcheck.probes.idle import WAKEUPS, Design, run_design
+from claimcheck.probes.idle_libs import run_library_idle
 from claimcheck.report.idle_html import write_idle_html
 from claimcheck.report.render import print_server, server_title
 from claimcheck.server.pooling import refuse_behind_statement_pool
@@ -69,11 +71,11 @@ def add_idle_options(p: argparse.ArgumentParser) -> None:
                         f"{COMMON_SUSPEND_AFTER_S:g} is shown too)")
 
 
-def thresholds(args: argparse.Namespace) -> list[float]:
-    """--suspend-after, then the common 300 s; checked first."""
-    positive("--window", args.window, minimum=2 * SAMPLE_INTERVAL_S, maximum=MAX_WINDOW_S)
-    positive("--suspend-after", args.suspend_after, minimum=SAMPLE_INTERVAL_S, maximum=MAX_WINDOW_S)
-    return list(dict.fromkeys([args.suspend_after, COMMON_SUSPEND_AFTER_S]))
+def thresholds(window_option: str, window_s: float, suspend_after_s: float) -> list[float]:
+    """--suspend-after, then the common 300 s; the window and the threshold checked first."""
+    positive(window_option, window_s, minimum=2 * SAMPLE_INTERVAL_S, maximum=MAX_WINDOW_S)
+    positive("--suspend-after", suspend_after_s, minimum=SAMPLE_INTERVAL_S, maximum=MAX_WINDOW_S)
+    return list(dict.fromkeys([suspend_after_s, COMMON_SUSPEND_AFTER_S]))
 
 
 def designs(args: argparse.Namespace) -> list[Design]:
@@ -92,7 +94,7 @@ def designs(args: argparse.Namespace) -> list[Design]:
 
 
 def run(args: argparse.Namespace, console: Console, err: Console) -> int:
-    limits = thresholds(args)
+    limits = thresholds("--window", args.window, args.suspend_after)
     chosen = designs(args)
     strategy = load_strategy(args.strategy)
     with provide(args) as server:
@@ -113,10 +115,34 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
         print_idle(console, prints, title)
         doc = probe_document(server, args, "idle", {"strategy": strategy.name, "scope": SCOPE,
                                                     "idle": [f.as_dict() for f in prints]})
-        maybe_write(doc, args.json, "idle", console)
-        if args.json is not None:
-            console.print(f"HTML report: {write_idle_html(doc, args.json)}")
+        _write(doc, args, console)
     return 0 if all(not lost(f) for f in prints) else 1
+
+
+def run_idle(args: argparse.Namespace, console: Console, err: Console) -> int:
+    """`claimcheck lib NAME --idle WINDOW`: the library's own worker at its defaults on its empty queue."""
+    limits = thresholds("--idle", args.idle, args.suspend_after)
+    mixed = [o for o, on in (("--faults", args.faults), ("--rate", args.rate is not None),
+                             ("--pgbench", args.pgbench), ("--duration", args.duration is not None)) if on]
+    if mixed:
+        raise UsageError(f"claimcheck lib {args.library} --idle runs the library's worker on an empty queue, with no "
+                         f"jobs: it does not combine with {', '.join(mixed)}")
+    adapter = load_adapter(args.library)
+    with provide(args) as server:
+        print_server(err, server)
+        err.print(f"  {adapter.name} {adapter.version()}: one worker at the library's defaults, {args.idle:g}s on "
+                  "an empty queue", highlight=False)
+        found = run_library_idle(server, adapter, args.idle, limits)
+        print_idle(console, [found], f"claimcheck lib {adapter.name} --idle {args.idle:g}: {server_title(server)}")
+        doc = probe_document(server, args, "idle", {"library": adapter.name, "scope": SCOPE, "idle": [found.as_dict()]})
+        _write(doc, args, console)
+    return 0
+
+
+def _write(doc: dict, args: argparse.Namespace, console: Console) -> None:
+    maybe_write(doc, args.json, "idle", console)
+    if args.json is not None:
+        console.print(f"HTML report: {write_idle_html(doc, args.json)}")
 
 
 def lost(f: Footprint) -> bool:

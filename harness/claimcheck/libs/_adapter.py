@@ -58,6 +58,9 @@ class WorkerConfig:
     stall_s: float
     faults: bool
     """Run with the short lease / heartbeat settings the fault kinds need to be seen in a short run."""
+    idle: bool = False
+    """`lib NAME --idle` (claimcheck.probes.idle_libs): run the library's worker with its documented defaults,
+    none of the adapter's own knobs (poll intervals, heartbeats, maintenance), on an empty queue."""
 
 
 class Recorder:

@@ -120,8 +120,8 @@ class PgqueuerAdapter(LibraryAdapter):
                 await recorder.execute(int(job.payload), job.id, job.attempts, job.heartbeat.timestamp())
 
             timeout = {"heartbeat_timeout": timedelta(seconds=FAULT_LEASE_S)} if config.faults else {}
-            worker = asyncio.create_task(qm.run(dequeue_timeout=DEQUEUE_TIMEOUT, mode=QueueExecutionMode.continuous,
-                                                **timeout))
+            poll = {} if config.idle else {"dequeue_timeout": DEQUEUE_TIMEOUT}
+            worker = asyncio.create_task(qm.run(mode=QueueExecutionMode.continuous, **poll, **timeout))
             stopping = asyncio.create_task(stop.wait())
             await asyncio.wait({worker, stopping}, return_when=asyncio.FIRST_COMPLETED)
             qm.shutdown.set()  # pgqueuer's graceful stop: in-flight jobs finish first

@@ -108,7 +108,7 @@ class ProcrastinateAdapter(LibraryAdapter):
         async with app.open_async():
             worker = asyncio.create_task(app.run_worker_async(
                 name=f"w{config.worker:02d}", wait=True, install_signal_handlers=False,
-                fetch_job_polling_interval=POLL_S, **heartbeat))
+                **({} if config.idle else {"fetch_job_polling_interval": POLL_S}), **heartbeat))
             stopping = asyncio.create_task(stop.wait())
             await asyncio.wait({worker, stopping}, return_when=asyncio.FIRST_COMPLETED)
             if not worker.done():

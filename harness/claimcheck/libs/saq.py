@@ -133,7 +133,8 @@ class SaqAdapter(LibraryAdapter):
         queue = _queue(config.dsn)
         await queue.connect()
         timers = {"sweep": FAULT_SWEEP_S} if config.faults else {}
-        worker = Worker(queue, functions=[(TASK_NAME, claimcheck_record)], timers=timers, dequeue_timeout=1.0)
+        poll = {} if config.idle else {"dequeue_timeout": 1.0}
+        worker = Worker(queue, functions=[(TASK_NAME, claimcheck_record)], timers=timers, **poll)
         running = asyncio.create_task(worker.start())
         stopping = asyncio.create_task(stop.wait())
         await asyncio.wait({running, stopping}, return_when=asyncio.FIRST_COMPLETED)

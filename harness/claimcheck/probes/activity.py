@@ -70,6 +70,7 @@ class Activity:
 
 QUERY_CAUSES: tuple[tuple[re.Pattern, str], ...] = tuple((re.compile(p, re.I | re.S), c) for p, c in (
     (r"^\s*(UN)?LISTEN\b", "LISTEN"),
+    (r"^\s*(COMMIT|END|ROLLBACK)\b", "transaction"),
     (r"^\s*SELECT\s+(1|true|version\(\))\s*;?\s*$", "pool health check"),
     (r"heartbeat|keepalive|last_seen|\bping\b", "heartbeat"),
     (r"pg_notify|^\s*NOTIFY\b", "NOTIFY"),
@@ -96,15 +97,25 @@ def activities(samples: list[Sample], claim_roles: dict[str, str] | None = None)
     """Every moment of activity the monitor would count, in time order, each once."""
     found: list[Activity] = []
     seen_changes: set[tuple[int, float]] = set()
-    pids_of_role: dict[str, set[int]] = {}
+    live: dict[str, set[int]] = {}
+    lost: dict[str, int] = {}
+    """Sessions of a role that went away and have not been replaced yet: the next new one is a reconnect."""
     for sample in samples:
         if sample.autovacuum:
             found.append(Activity(sample.at, "autovacuum", "autovacuum", sample.autovacuum[0], "autovacuum"))
+        now: dict[str, set[int]] = {}
         for s in sample.sessions:
-            known = pids_of_role.setdefault(s.role, set())
-            if s.pid not in known:  # a new session of this role: a connection, or a reconnect
-                found.append(Activity(s.backend_start, "reconnect" if known else "connect", s.role, "", "connected"))
-                known.add(s.pid)
+            now.setdefault(s.role, set()).add(s.pid)
+        for role, pids in live.items():
+            lost[role] = lost.get(role, 0) + len(pids - now.get(role, set()))
+        for s in sample.sessions:
+            if s.pid not in live.get(s.role, set()):  # a new session: a connection (a pool growing), or a reconnect
+                again = lost.get(s.role, 0) > 0
+                if again:
+                    lost[s.role] -= 1
+                found.append(Activity(s.backend_start, "reconnect" if again else "connect", s.role, "", "connected"))
+        live = now
+        for s in sample.sessions:
             if s.state != IDLE:
                 found.append(Activity(sample.at, cause_of(s.role, s.query, claim_roles), s.role, s.query, "running"))
             elif (s.pid, s.state_change) not in seen_changes:
@@ -175,11 +186,14 @@ class Resume:
     """A job enqueued with a notification after the close: how long until the design claimed it."""
     found_by: str | None = None
     """How the claim that took it was woken: `notified`, `listen` (the claim right after a new LISTEN),
-    `fallback`, `poll`."""
+    `fallback`, `poll`; a library's job: `executed`)."""
+    exited: bool = False
+    """The design's worker process exited instead (a library whose loop died with its connection)."""
 
     def as_dict(self) -> dict:
         return {"reconnected_after_s": _r(self.reconnected_after_s), "watched_s": _r(self.watched_s),
-                "job_claimed_after_s": _r(self.job_claimed_after_s), "found_by": self.found_by}
+                "job_claimed_after_s": _r(self.job_claimed_after_s), "found_by": self.found_by,
+                "worker_exited": self.exited}
 
 
 @dataclass(frozen=True)
@@ -231,7 +245,8 @@ def verdict(q: Quiet, seen_period: float | None, threshold_s: float, window_s: f
         what = (f"activity every {seen_period:.1f}s" if seen_period is not None and seen_period > SAMPLE_INTERVAL_S
                 else "activity at every sample" if seen_period is not None else "activity recurs")
         return Verdict(threshold_s, False, 0.0, "period seen" if seen_period is not None else "activity recurs",
-                       f"{what}, never quiet for {threshold_s:g}s: always on")
+                       f"{what} ({len(q.gaps_s) + 1} bursts in the window, quiet at most {q.longest_s:.1f}s), never "
+                       f"quiet for {threshold_s:g}s: always on")
     if interval_s is not None and interval_s > q.tail_s:
         if interval_s < threshold_s:
             return Verdict(threshold_s, False, 0.0, "interval",

@@ -18,6 +18,7 @@ import threading
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass
+from typing import Callable
 from datetime import datetime
 
 import psycopg
@@ -37,7 +38,7 @@ CLAIM_ROLES = {"poll-worker": "claim poll", "listen-worker": "LISTEN fallback po
 """The cause of a claim by the role of the connection that ran it (claimcheck.probes.activity.cause_of)."""
 SAMPLER_ROLE = "idle-sampler"
 PRODUCER_ROLE = "idle-producer"
-RESUME_WATCH_S = 5.0
+RESUME_WATCH_S = 10.0
 """After a simulated suspend: how long to watch for the design's reconnect and its claim of the notified job."""
 RECONNECT_PAUSE_S = 0.1
 """A worker that lost its connection reconnects after this pause (as the engine's workers do: at once)."""
@@ -74,7 +75,7 @@ class Sampler:
 
     def __init__(self, run: RunContext, stack: ExitStack, *, database: str | None = None,
                  left_out: tuple[str, ...] = ()) -> None:
-        self.conn = connect(run, SAMPLER_ROLE, stack)
+        self.conn = stack.enter_context(run.connect(SAMPLER_ROLE, in_schema=database is None))
         self.prefix = run.app_prefix
         self.params = {"pattern": run.app_pattern(), "database": database, "schema_dot": f"{run.schema}."}
         self.left_out = {run.app_name(r) for r in (SAMPLER_ROLE, "coordinator", "cleanup", PRODUCER_ROLE, *left_out)}
@@ -191,31 +192,38 @@ class Worker(threading.Thread):
         self.join(JOIN_TIMEOUT_S)
 
 
-def suspend(sampler: Sampler, run: RunContext, worker: Worker, samples: list[Sample]) -> Resume:
-    """Close the design's sessions as a suspend would; watch for its reconnect and, under notify, send one job
-    with its notification right after and see whether (and how) the worker takes it."""
+def suspend(sampler: Sampler, run: RunContext, roles: list[str], samples: list[Sample],
+            send: Callable[[], float] | None = None, taken: Callable[[], tuple[float, str] | None] | None = None,
+            gone: Callable[[], bool] = lambda: False) -> Resume:
+    """Close the design's sessions (`roles`) as a suspend would; watch for its reconnect and, with `send` (which
+    enqueues one job with its notification and returns time.monotonic() at its commit), for `taken()` to say
+    when and how the design took it. `gone()`: the design's process has exited (a library's worker that died
+    of the closed connection)."""
     closed_at = sampler.now()
     closed = {pid for pid, _ in sampler.conn.execute(
-        PROBE_QUERIES["idle_suspend"], {**sampler.params, "names": [run.app_name(worker.design.role)]}).fetchall()}
-    sent_at = None
-    if worker.design.wakeup == "notify":
-        with run.connect(PRODUCER_ROLE) as producer:
-            producer.execute(QUERIES["enqueue_job_notify"],
-                             {"key": key_base(run.run_id) + 1, "channel": channel_name(run.run_id)})
-            sent_at = time.monotonic()
+        PROBE_QUERIES["idle_suspend"], {**sampler.params, "names": [run.app_name(r) for r in roles]}).fetchall()}
+    sent_at = send() if send is not None else None
     before = len(samples)
 
     def settled(seen: list[Sample]) -> bool:
         back = any(s.pid not in closed for s in seen[-1].sessions)
-        return back and (sent_at is None or bool(worker.claimed))
+        return gone() or (back and (sent_at is None or taken() is not None))
 
     sampler.sample_for(RESUME_WATCH_S, samples, until=settled)
     back = [s.backend_start for sample in samples[before:] for s in sample.sessions if s.pid not in closed]
-    taken = worker.claimed[0] if worker.claimed and sent_at is not None else None
+    took = taken() if sent_at is not None else None
     return Resume(reconnected_after_s=(min(back) - closed_at) if back else None,
                   watched_s=samples[-1].at - closed_at,
-                  job_claimed_after_s=(taken[1] - sent_at) if taken else None,
-                  found_by=taken[2] if taken else None)
+                  job_claimed_after_s=(took[0] - sent_at) if took else None,
+                  found_by=took[1] if took else None, exited=gone())
+
+
+def _send_notified_job(run: RunContext) -> float:
+    """One job and its notification in one transaction (the default enqueue of `--wakeup notify`)."""
+    with run.connect(PRODUCER_ROLE) as producer:
+        producer.execute(QUERIES["enqueue_job_notify"], {"key": key_base(run.run_id) + 1,
+                                                         "channel": channel_name(run.run_id)})
+        return time.monotonic()
 
 
 def run_design(run: RunContext, strategy: Strategy, design: Design, window_s: float,
@@ -238,7 +246,9 @@ def run_design(run: RunContext, strategy: Strategy, design: Design, window_s: fl
             fp = footprint(design.label, samples, window_start, thresholds, interval_s=design.interval_s,
                            claim_roles=CLAIM_ROLES)
             if fp.verdicts[0].would_suspend and samples[-1].sessions:
-                resume = suspend(sampler, run, worker, samples[:])
+                send = (lambda: _send_notified_job(run)) if design.wakeup == "notify" else None
+                resume = suspend(sampler, run, [design.role], samples[:], send,
+                                 lambda: worker.claimed[0][1:] if worker.claimed else None)
                 fp = footprint(design.label, samples, window_start, thresholds, interval_s=design.interval_s,
                                resume=resume, claim_roles=CLAIM_ROLES)
         finally:

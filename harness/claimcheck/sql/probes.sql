@@ -116,11 +116,11 @@ SELECT t.at, s.kind, s.pid, s.application_name, s.state, s.state_change, s.backe
 FROM (SELECT clock_timestamp() AS at) AS t
 LEFT JOIN (
     SELECT 'session' AS kind, pid, application_name, coalesce(state, '') AS state, state_change, backend_start,
-           left(query, 300) AS query
+           left(query, 1024) AS query
     FROM pg_stat_activity
     WHERE application_name LIKE %(pattern)s AND pid <> pg_backend_pid() AND backend_type = 'client backend'
     UNION ALL
-    SELECT 'autovacuum', pid, '', coalesce(state, ''), state_change, backend_start, left(query, 300)
+    SELECT 'autovacuum', pid, '', coalesce(state, ''), state_change, backend_start, left(query, 1024)
     FROM pg_stat_activity
     WHERE backend_type = 'autovacuum worker'
       AND (datname = %(database)s OR strpos(query, %(schema_dot)s) > 0)
