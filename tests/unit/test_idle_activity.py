@@ -116,12 +116,14 @@ def test_an_interval_longer_than_the_window_is_the_designs_own_and_says_so():
     assert under.would_suspend is False and under.basis == "interval"
     over = footprint("x", samples, T0, [600], interval_s=900).verdicts[0]
     assert over.would_suspend is True and over.wakes_per_hour == pytest.approx(HOUR_S / 900)
+    assert over.asleep_share == pytest.approx(300 / 900)
 
 
 def test_a_reconnect_at_once_after_the_suspend_wakes_it_every_threshold():
     resume = Resume(reconnected_after_s=0.2, watched_s=1.0)
     v = footprint("x", sampled([]), T0, [600], interval_s=900, resume=resume).verdicts[0]
     assert v.would_suspend is True and v.wakes_per_hour == pytest.approx(HOUR_S / 600.2)
+    assert v.asleep_share == pytest.approx(0.2 / 600.2)  # it suspends, and is resumed at once
     assert "reconnects" in v.reason
 
 

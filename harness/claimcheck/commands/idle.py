@@ -128,13 +128,19 @@ def run_idle(args: argparse.Namespace, console: Console, err: Console) -> int:
         raise UsageError(f"claimcheck lib {args.library} --idle runs the library's worker on an empty queue, with no "
                          f"jobs: it does not combine with {', '.join(mixed)}")
     adapter = load_adapter(args.library)
+    if args.idle_setting == "suspendable" and adapter.suspendable is None:
+        raise UsageError(f"claimcheck lib {adapter.name} --idle-setting suspendable: no such setting is known for "
+                         f"{adapter.name}; run --idle with its defaults")
     with provide(args) as server:
         print_server(err, server)
-        err.print(f"  {adapter.name} {adapter.version()}: one worker at the library's defaults, {args.idle:g}s on "
+        err.print(f"  {adapter.name} {adapter.version()}: one worker, {args.idle_setting} settings, {args.idle:g}s on "
                   "an empty queue", highlight=False)
-        found = run_library_idle(server, adapter, args.idle, limits)
+        found = run_library_idle(server, adapter, args.idle, limits, args.idle_setting)
         print_idle(console, [found], f"claimcheck lib {adapter.name} --idle {args.idle:g}: {server_title(server)}")
-        doc = probe_document(server, args, "idle", {"library": adapter.name, "scope": SCOPE, "idle": [found.as_dict()]})
+        if args.idle_setting == "suspendable":
+            console.print(f"settings: {adapter.suspendable}", highlight=False, markup=False)
+        doc = probe_document(server, args, "idle", {"library": adapter.name, "scope": SCOPE, "idle": [found.as_dict()],
+                                                    "suspendable": adapter.suspendable})
         _write(doc, args, console)
     return 0
 
@@ -194,17 +200,19 @@ def print_idle(console: Console, prints: list[Footprint], title: str) -> None:
         causes = ", ".join(f"{c} {n}" for c, n in f.causes().items()) or "none seen"
         console.print(f"  activity: {causes}", highlight=False, markup=False)
         for v in f.verdicts:
-            console.print(f"  @{v.suspend_after_s:g}s ({v.basis}): {v.reason}", highlight=False, markup=False)
+            asleep = "" if v.asleep_share is None else f"asleep {v.asleep_share:.0%} of the time; "
+            console.print(f"  @{v.suspend_after_s:g}s ({v.basis}): {asleep}{v.reason}", highlight=False, markup=False)
         for note in f.notes:
             console.print(f"  note: {note}", highlight=False, markup=False)
         r = f.resume
         if r is not None:
             back = ("no reconnect" if r.reconnected_after_s is None else f"reconnected after {r.reconnected_after_s:.2f}s")
             line = f"  simulated suspend (its sessions terminated): {back} (watched {r.watched_s:.1f}s)"
-            if f.design.startswith("LISTEN"):
-                line += ("; the job notified right after it was LOST" if r.job_claimed_after_s is None else
-                         f"; the job notified right after it was claimed {r.job_claimed_after_s:.2f}s later "
-                         f"(woken by: {r.found_by})")
+            if r.job_sent:
+                line += (f"; a job enqueued right after it was not taken within the watch{' (LOST)' if lost(f) else ''}"
+                         if r.job_claimed_after_s is None else
+                         f"; a job enqueued right after it was taken {r.job_claimed_after_s:.2f}s later "
+                         f"({r.found_by})")
             console.print(line, highlight=False, markup=False)
         if f.replication_max:
             console.print(f"  note: {f.replication_max} replication connection(s) on the server would keep a compute "

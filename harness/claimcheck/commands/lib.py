@@ -41,6 +41,9 @@ def register(verbs: argparse._SubParsersAction) -> None:
                         "for WINDOW seconds, sampled as a serverless compute's monitor samples (docs/idle.md)")
     p.add_argument("--suspend-after", type=float, default=DEFAULT_SUSPEND_AFTER_S, metavar="SECONDS",
                    help=f"with --idle: the compute's suspend-after-idle threshold (default {DEFAULT_SUSPEND_AFTER_S:g})")
+    p.add_argument("--idle-setting", choices=("defaults", "suspendable"), default="defaults",
+                   help="with --idle: the library's documented defaults, or the settings under which, by its source, "
+                        "it would let a compute suspend (docs/idle.md)")
     add_pgbench_option(p)
     add_server_options(p)
     p.set_defaults(func=run)

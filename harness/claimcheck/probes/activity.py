@@ -189,11 +189,13 @@ class Resume:
     `fallback`, `poll`; a library's job: `executed`)."""
     exited: bool = False
     """The design's worker process exited instead (a library whose loop died with its connection)."""
+    job_sent: bool = False
+    """A job was enqueued (with its notification, where the design listens) right after the close."""
 
     def as_dict(self) -> dict:
         return {"reconnected_after_s": _r(self.reconnected_after_s), "watched_s": _r(self.watched_s),
                 "job_claimed_after_s": _r(self.job_claimed_after_s), "found_by": self.found_by,
-                "worker_exited": self.exited}
+                "worker_exited": self.exited, "job_sent": self.job_sent}
 
 
 @dataclass(frozen=True)
@@ -204,13 +206,16 @@ class Verdict:
     would_suspend: bool | None
     wakes_per_hour: float | None
     """0 when it never suspends (always on); None when the window cannot tell."""
+    asleep_share: float | None
+    """The share of the time the compute would be suspended (0: always on; None: the window cannot tell)."""
     basis: str
     """`quiet seen`, `period seen`, `interval`, `no activity`, `not seen`."""
     reason: str
 
     def as_dict(self) -> dict:
         return {"suspend_after_s": self.suspend_after_s, "would_suspend": self.would_suspend,
-                "wakes_per_hour": _r(self.wakes_per_hour), "basis": self.basis, "reason": self.reason}
+                "wakes_per_hour": _r(self.wakes_per_hour), "asleep_share": _r(self.asleep_share),
+                "basis": self.basis, "reason": self.reason}
 
 
 def _r(value: float | None, digits: int = 3) -> float | None:
@@ -226,41 +231,46 @@ def verdict(q: Quiet, seen_period: float | None, threshold_s: float, window_s: f
     suspend closed its sessions (its reconnect wakes the compute again). `holds_sessions`: it still had
     sessions when the window ended (a scheduled drain has none between runs: nothing for a suspend to close).
     """
-    def wakes_after_suspend(every_s: float | None, how: str) -> tuple[float | None, str]:
+    def after_suspend(every_s: float | None, how: str) -> tuple[float | None, float | None, str]:
+        """Wakes per hour, the share asleep, and why: a cycle is quiet for the threshold, then asleep until
+        the next wake (a reconnect, or its next activity)."""
         if holds_sessions and resume is not None and resume.reconnected_after_s is not None:
             d = resume.reconnected_after_s
-            return HOUR_S / (threshold_s + d), (f"; the suspend closes its sessions and it reconnects "
-                                                f"{d:.2f}s later, which resumes the compute at once")
+            return HOUR_S / (threshold_s + d), d / (threshold_s + d), (
+                f"; the suspend closes its sessions and it reconnects {d:.2f}s later, which resumes the compute "
+                "at once")
         if every_s is not None:
-            return HOUR_S / max(every_s, threshold_s), f"; woken by its next {how} every {every_s:g}s"
-        return None, "; what wakes it next was not seen in the window"
+            cycle = max(every_s, threshold_s)
+            return HOUR_S / cycle, (cycle - threshold_s) / cycle, f"; woken by its next {how} every {every_s:g}s"
+        return None, None, "; what wakes it next was not seen in the window"
 
     if q.longest_s >= threshold_s:
         every = seen_period if seen_period is not None else interval_s
-        wakes, how = wakes_after_suspend(every, "activity")
-        return Verdict(threshold_s, True, wakes, "quiet seen",
+        wakes, asleep, how = after_suspend(every, "activity")
+        return Verdict(threshold_s, True, wakes, asleep, "quiet seen",
                        f"quiet for {q.longest_s:.1f}s, over the threshold{how}")
     recurs = q.gaps_s and q.tail_s <= max(q.gaps_s) + SAMPLE_INTERVAL_S
     if seen_period is not None or recurs:
         what = (f"activity every {seen_period:.1f}s" if seen_period is not None and seen_period > SAMPLE_INTERVAL_S
                 else "activity at every sample" if seen_period is not None else "activity recurs")
-        return Verdict(threshold_s, False, 0.0, "period seen" if seen_period is not None else "activity recurs",
+        return Verdict(threshold_s, False, 0.0, 0.0, "period seen" if seen_period is not None else "activity recurs",
                        f"{what} ({len(q.gaps_s) + 1} bursts in the window, quiet at most {q.longest_s:.1f}s), never "
                        f"quiet for {threshold_s:g}s: always on")
     if interval_s is not None and interval_s > q.tail_s:
         if interval_s < threshold_s:
-            return Verdict(threshold_s, False, 0.0, "interval",
+            return Verdict(threshold_s, False, 0.0, 0.0, "interval",
                            f"its interval ({interval_s:g}s, longer than the window) is under the threshold: "
                            "always on")
-        wakes, how = wakes_after_suspend(interval_s, "claim")
-        return Verdict(threshold_s, True, wakes, "interval",
+        wakes, asleep, how = after_suspend(interval_s, "claim")
+        return Verdict(threshold_s, True, wakes, asleep, "interval",
                        f"its interval ({interval_s:g}s, longer than the window) is over the threshold{how}")
     if not q.gaps_s and q.tail_s >= SAMPLE_INTERVAL_S:
-        wakes, how = wakes_after_suspend(None, "")
-        caveat = "" if q.tail_s >= threshold_s else f" (activity recurring less often than that would not show)"
-        return Verdict(threshold_s, True, wakes, "no activity",
-                       f"no activity in the last {q.tail_s:.1f}s of a {window_s:g}s window{caveat}{how}")
-    return Verdict(threshold_s, None, None, "not seen",
+        wakes, asleep, how = after_suspend(None, "")
+        caveat = "" if q.tail_s >= threshold_s else " (activity recurring less often than that would not show)"
+        return Verdict(threshold_s, True, wakes, asleep, "no activity",
+                       f"no activity in the window ({window_s:.0f}s), quiet {q.tail_s:.1f}s since its start-up"
+                       f"{caveat}{how}")
+    return Verdict(threshold_s, None, None, None, "not seen",
                    f"quiet for the last {q.tail_s:.1f}s after earlier activity: a window over "
                    f"{threshold_s:g}s would tell")
 

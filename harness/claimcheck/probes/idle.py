@@ -215,7 +215,7 @@ def suspend(sampler: Sampler, run: RunContext, roles: list[str], samples: list[S
     return Resume(reconnected_after_s=(min(back) - closed_at) if back else None,
                   watched_s=samples[-1].at - closed_at,
                   job_claimed_after_s=(took[0] - sent_at) if took else None,
-                  found_by=took[1] if took else None, exited=gone())
+                  found_by=took[1] if took else None, exited=gone(), job_sent=sent_at is not None)
 
 
 def _send_notified_job(run: RunContext) -> float:

@@ -35,7 +35,9 @@ SETTLE_S = 2.0
 STDERR_SHOWN = 400
 
 
-def run_library_idle(server: Server, adapter: LibraryAdapter, window_s: float, thresholds: list[float]) -> Footprint:
+def run_library_idle(server: Server, adapter: LibraryAdapter, window_s: float, thresholds: list[float],
+                     setting: str = "defaults") -> Footprint:
+    """One worker of the library with `setting` (`defaults`, or `suspendable`: WorkerConfig.idle) on its empty queue."""
     run_id = run_id_from_env()
     with run_database(server, run_id, adapter.name) as run, tempfile.TemporaryDirectory(
             prefix=f"claimcheck-{run_id}-") as tmp, ExitStack() as stack:
@@ -43,7 +45,7 @@ def run_library_idle(server: Server, adapter: LibraryAdapter, window_s: float, t
         adapter.install(dsn)
         config = WorkerConfig(library=adapter.name, dsn=run.role_dsn(ROLE, worker=True), worker=0,
                               records=str(Path(tmp) / "w00.tsv"), stall_flag=str(Path(tmp) / "stall-w00"),
-                              work_ms="0", stall_s=0.0, faults=False, idle=True)
+                              work_ms="0", stall_s=0.0, faults=False, idle=setting)
         err_path = Path(tmp) / "w00.err"
         with open(err_path, "wb") as err:
             proc = adapter.spawn(config, err)
@@ -57,7 +59,7 @@ def run_library_idle(server: Server, adapter: LibraryAdapter, window_s: float, t
         window_start = samples[0].at
         sampler.sample_for(window_s, samples)
         _alive(proc, adapter, err_path, samples)
-        label = f"{adapter.name} {adapter.version()}"
+        label = f"{adapter.name} {adapter.version()}" + (" suspendable" if setting == "suspendable" else "")
         fp = footprint(label, samples, window_start, thresholds)
         if fp.verdicts[0].would_suspend and samples[-1].sessions:
             with run.connect("coordinator", in_schema=False) as conn:
