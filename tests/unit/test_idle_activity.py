@@ -139,3 +139,13 @@ def test_json_of_a_footprint_names_the_contract_fields():
                   claim_roles=ROLES).as_dict()
     assert {"longest_quiet_s", "would_suspend", "wakes_per_hour", "causes", "timeline", "verdicts"} <= set(d)
     assert d["would_suspend"] is False and d["timeline"][0]["t_s"] <= 0
+
+
+def test_the_html_report_draws_a_mark_per_moment_in_the_window_and_a_row_per_design():
+    from claimcheck.report.idle_html import render
+
+    rows = [footprint(name, sampled([T0 + i for i in range(1, n)]), T0, [600, 300], claim_roles=ROLES).as_dict()
+            for name, n in (("poll every 1s", 10), ("LISTEN, poll 15 min", 1))]
+    page = render({"idle": rows, "postgres": {"version": "18"}, "tool": {"command": "claimcheck idle"}})
+    assert page.count("<rect") == 9 + 2  # nine claims in the window; the legend's two causes (connect, claim poll)
+    assert "poll every 1s" in page and "LISTEN, poll 15 min" in page and "suspends @300s" in page
