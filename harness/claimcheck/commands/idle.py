@@ -37,6 +37,7 @@ COMMON_SUSPEND_AFTER_S = 300.0
 STRIP_WIDTH = 48
 LETTERS = {"claim poll": "P", "LISTEN fallback poll": "F", "LISTEN": "L", "scheduled drain": "D", "connect": "C",
            "reconnect": "R", "heartbeat": "H", "pool health check": "K", "NOTIFY": "N", "maintenance": "M",
+           "transaction": "T",
            "autovacuum": "V"}
 """The timeline strip's letter for each cause (`?` for a query of no known cause)."""
 SCOPE = ("reads pg_stat_activity for this run's own sessions only (application_name claimcheck/<run>/...), "
