@@ -26,6 +26,9 @@ BURST_GAP_S = SAMPLE_INTERVAL_S
 REGULAR_SPREAD = 0.5
 """Bursts are periodic when every interval between them is within this fraction of their median."""
 HOUR_S = 3600.0
+NO_SESSION_NOTE = ("it held no session when the window ended: a suspend closes nothing, and its next connection "
+                   "resumes the compute (a session opened and closed between two samples is never seen by the "
+                   "monitor, as by the compute's own)")
 
 IDLE = "idle"
 
@@ -325,6 +328,7 @@ def footprint(design: str, samples: list[Sample], window_start: float, threshold
     holds = bool(samples and samples[-1].sessions)
     verdicts = [verdict(q, p, t, end - window_start, interval_s=interval_s, resume=resume, holds_sessions=holds)
                 for t in thresholds]
+    notes = [] if holds else [NO_SESSION_NOTE]
     return Footprint(design, end - window_start, found, q, p, verdicts, window_start, end,
                      sessions_max=max((len(s.sessions) for s in samples), default=0),
-                     replication_max=max((s.replication for s in samples), default=0), resume=resume)
+                     replication_max=max((s.replication for s in samples), default=0), resume=resume, notes=notes)

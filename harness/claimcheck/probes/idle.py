@@ -255,8 +255,4 @@ def run_design(run: RunContext, strategy: Strategy, design: Design, window_s: fl
             worker.halt(run)
         if worker.error is not None:
             raise worker.error
-        if not samples[-1].sessions:
-            fp.notes.append("it held no session when the window ended: a suspend closes nothing, and its next "
-                            "connection resumes the compute (a session opened and closed between two samples is "
-                            "never seen by the monitor, as by the compute's own)")
         return fp
