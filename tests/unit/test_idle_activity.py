@@ -64,6 +64,8 @@ def test_autovacuum_counts_at_the_sample():
     ("LISTEN \"claimcheck_x_feed\"", "listen-worker", "LISTEN"),
     ("SELECT 1", "w00", "pool health check"),
     ("UPDATE procrastinate_workers SET last_heartbeat = now() WHERE id = $1", "w00", "heartbeat"),
+    ('INSERT INTO "saq_stats" (worker_id, stats, queue_key, metadata, expire_at) VALUES ($1)', "w00", "heartbeat"),
+    ("COMMIT", "poll-worker", "transaction"),
     (CLAIM, "listen-worker", "LISTEN fallback poll"),
     (CLAIM, "poll-worker", "claim poll"),
     ("SELECT * FROM procrastinate_fetch_job($1)", "w00", "claim poll"),

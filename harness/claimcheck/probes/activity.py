@@ -75,7 +75,7 @@ QUERY_CAUSES: tuple[tuple[re.Pattern, str], ...] = tuple((re.compile(p, re.I | r
     (r"^\s*(UN)?LISTEN\b", "LISTEN"),
     (r"^\s*(COMMIT|END|ROLLBACK)\b", "transaction"),
     (r"^\s*SELECT\s+(1|true|version\(\))\s*;?\s*$", "pool health check"),
-    (r"heartbeat|keepalive|last_seen|\bping\b", "heartbeat"),
+    (r"heartbeat|keepalive|last_seen|\bping\b|worker_info|\(worker_id,\s*stats\b", "heartbeat"),
     (r"pg_notify|^\s*NOTIFY\b", "NOTIFY"),
     (r"maintenance|\bexpire|\barchive|\bstalled|\bcleanup|\bprune|\bschedule", "maintenance"),
 ))
