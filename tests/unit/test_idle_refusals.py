@@ -14,6 +14,8 @@ NO_SERVER = ["--dsn", "postgresql://nobody@127.0.0.1:1/none"]
     (["idle", "--wakeup", "poll,notify", "--poll-ms", "1,2,3"], "give one for all, or one each"),
     (["idle", "--poll-ms", "0"], "--poll-ms must be"),
     (["lib", "procrastinate", "--idle", "0"], "--idle must be"),
+    (["idle", "--pooler", "pgbouncer"], "behind a pooler the server sees the pooler's connections"),
+    (["lib", "procrastinate", "--idle", "5", "--rate", "10"], "does not combine with --rate"),
 ])
 def test_bad_input_is_refused_in_one_line(capsys, argv, words):
     code = main([*argv, *NO_SERVER])

@@ -21,7 +21,6 @@ from claimcheck.probes.idle import WAKEUPS, Design, run_design
 from claimcheck.probes.idle_libs import run_library_idle
 from claimcheck.report.idle_html import write_idle_html
 from claimcheck.report.render import print_server, server_title
-from claimcheck.server.pooling import refuse_behind_statement_pool
 from claimcheck.server.session import run_schema
 from claimcheck.settings import positive
 
@@ -98,13 +97,12 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     limits = thresholds("--window", args.window, args.suspend_after)
     chosen = designs(args)
     strategy = load_strategy(args.strategy)
+    refuse_pooler(asked=args.pooler)
     with provide(args) as server:
         print_server(err, server)
-        refuse_behind_statement_pool(
-            server.pooler, "idle cannot run behind a pooler in statement mode",
-            "its harness sets the run's tables up in transactions", "point --dsn at the server", only_found=True)
+        refuse_pooler(server)
         if any(d.wakeup == "notify" for d in chosen):
-            check_wakeup(strategy, SimpleNamespace(wakeup="notify"), server.pooler is not None)
+            check_wakeup(strategy, SimpleNamespace(wakeup="notify"), stateless_workers=False)
         with run_schema(server) as (conn, run):
             seed(conn, run, strategy, 0)
             validate(run, strategy)  # a broken file is one clear error, before any window
@@ -132,8 +130,10 @@ def run_idle(args: argparse.Namespace, console: Console, err: Console) -> int:
     if args.idle_setting == "suspendable" and adapter.suspendable is None:
         raise UsageError(f"claimcheck lib {adapter.name} --idle-setting suspendable: no such setting is known for "
                          f"{adapter.name}; run --idle with its defaults")
+    refuse_pooler(asked=args.pooler)
     with provide(args) as server:
         print_server(err, server)
+        refuse_pooler(server)
         err.print(f"  {adapter.name} {adapter.version()}: one worker, {args.idle_setting} settings, {args.idle:g}s on "
                   "an empty queue", highlight=False)
         found = run_library_idle(server, adapter, args.idle, limits, args.idle_setting)
@@ -150,6 +150,17 @@ def _write(doc: dict, args: argparse.Namespace, console: Console) -> None:
     maybe_write(doc, args.json, "idle", console)
     if args.json is not None:
         console.print(f"HTML report: {write_idle_html(doc, args.json)}")
+
+
+def refuse_pooler(server=None, asked: str | None = None) -> None:
+    """The monitor's rule is about the server's sessions; behind a pooler (asked for with --pooler, or found in
+    front of --dsn) those are the pooler's (named by whichever client last used them, checked by its own
+    queries), not the design's."""
+    if asked or (server is not None and server.pooler is not None):
+        raise UsageError("idle reads the design's own sessions in pg_stat_activity, and behind a pooler the server "
+                         "sees the pooler's connections instead (shared, named by whichever client used them last, "
+                         "and checked by the pooler's own queries). Nothing was run: point --dsn at the server "
+                         "itself, without --pooler")
 
 
 def lost(f: Footprint) -> bool:

@@ -18,8 +18,8 @@ import threading
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import Callable
 from datetime import datetime
+from typing import Callable
 
 import psycopg
 
@@ -27,7 +27,7 @@ from claimcheck.contract.queries import QUERIES
 from claimcheck.contract.strategy import Strategy
 from claimcheck.engine.idle import Listen, channel_name
 from claimcheck.probes import PROBE_QUERIES
-from claimcheck.probes._work import claim, complete, connect
+from claimcheck.probes._work import claim, complete
 from claimcheck.probes.activity import SAMPLE_INTERVAL_S, Footprint, Resume, Sample, Session, footprint
 from claimcheck.server.runcontext import RunContext
 from claimcheck.server.schema import key_base

@@ -17,12 +17,11 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-import psycopg
 
 from claimcheck.errors import ServerError
 from claimcheck.libs._adapter import STOP_GRACE_S, LibraryAdapter, WorkerConfig
 from claimcheck.libs.database import run_database
-from claimcheck.probes.activity import SAMPLE_INTERVAL_S, Footprint, Sample, footprint
+from claimcheck.probes.activity import Footprint, Sample, footprint
 from claimcheck.probes.idle import Sampler, suspend
 from claimcheck.server.provision import Server
 from claimcheck.server.session import run_id_from_env
