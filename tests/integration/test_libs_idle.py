@@ -3,7 +3,7 @@ import psycopg
 import pytest
 
 from claimcheck.libs import load_adapter
-from claimcheck.probes.idle_libs import run_library_idle
+from claimcheck.libs.idle import run_library_idle
 from claimcheck.server.schema import SCHEMA_PREFIX
 
 pytest.importorskip("procrastinate", reason="claimcheck[procrastinate] is not installed")

@@ -1,10 +1,10 @@
-"""The serverless monitor's rule (claimcheck.probes.activity) on hand-built samples: what counts as activity,
+"""The serverless monitor's rule (claimcheck.verdict.activity) on hand-built samples: what counts as activity,
 quiet gaps, periods, and the suspend verdicts with how each was reached."""
 from __future__ import annotations
 
 import pytest
 
-from claimcheck.probes.activity import (HOUR_S, Resume, Sample, Session, activities, bursts, cause_of, footprint,
+from claimcheck.verdict.activity import (HOUR_S, Resume, Sample, Session, activities, bursts, cause_of, footprint,
                                         period, quiet)
 
 T0 = 1_000_000.0

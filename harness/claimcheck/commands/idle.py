@@ -13,16 +13,16 @@ from claimcheck.contract.strategy import load_strategy
 from claimcheck.engine.driver import seed, validate
 from claimcheck.engine.idle import check_wakeup
 from claimcheck.errors import UsageError
+from claimcheck.libs import load_adapter
+from claimcheck.libs.idle import run_library_idle
 from claimcheck.probes._report import maybe_write, probe_document
 from claimcheck.probes._work import PROBE_STRATEGY
-from claimcheck.probes.activity import SAMPLE_INTERVAL_S, Footprint
-from claimcheck.libs import load_adapter
 from claimcheck.probes.idle import WAKEUPS, Design, run_design
-from claimcheck.probes.idle_libs import run_library_idle
 from claimcheck.report.idle_html import write_idle_html
 from claimcheck.report.render import print_server, server_title
 from claimcheck.server.session import run_schema
 from claimcheck.settings import positive
+from claimcheck.verdict.activity import SAMPLE_INTERVAL_S, Footprint
 
 DEFAULT_WINDOW_S = 10.0
 MAX_WINDOW_S = 24 * 3600.0

@@ -6,7 +6,7 @@ A design is how a worker waits when the queue is empty (seed 003's three options
   poll), with claimcheck.engine.idle's Listen, the wait `check --wakeup notify` runs;
 - `drain`: a scheduled drain: connect, claim until the queue is empty, disconnect; again after the interval.
 Each design's connections are named for it (`claimcheck/<run>/poll-worker`, ...), and the sampler reads
-pg_stat_activity every half second for the run's own sessions only (claimcheck.probes.activity turns that
+pg_stat_activity every half second for the run's own sessions only (claimcheck.verdict.activity turns that
 into the monitor's verdict). When a design would let the compute suspend while it holds sessions, the
 suspend is simulated: its sessions are terminated, as a suspend closes every connection, and the probe
 watches for a reconnect (which would resume the compute) and, under notify, sends one job with its
@@ -18,28 +18,23 @@ import threading
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Callable
 
 import psycopg
 
 from claimcheck.contract.queries import QUERIES
 from claimcheck.contract.strategy import Strategy
 from claimcheck.engine.idle import Listen, channel_name
+from claimcheck.engine.monitor import PRODUCER_ROLE, Sampler, suspend
 from claimcheck.probes import PROBE_QUERIES
 from claimcheck.probes._work import claim, complete
-from claimcheck.probes.activity import SAMPLE_INTERVAL_S, Footprint, Resume, Sample, Session, footprint
 from claimcheck.server.runcontext import RunContext
 from claimcheck.server.schema import key_base
+from claimcheck.verdict.activity import SAMPLE_INTERVAL_S, Footprint, Sample, footprint
 
 WAKEUPS = ("poll", "notify", "drain")
 ROLES = {"poll": "poll-worker", "notify": "listen-worker", "drain": "drain-worker"}
 CLAIM_ROLES = {"poll-worker": "claim poll", "listen-worker": "LISTEN fallback poll", "drain-worker": "scheduled drain"}
-"""The cause of a claim by the role of the connection that ran it (claimcheck.probes.activity.cause_of)."""
-SAMPLER_ROLE = "idle-sampler"
-PRODUCER_ROLE = "idle-producer"
-RESUME_WATCH_S = 10.0
-"""After a simulated suspend: how long to watch for the design's reconnect and its claim of the notified job."""
+"""The cause of a claim by the role of the connection that ran it (claimcheck.verdict.activity.cause_of)."""
 RECONNECT_PAUSE_S = 0.1
 """A worker that lost its connection reconnects after this pause (as the engine's workers do: at once)."""
 JOIN_TIMEOUT_S = 5.0
@@ -68,51 +63,6 @@ class Design:
 
 def _seconds(s: float) -> str:
     return f"{s / 60:g} min" if s >= 120 and s % 60 == 0 else f"{s:g}s"
-
-
-class Sampler:
-    """The monitor's look at the run's sessions, on a connection of its own (left out of what it reads)."""
-
-    def __init__(self, run: RunContext, stack: ExitStack, *, database: str | None = None,
-                 left_out: tuple[str, ...] = ()) -> None:
-        self.conn = stack.enter_context(run.connect(SAMPLER_ROLE, in_schema=database is None))
-        self.prefix = run.app_prefix
-        self.params = {"pattern": run.app_pattern(), "database": database, "schema_dot": f"{run.schema}."}
-        self.left_out = {run.app_name(r) for r in (SAMPLER_ROLE, "coordinator", "cleanup", PRODUCER_ROLE, *left_out)}
-
-    def take(self) -> Sample:
-        rows = self.conn.execute(PROBE_QUERIES["idle_sample"], self.params).fetchall()
-        sessions, autovacuum, replication = [], [], 0
-        for at, kind, pid, app, state, changed, started, query in rows:
-            if kind == "session" and app not in self.left_out:
-                sessions.append(Session(pid, app[len(self.prefix):], state, _epoch(changed or started),
-                                        _epoch(started), query or ""))
-            elif kind == "autovacuum":
-                autovacuum.append(query)
-            elif kind == "replication":
-                replication += 1
-        return Sample(_epoch(rows[0][0]), tuple(sessions), tuple(autovacuum), replication)
-
-    def now(self) -> float:
-        return _epoch(self.conn.execute("SELECT clock_timestamp()").fetchone()[0])
-
-    def sample_for(self, seconds: float, samples: list[Sample], until=None) -> None:
-        """Append a sample every SAMPLE_INTERVAL_S for `seconds` (or until `until(samples)` holds)."""
-        started = time.monotonic()
-        tick = 0
-        while True:
-            samples.append(self.take())
-            if until is not None and until(samples):
-                return
-            tick += 1
-            due = started + tick * SAMPLE_INTERVAL_S
-            if due - started > seconds + 1e-9:
-                return
-            time.sleep(max(due - time.monotonic(), 0.0))
-
-
-def _epoch(ts: datetime | None) -> float:
-    return ts.timestamp() if ts is not None else 0.0
 
 
 class Worker(threading.Thread):
@@ -190,32 +140,6 @@ class Worker(threading.Thread):
             except psycopg.Error:
                 pass
         self.join(JOIN_TIMEOUT_S)
-
-
-def suspend(sampler: Sampler, run: RunContext, roles: list[str], samples: list[Sample],
-            send: Callable[[], float] | None = None, taken: Callable[[], tuple[float, str] | None] | None = None,
-            gone: Callable[[], bool] = lambda: False) -> Resume:
-    """Close the design's sessions (`roles`) as a suspend would; watch for its reconnect and, with `send` (which
-    enqueues one job with its notification and returns time.monotonic() at its commit), for `taken()` to say
-    when and how the design took it. `gone()`: the design's process has exited (a library's worker that died
-    of the closed connection)."""
-    closed_at = sampler.now()
-    closed = {pid for pid, _ in sampler.conn.execute(
-        PROBE_QUERIES["idle_suspend"], {**sampler.params, "names": [run.app_name(r) for r in roles]}).fetchall()}
-    sent_at = send() if send is not None else None
-    before = len(samples)
-
-    def settled(seen: list[Sample]) -> bool:
-        back = any(s.pid not in closed for s in seen[-1].sessions)
-        return gone() or (back and (sent_at is None or taken() is not None))
-
-    sampler.sample_for(RESUME_WATCH_S, samples, until=settled)
-    back = [s.backend_start for sample in samples[before:] for s in sample.sessions if s.pid not in closed]
-    took = taken() if sent_at is not None else None
-    return Resume(reconnected_after_s=(min(back) - closed_at) if back else None,
-                  watched_s=samples[-1].at - closed_at,
-                  job_claimed_after_s=(took[0] - sent_at) if took else None,
-                  found_by=took[1] if took else None, exited=gone(), job_sent=sent_at is not None)
 
 
 def _send_notified_job(run: RunContext) -> float:

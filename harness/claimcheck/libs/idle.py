@@ -1,10 +1,10 @@
 """`claimcheck lib NAME --idle WINDOW`: a queue library's own worker on its empty queue, with its documented
-defaults, sampled as claimcheck.probes.idle samples a built-in design.
+defaults, sampled as `claimcheck idle` samples a built-in design (claimcheck.engine.monitor).
 
 The library is installed in a database of the run's own (claimcheck.libs.database), one worker process runs
 its loop with `WorkerConfig.idle` set (the adapter passes none of its own knobs: the library's defaults), and
 the sampler reads that database's sessions of the run. The worker's connections all carry one role (`w00`), so
-causes come from the query text (claimcheck.probes.activity.cause_of). When the library would let the compute
+causes come from the query text (claimcheck.verdict.activity.cause_of). When the library would let the compute
 suspend while holding sessions, the suspend is simulated as for a built-in: its sessions are terminated, one
 job is enqueued through the library's own API, and the probe watches for a reconnect and the job's execution.
 """
@@ -18,13 +18,13 @@ from contextlib import ExitStack
 from pathlib import Path
 
 
+from claimcheck.engine.monitor import Sampler, suspend
 from claimcheck.errors import ServerError
 from claimcheck.libs._adapter import STOP_GRACE_S, LibraryAdapter, WorkerConfig
 from claimcheck.libs.database import run_database
-from claimcheck.probes.activity import Footprint, Sample, footprint
-from claimcheck.probes.idle import Sampler, suspend
 from claimcheck.server.provision import Server
 from claimcheck.server.session import run_id_from_env
+from claimcheck.verdict.activity import Footprint, Sample, footprint
 
 ROLE = "w00"
 START_TIMEOUT_S = 60.0
