@@ -1,4 +1,5 @@
 """`python -m claimcheck` is the same as the `claimcheck` command (whose entry point is `run`)."""
+import os
 import signal
 import sys
 
@@ -17,7 +18,10 @@ def run() -> int:
         return main()
     except KeyboardInterrupt:
         sys.stderr.write("claimcheck: interrupted before anything ran; nothing of this run was left to clean up.\n")
-        return 2
+        sys.stderr.flush()
+        # Not `return 2`: an interrupt inside an import leaves Python's own note of an unhandled
+        # KeyboardInterrupt, and the interpreter would then end itself with SIGINT (exit -2).
+        os._exit(2)
 
 
 if __name__ == "__main__":

@@ -81,8 +81,10 @@ def _env(scratch: Path, run_id: str, dsn: str) -> dict:
 
 def _start(kind: str, scratch: Path, env: dict) -> subprocess.Popen:
     argv = [a.format(scratch=scratch) for a in KINDS[kind]]
+    # SIGINT as a terminal leaves it, whatever this script inherited (started with `&`, it is ignored).
     return subprocess.Popen([sys.executable, "-m", "claimcheck", *argv], env=env, cwd=scratch, text=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def _of_run(run_id: str) -> list[psutil.Process]:
