@@ -27,11 +27,22 @@ if TYPE_CHECKING:
 
 
 class ExactlyOnceViolated(AssertionError):
-    """A run finished and some job was not handled exactly once; the message is the evidence."""
+    """A run finished and some job was not handled exactly once (a safety violation: handed out
+    twice, lost, over-claimed); the message is the evidence."""
 
     def __init__(self, message: str, result: "RunResult") -> None:
         super().__init__(message)
         self.result = result
+
+
+class NoProgress(AssertionError):
+    """No job was handed out twice or lost, but the queue made no progress within the run's limits (a
+    liveness failure: nothing finished, a retry not yet due, the server ending the sessions);
+    `cause` says which (claimcheck.verdict.liveness). Not an ExactlyOnceViolated: a test can tell them apart."""
+
+    def __init__(self, message: str, result: "RunResult") -> None:
+        super().__init__(message)
+        self.result, self.cause = result, result.liveness
 
 
 def run(strategy: str | os.PathLike | None = None, *, lib: str | None = None, dsn: str | None = None,
@@ -73,7 +84,7 @@ def run(strategy: str | os.PathLike | None = None, *, lib: str | None = None, ds
             return run_strategy(conn, server, run_context, loaded, run_settings)
         runs = [o.result for o in explore(conn, server, run_context, loaded, run_settings, CHOICES[plans])
                 if o.result is not None]
-        return next((r for r in runs if not r.exactly_once), runs[-1])
+        return next((r for r in runs if r.violated), next((r for r in runs if not r.exactly_once), runs[-1]))
 
 
 def run_lib(lib: str, *, dsn: str | None = None, server: "Server | None" = None, workers: int = 4,
@@ -95,8 +106,9 @@ def run_lib(lib: str, *, dsn: str | None = None, server: "Server | None" = None,
 def assert_exactly_once(strategy: str | os.PathLike | None = None, *, lib: str | None = None, workers: int = 16,
                         jobs: int = 20_000, batch: int = 10, mode: str = "lease", dsn: str | None = None,
                         server: "Server | None" = None, plans: str = "default", **settings: Any) -> "RunResult":
-    """Raise :class:`ExactlyOnceViolated` with the evidence unless every job was handled exactly once
-    (the same verdict the CLI's exit code gives). Like `claimcheck check`, it runs the claim under
+    """Raise :class:`ExactlyOnceViolated` with the evidence if a job was handed out twice, lost or
+    over-claimed, and :class:`NoProgress` naming its cause if none was but the queue made no progress
+    within the limits (the CLI's exit codes 1 and 3). Like `claimcheck check`, it runs the claim under
     the default planner conditions too (``plans="none"``: the run as seeded only; the message names
     the condition that failed and its plan) and stops at the first proven violation, so a broken
     claim fails in seconds; pass ``stop_early=False`` to drain.
@@ -108,9 +120,21 @@ def assert_exactly_once(strategy: str | os.PathLike | None = None, *, lib: str |
         settings.setdefault("stop_early", True)
         result = run(strategy, dsn=dsn, server=server, workers=workers, jobs=jobs, batch=batch, mode=mode,
                      plans=plans, **settings)
-    if not result.exactly_once:
+    if result.violated:
         raise ExactlyOnceViolated(failure_message(result), result)
+    if not result.exactly_once:
+        raise NoProgress(no_progress_message(result), result)
     return result
+
+
+def no_progress_message(result: "RunResult") -> str:
+    """A liveness failure in one line: what did not happen, and why."""
+    s = result.settings
+    where = f" under the planner condition {result.condition}" if result.condition is not None else ""
+    return (f"{result.strategy.source or result.strategy.name} made no progress{where} ({s.workers} workers, "
+            f"{result.seeded.count:,} jobs, batch {s.batch}, {s.mode} mode): {result.liveness}. No job was handed "
+            f"out twice or lost ({result.verdict.claims:,} claims, {result.jobs_done:,} done): a liveness failure, "
+            "not an exactly-once violation")
 
 
 def failure_message(result: "RunResult") -> str:

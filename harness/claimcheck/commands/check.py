@@ -22,6 +22,7 @@ from claimcheck.errors import UsageError
 from claimcheck.settings import FaultPlan, positive
 from claimcheck.contract.strategy import load_strategy
 from claimcheck.engine.idle import check_wakeup
+from claimcheck.verdict.liveness import EXIT_CODES, HELD, NO_PROGRESS, VIOLATED, worst_outcome
 
 EVIDENCE_JOBS = 5
 DEFAULT_DATABASE = Path(".hypothesis") / "claimcheck"
@@ -105,9 +106,11 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     for result in results:
         print_stop(console, result)
         print_producer(console, result)
-    held = all(r.exactly_once for r in results)
-    console.print("[bold green]exactly-once held[/]" if held else "[bold red]exactly-once violated[/]")
-    return 0 if held else 1
+    outcome = worst_outcome(results)
+    console.print({HELD: "[bold green]exactly-once held[/]", VIOLATED: "[bold red]exactly-once violated[/]",
+                   NO_PROGRESS: "[bold yellow]no progress[/] (a liveness failure: no job was handed out twice or "
+                                "lost, but the queue did not finish its jobs within the limits; see above)"}[outcome])
+    return EXIT_CODES[outcome]
 
 
 def rate_conditions(args: argparse.Namespace, err: Console) -> tuple:

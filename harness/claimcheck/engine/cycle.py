@@ -129,7 +129,7 @@ class Cycle:
                 self.backend.change("after_commit", job, attempt)
             except psycopg.Error as exc:
                 if self.backend.lost(exc):
-                    self.reconnect()  # the session, and what it held, is gone anyway
+                    self.reconnect(exc)  # the session, and what it held, is gone anyway
                     return
                 self.count_retry(exc)
 
@@ -178,12 +178,17 @@ class Cycle:
             return STALE
         return FAILED if fails else DONE
 
-    def reconnect(self) -> None:
+    def reconnect(self, cause: psycopg.Error | None = None) -> None:
         """The connection is gone (terminated backend, restarting server): open a new one, unless
         the run is stopping (the coordinator ends the backend of a worker stuck in a statement, see
-        claimcheck.engine.sampler.stuck_backends: reconnecting would run that statement again)."""
+        claimcheck.engine.sampler.stuck_backends: reconnecting would run that statement again).
+        `cause`: the error that showed it; the SQLSTATE the server sent as it ended the session (a
+        timeout of its own) is counted, to be named if the run makes no progress."""
         if self.shared.stop.value:
             raise Stopping
+        state = getattr(cause, "sqlstate", None)
+        if state:
+            self.log.lost_sqlstates[state] = self.log.lost_sqlstates.get(state, 0) + 1
         self.log.reconnects += 1
         self.backend.reconnect()
 
@@ -298,7 +303,7 @@ class LeaseCycle(Cycle):
                     self.count_retry(exc)
                     self.back_off()
                     continue
-                self.reconnect()
+                self.reconnect(exc)
                 if self.strategy.own_schema:
                     continue  # no status column we know of: the completion is run again, fenced or not
                 # The lost statement may have committed: the row says whether it did.

@@ -40,6 +40,10 @@ from claimcheck.engine.watch import RunWatch
 from claimcheck.engine.worker import BARRIER_TIMEOUT_S, WorkerPlan, worker_main
 
 JOIN_TIMEOUT_S = 10.0
+STOP_GRACE_S = 5.0
+"""After a stop at a time limit (the budget, --duration, a condition's cap), the time a worker has to
+end the statement it was in, besides its work time: one still in it then is stuck, and its backend is
+ended (a claim asleep for an hour would hold the run, and a planner condition, that hour)."""
 
 
 def run_strategy(conn: psycopg.Connection, server: Server, run: RunContext, strategy: Strategy,
@@ -124,6 +128,8 @@ class _Run:
         self.sampler: RunSamplers | None = None
         self.stuck: list[StuckBackend] = []
         """Workers' backends found stuck in one statement when the run was ended for want of progress."""
+        self.stuck_after_stop: float | None = None
+        """Seconds after a time stop at which `stuck` were found still in their statement, or None."""
         self.coordinator_cpu_s: float | None = None
         """The coordinator's CPU (all its threads: sampler, reaper, progress) from release to the end."""
         # fork: workers start in milliseconds. No thread of ours runs when the first ones are forked
@@ -153,6 +159,10 @@ class _Run:
         """Why the run ended before its drain, in words, for the report."""
         if self.stopped_by == "violation":
             return f"{self.watch.proof} at +{self.watch.proof_at - started:.2f}s"
+        if self.stopped_by == "no-progress" and self.stuck and self.stuck_after_stop is not None:
+            others = f"; {len(self.stuck) - 1} more worker(s) with it" if len(self.stuck) > 1 else ""
+            return (f"the run's time was up, but {self.stuck_after_stop:.0f}s later {self.stuck[0]}{others}; "
+                    "its backend was terminated to end the run")
         if self.stopped_by == "no-progress" and self.stuck:
             others = f"; {len(self.stuck) - 1} more worker(s) stuck with it" if len(self.stuck) > 1 else ""
             return (f"no job was finished for {self.no_progress_s:.0f}s: {self.stuck[0]}{others}; "
@@ -160,6 +170,8 @@ class _Run:
         if self.stopped_by == "no-progress":
             return (f"workers kept claiming but no job was finished for {self.no_progress_s:.0f}s: the claim "
                     "hands out jobs it does not take, or `complete` never changes a row")
+        if self.stopped_by == "stalled" and self.no_progress_s is not None:
+            return f"no claim was committed for {self.no_progress_s:.0f}s"
         return None
 
     @property
@@ -270,7 +282,8 @@ class _Run:
         # A stalled worker sleeps past its lease before anyone may take its job again.
         supervisor = Supervisor(settings, started, extra_stall_s=settings.lease_seconds * (
             settings.faults.stall_factor + 2) if settings.faults else 0.0)
-        next_tick, stopped_at = started, 0.0
+        next_tick, stopped_at, grace_over = started, 0.0, False
+        grace_s = STOP_GRACE_S + max(settings.work.a_ms, settings.work.b_ms) / 1000
         while len(self.finished) < len(self.processes):
             # Workers' messages are taken as they come; everything else (progress, faults, limits)
             # runs once per TICK_S, so the coordinator stays off the CPU the server needs.
@@ -306,6 +319,9 @@ class _Run:
                 self._halt_without_progress(limit, supervisor.since_progress(now), supervisor.stall_limit_s)
             if self.shared.stop.value:
                 stopped_at = stopped_at or now
+                if not grace_over and now - stopped_at > grace_s:
+                    grace_over = True
+                    self._end_stuck_after_stop(now - stopped_at)
                 if now - stopped_at > JOIN_TIMEOUT_S + settings.lease_seconds:
                     # A worker that ignores the stop (stuck in a statement) is ended, and its
                     # death reported: the run cannot be judged without it.
@@ -330,7 +346,23 @@ class _Run:
         if self.stuck or kind == "no-progress":
             self.stopped_by, self.no_progress_s = "no-progress", since_progress
         else:
-            self.stopped_by = "stalled"
+            self.stopped_by, self.no_progress_s = "stalled", limit
+
+    def _end_stuck_after_stop(self, since_stop: float) -> None:
+        """Workers still in the statement they were in when the run stopped, `since_stop` seconds ago:
+        their backends are ended (a stopped worker does not reconnect). A run stopped at its time limit
+        is then `no-progress` naming them (a liveness failure, claimcheck.verdict.liveness)."""
+        if len(self.finished) >= len(self.processes):
+            return
+        try:
+            with self.plan.run.connect("monitor", in_schema=False) as conn:
+                stuck = stuck_backends(conn, self.plan.run, since_stop)
+                for backend in stuck:
+                    conn.execute(QUERIES["terminate_backend"], {"pid": backend.pid})
+        except psycopg.Error:
+            return  # not ended: stuck workers' processes are terminated after JOIN_TIMEOUT_S (_monitor)
+        if stuck and self.stopped_by in ("duration", "claims-per-worker"):
+            self.stuck, self.stuck_after_stop, self.stopped_by = stuck, since_stop, "no-progress"
 
     def _drain_messages(self, timeout: float = 0.0, deadline: float | None = None) -> None:
         """Receive what workers sent; a worker's log is finished by its `end` message or its death."""

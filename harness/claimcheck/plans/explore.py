@@ -27,9 +27,12 @@ from claimcheck.server.provision import Server
 from claimcheck.server.runcontext import RunContext
 from claimcheck.server.session import run_schema
 from claimcheck.settings import RunSettings
+from claimcheck.verdict.liveness import HELD, NO_PROGRESS, VIOLATED, WORDS
 from claimcheck.verdict.result import RunResult
 
 PREPARED = "claimcheck_plan"
+CONDITION_VERDICTS = {HELD: "held", VIOLATED: "VIOLATED", NO_PROGRESS: "no progress"}
+"""A condition's verdict word from its run's outcome (claimcheck.verdict.liveness)."""
 CONDITION_SECONDS = 5.0
 """A condition's run stops after this long (`stopped_by: duration`; its jobs not reached are not lost)."""
 
@@ -42,7 +45,7 @@ class ConditionOutcome:
     shape: PlanShape | None
     """None: the condition does not apply to this strategy (see Condition.applies_to)."""
     verdict: str
-    """`held`, `VIOLATED`, `skipped` (its plan was run already, under `same_as`), `not applicable`
+    """`held`, `VIOLATED`, `no progress` (a liveness failure), `skipped` (its plan was run already, under `same_as`), `not applicable`
     or `not run` (a violation was proven under an earlier condition: see `note`)."""
     same_as: str | None = None
     note: str | None = None
@@ -148,7 +151,7 @@ def _run(conn: psycopg.Connection, server: Server, run: RunContext, strategy: St
          shape: PlanShape, settings: RunSettings, seeded, started: float) -> ConditionOutcome:
     result = run_strategy(conn, server, run, under(strategy, condition), settings, seeded=seeded)
     result = dataclasses.replace(result, condition=condition.name, condition_plan=shape)
-    return ConditionOutcome(condition, shape, "held" if result.exactly_once else "VIOLATED", result=result,
+    return ConditionOutcome(condition, shape, CONDITION_VERDICTS[result.outcome], result=result,
                             seconds=time.perf_counter() - started)
 
 
@@ -231,5 +234,5 @@ def _line(outcome: ConditionOutcome) -> str:
     if r is None:
         return outcome.verdict + (f" (same plan as {outcome.same_as})" if outcome.same_as else "") + \
             (f": {outcome.note}" if outcome.note else "")
-    return (f"{r.jobs_done:,} done in {r.elapsed_s:.2f}s, {'exactly-once' if r.exactly_once else 'VIOLATED'} "
+    return (f"{r.jobs_done:,} done in {r.elapsed_s:.2f}s, {WORDS[r.outcome]} "
             f"({outcome.seconds:.1f}s with its tables and plan)")

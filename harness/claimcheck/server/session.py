@@ -18,6 +18,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Column
 
 from claimcheck.engine.driver import run_strategy, seed
+from claimcheck.verdict.liveness import HELD, NO_PROGRESS, VIOLATED
 from claimcheck.verdict.result import RunResult
 from claimcheck.errors import UsageError
 from claimcheck.server import interrupts
@@ -154,7 +155,8 @@ def run_all(server: Server, strategies: list[Strategy], grid: list[RunSettings],
                     seed(conn, run, strategy, settings.jobs)  # the run's own key range, as its run
                     result = replace(result, pgbench=run_pgbench(conn, run, server.bin_dir, strategy, settings))
                 progress.remove_task(task)
-                status = "[green]exactly-once[/]" if result.exactly_once else "[red]violated[/]"
+                status = {HELD: "[green]exactly-once[/]", VIOLATED: "[red]violated[/]",
+                          NO_PROGRESS: "[yellow]no progress[/]"}[result.outcome]
                 parity = "" if result.pgbench is None else (
                     f" · pgbench {result.pgbench.jobs_per_s:,.0f} jobs/s, ratio {result.pgbench_ratio:.2f}"
                     + _client_cpu(result))
