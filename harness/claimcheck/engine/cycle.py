@@ -158,6 +158,8 @@ class Cycle:
         if pause <= lease / 2 or not self.strategy.has("extend") or s.mode == "lock":
             if pause > 0:
                 time.sleep(pause)
+                if s.mode == "lock":  # idle in the claim's transaction: the server may have ended it
+                    self.backend.heard()
             return True
         # Longer than half a lease: extend it every third of a lease while working, and stop if
         # an extension changes no row (another worker owns the job now).
@@ -186,7 +188,7 @@ class Cycle:
         timeout of its own) is counted, to be named if the run makes no progress."""
         if self.shared.stop.value:
             raise Stopping
-        state = getattr(cause, "sqlstate", None)
+        state = getattr(cause, "sqlstate", None) or getattr(self.backend, "ended_by", None)
         if state:
             self.log.lost_sqlstates[state] = self.log.lost_sqlstates.get(state, 0) + 1
         self.log.reconnects += 1
