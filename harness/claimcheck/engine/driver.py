@@ -47,10 +47,12 @@ ended (a claim asleep for an hour would hold the run, and a planner condition, t
 
 
 def run_strategy(conn: psycopg.Connection, server: Server, run: RunContext, strategy: Strategy,
-                 settings: RunSettings, on_progress=None, seeded: SeededJobs | None = None) -> RunResult:
+                 settings: RunSettings, on_progress=None, seeded: SeededJobs | None = None,
+                 deadline: float | None = None) -> RunResult:
     """Seed, check, run and judge one strategy x setting. `conn` is the coordinator's, in the run's
     schema; `run` makes every other connection of the run. `seeded`: the tables are built already (a
-    planner condition's, see claimcheck.plans)."""
+    planner condition's, see claimcheck.plans). `deadline`: when its share of a check's time budget
+    ends (monotonic, claimcheck.engine.budget): the run stops there as at a time cap."""
     check_fail_rate(strategy, settings)
     producing.check_feedable(strategy, settings)
     idle.check_wakeup(strategy, settings, run.stateless(worker=True))
@@ -66,7 +68,7 @@ def run_strategy(conn: psycopg.Connection, server: Server, run: RunContext, stra
         first_key=seeded.last_id + 1, producers=settings.producers, learns_keys=strategy.own_schema,
         key_is_int=shape.key_is_int, channel=idle.channel_name(run.run_id) if settings.wakeup == "notify" else None)
     plan = WorkerPlan(run=run, strategy=strategy, settings=settings, shape=shape, keys=seeded.keys, feed=feed)
-    going = _Run(plan, server.restart, on_progress, RunWatch(seeded.first_id, feed.last_key if feed else seeded.last_id,
+    going = _Run(plan, server.restart, on_progress, deadline, RunWatch(seeded.first_id, feed.last_key if feed else seeded.last_id,
                                                              proves=plan.stops_on_proof,
                                                              knows_keys=not (feed and feed.learns_keys)))
     going.go()
@@ -120,8 +122,11 @@ def seed(conn: psycopg.Connection, run: RunContext, strategy: Strategy, jobs: in
 class _Run:
     """The processes, shared memory and background threads of one run."""
 
-    def __init__(self, plan: WorkerPlan, restart, on_progress, watch: RunWatch) -> None:
+    def __init__(self, plan: WorkerPlan, restart, on_progress, deadline: float | None, watch: RunWatch) -> None:
         self.plan, self.settings, self.restart, self.on_progress = plan, plan.settings, restart, on_progress
+        self.deadline = deadline
+        self.budget_spent_at: float | None = None
+        """Seconds into the run at which its share of the budget was spent (it stopped there), or None."""
         self.watch = watch
         """Progress and proven violations, from the records as they arrive."""
         self.no_progress_s: float | None = None
@@ -170,6 +175,9 @@ class _Run:
         if self.stopped_by == "no-progress":
             return (f"workers kept claiming but no job was finished for {self.no_progress_s:.0f}s: the claim "
                     "hands out jobs it does not take, or `complete` never changes a row")
+        if self.stopped_by == "duration" and self.budget_spent_at is not None:
+            return (f"its share of the check's time budget was spent at +{self.budget_spent_at:.1f}s (--budget); "
+                    "jobs not reached are not lost")
         if self.stopped_by == "stalled" and self.no_progress_s is not None:
             return f"no claim was committed for {self.no_progress_s:.0f}s"
         return None
@@ -281,7 +289,7 @@ class _Run:
         settings = self.settings
         # A stalled worker sleeps past its lease before anyone may take its job again.
         supervisor = Supervisor(settings, started, extra_stall_s=settings.lease_seconds * (
-            settings.faults.stall_factor + 2) if settings.faults else 0.0)
+            settings.faults.stall_factor + 2) if settings.faults else 0.0, deadline=self.deadline)
         next_tick, stopped_at, grace_over = started, 0.0, False
         grace_s = STOP_GRACE_S + max(settings.work.a_ms, settings.work.b_ms) / 1000
         while len(self.finished) < len(self.processes):
@@ -313,8 +321,10 @@ class _Run:
             limit = None if self.shared.stop.value else supervisor.limit(now)
             if limit == "duration":
                 self.shared.stop.value = 1  # stopped_by is the settings' limit_kind already
-            elif limit == "time-cap":
+            elif limit in ("time-cap", "budget"):
                 self.shared.stop.value, self.stopped_by = 1, "duration"
+                if limit == "budget":
+                    self.budget_spent_at = now - started
             elif limit is not None:
                 self._halt_without_progress(limit, supervisor.since_progress(now), supervisor.stall_limit_s)
             if self.shared.stop.value:

@@ -51,8 +51,11 @@ def drained(stopped_by: str, settings: RunSettings) -> bool:
 class Supervisor:
     """Told what the run did at each tick; says which limit, if any, it has reached."""
 
-    def __init__(self, settings: RunSettings, started: float, *, extra_stall_s: float = 0.0) -> None:
+    def __init__(self, settings: RunSettings, started: float, *, extra_stall_s: float = 0.0,
+                 deadline: float | None = None) -> None:
         self.settings, self.started = settings, started
+        self.deadline = deadline
+        """When the run's share of a check's time budget ends (monotonic; claimcheck.engine.budget), or None."""
         self.stall_limit_s = settings.stall_limit_s(STALL_TIMEOUT_S) + extra_stall_s
         """Seconds without a claim, or without progress, that end the run."""
         self._activity: Hashable = object()
@@ -83,13 +86,16 @@ class Supervisor:
         return self.since_activity(now) > self.stall_limit_s
 
     def limit(self, now: float) -> str | None:
-        """`duration` (--duration: the run's own end, or its time cap), `stalled` (no activity for the
+        """`duration` (--duration: the run's own end), `time-cap` (a condition's cap), `budget` (its share of
+        the check's budget), `stalled` (no activity for the
         stall limit), `no-progress` (activity, but no progress), or None."""
         s, elapsed = self.settings, now - self.started
         if s.duration_s is not None and elapsed >= s.duration_s:
             return "duration"
         if s.time_cap_s is not None and elapsed >= s.time_cap_s:
             return "time-cap"
+        if self.deadline is not None and now >= self.deadline:
+            return "budget"
         if self.stalled(now):
             return "stalled"
         if self._progress is not None and self.since_progress(now) > self.stall_limit_s:

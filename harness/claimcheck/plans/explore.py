@@ -18,6 +18,7 @@ from psycopg import ClientCursor, sql
 
 from claimcheck.contract.dialect import to_positional
 from claimcheck.contract.strategy import Strategy
+from claimcheck.engine.budget import Budget
 from claimcheck.engine.driver import run_strategy
 from claimcheck.errors import SqlFileError
 from claimcheck.plans.conditions import CONDITION_WORKERS, Condition, TablesUnavailable, build_tables, under
@@ -87,7 +88,7 @@ class ConditionOutcome:
 
 def explore(conn: psycopg.Connection, server: Server, run: RunContext, strategy: Strategy, settings: RunSettings,
             conditions: tuple[Condition, ...], on_outcome: Callable[[ConditionOutcome], None] | None = None,
-            ) -> list[ConditionOutcome]:
+            budget: Budget | None = None) -> list[ConditionOutcome]:
     """Every condition tried on `strategy` at `settings`; conn is the coordinator's, in the run's schema.
 
     The as-seeded condition is planned first (a condition giving its plan is skipped, unless the plan
@@ -95,6 +96,9 @@ def explore(conn: psycopg.Connection, server: Server, run: RunContext, strategy:
     the short runs come first, and a check that stops at a proven violation (`stop_early`, check's
     default) is decided by them in seconds; the conditions after that one, the as-seeded run among
     them, are then `not run`. `--drain` runs them all.
+
+    With a `budget` (claimcheck.engine.budget) each short run stops at its slice of it, and the run as
+    seeded is sized from what they measured and stops at the budget's end.
     """
     tried: dict[str, str] = {}
     outcomes: list[ConditionOutcome] = []
@@ -135,24 +139,37 @@ def explore(conn: psycopg.Connection, server: Server, run: RunContext, strategy:
                                         seconds=time.perf_counter() - started))
             else:
                 tried[shape.signature] = condition.name
-                record(_run(conn, server, run, strategy, condition, shape, run_settings, seeded, started))
+                deadline = budget and budget.condition_deadline(_left(conditions, condition), CONDITION_SECONDS)
+                record(_run(conn, server, run, strategy, condition, shape, run_settings, seeded, started, deadline,
+                            budget))
     if deferred is not None:
         condition, shape = deferred
         if stopped_by:
             record(_not_run(condition, stopped_by, shape))
         else:
             started = time.perf_counter()
+            settings = budget.sized(settings) if budget else settings
             seeded = build_tables(conn, run, strategy, condition, settings.jobs)
-            record(_run(conn, server, run, strategy, condition, shape, settings, seeded, started))
+            record(_run(conn, server, run, strategy, condition, shape, settings, seeded, started,
+                        budget and budget.final_deadline(), budget))
     return outcomes
 
 
 def _run(conn: psycopg.Connection, server: Server, run: RunContext, strategy: Strategy, condition: Condition,
-         shape: PlanShape, settings: RunSettings, seeded, started: float) -> ConditionOutcome:
-    result = run_strategy(conn, server, run, under(strategy, condition), settings, seeded=seeded)
+         shape: PlanShape, settings: RunSettings, seeded, started: float, deadline: float | None = None,
+         budget: Budget | None = None) -> ConditionOutcome:
+    result = run_strategy(conn, server, run, under(strategy, condition), settings, seeded=seeded, deadline=deadline)
     result = dataclasses.replace(result, condition=condition.name, condition_plan=shape)
+    if budget is not None:
+        budget.record(condition.name, time.perf_counter() - started, result)
     return ConditionOutcome(condition, shape, CONDITION_VERDICTS[result.outcome], result=result,
                             seconds=time.perf_counter() - started)
+
+
+def _left(conditions: tuple[Condition, ...], condition: Condition) -> int:
+    """The short runs that may still come, this one among them (the run as seeded is not one)."""
+    following = conditions[conditions.index(condition):]
+    return sum(1 for c in following if c.table != "seeded")
 
 
 def _not_run(condition: Condition, stopped_by: str, shape: PlanShape | None = None) -> ConditionOutcome:
@@ -211,7 +228,7 @@ def _sample(names: tuple[str, ...], values: dict) -> dict:
 
 
 def run_with_plans(server: Server, strategy: Strategy, grid: list[RunSettings], conditions: tuple[Condition, ...],
-                   err) -> tuple[list[RunResult], list[ConditionOutcome]]:
+                   err, budget: Budget | None = None) -> tuple[list[RunResult], list[ConditionOutcome]]:
     """`check`'s runs under every condition, for each setting of the grid, in one schema of the run's
     own: every run made (in the order made) and every condition's outcome, run or not."""
     refuse_transaction_blocks(server.pooler, [strategy], [settings.mode for settings in grid])  # before the schema
@@ -223,7 +240,7 @@ def run_with_plans(server: Server, strategy: Strategy, grid: list[RunSettings], 
                       highlight=False)
             found = explore(conn, server, run, strategy, settings, conditions,
                             on_outcome=lambda o: err.print(f"    {o.condition.name}: {_line(o)}", highlight=False,
-                                                           soft_wrap=True))
+                                                           soft_wrap=True), budget=budget)
             outcomes.extend(found)
             results.extend(o.result for o in found if o.result is not None)
     return results, outcomes

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import time
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import replace
@@ -17,6 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Column
 
+from claimcheck.engine.budget import Budget
 from claimcheck.engine.driver import run_strategy, seed
 from claimcheck.verdict.liveness import HELD, NO_PROGRESS, VIOLATED
 from claimcheck.verdict.result import RunResult
@@ -120,8 +122,9 @@ def _client_cpu(result: RunResult) -> str:
 
 
 def run_all(server: Server, strategies: list[Strategy], grid: list[RunSettings], err: Console,
-            pgbench: bool = False) -> list[RunResult]:
-    """Every strategy x setting in one schema; with `pgbench`, each also through pgbench on a reseeded table."""
+            pgbench: bool = False, budget: Budget | None = None) -> list[RunResult]:
+    """Every strategy x setting in one schema; with `pgbench`, each also through pgbench on a reseeded table.
+    With a `budget` (`check --plans none`), each run is sized by it and stops at its end."""
     if pgbench:
         pgbench_path(server.bin_dir)  # fail before the first run, not after it
         own = [s.source for s in strategies if s.own_schema]
@@ -140,6 +143,8 @@ def run_all(server: Server, strategies: list[Strategy], grid: list[RunSettings],
         with progress:
             runs = list(itertools.product(strategies, grid))
             for number, (strategy, settings) in enumerate(runs, start=1):
+                started = time.perf_counter()
+                settings = budget.sized(settings) if budget else settings
                 # A sweep says where it is: "run 3 of 18" before the run's own progress.
                 label = (f"run {number} of {len(runs)}: " if len(runs) > 1 else "") + \
                     f"{strategy.name} {settings.mode} {settings.workers}w"
@@ -148,7 +153,10 @@ def run_all(server: Server, strategies: list[Strategy], grid: list[RunSettings],
 
                 show = _progress_callback(progress, task, settings.jobs)
                 conn = run.reconnected(conn)  # a restart fault may have closed it
-                result = run_strategy(conn, server, run, strategy, settings, show)
+                result = run_strategy(conn, server, run, strategy, settings, show,
+                                      deadline=budget and budget.final_deadline())
+                if budget is not None:
+                    budget.record(strategy.name, time.perf_counter() - started, result)
                 if pgbench:
                     progress.update(task, status="pgbench: reseeding and running the same SQL")
                     progress.refresh()
