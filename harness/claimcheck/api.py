@@ -46,18 +46,21 @@ class NoProgress(AssertionError):
 
 
 def run(strategy: str | os.PathLike | None = None, *, lib: str | None = None, dsn: str | None = None,
-        server: "Server | None" = None, plans: str = "none", **settings: Any) -> "RunResult":
+        server: "Server | None" = None, plans: str = "none", budget_s: float | None = None,
+        **settings: Any) -> "RunResult":
     """Run a `.sql` file or a built-in strategy once, or with `lib=` a queue library's own
     workers, and return the full result. `plans` (`none`, `default`, `all`: `check --plans`, see
     docs/plans.md) also runs it under planner conditions: the result is then the first run that
     violated exactly-once (its `condition` names the condition, `condition_plan` its plan), else
-    the run as seeded."""
+    the first that made no progress, else the run as seeded. `budget_s`: seconds for it all (`check
+    --budget`, claimcheck.engine.budget), the jobs sized to fit instead of `jobs`."""
     if lib is not None:
         if strategy is not None:
             raise TypeError("give a strategy or lib=, not both")
         return run_lib(lib, dsn=dsn, server=server, **settings)
     if strategy is None:
         raise TypeError("run() needs a strategy (a .sql file or a built-in name) or lib=")
+    from claimcheck.engine.budget import Budget
     from claimcheck.engine.driver import run_strategy
     from claimcheck.errors import UsageError
     from claimcheck.plans.conditions import CHOICES
@@ -69,6 +72,7 @@ def run(strategy: str | os.PathLike | None = None, *, lib: str | None = None, ds
     from claimcheck.settings import RunSettings, WorkTime
     from claimcheck.contract.strategy import load_strategy
 
+    budget = None if budget_s is None else Budget(budget_s)  # first: a server started here is in it
     if "work_ms" in settings:
         settings["work"] = WorkTime.parse(str(settings.pop("work_ms")))
     if plans not in CHOICES:
@@ -81,9 +85,12 @@ def run(strategy: str | os.PathLike | None = None, *, lib: str | None = None, ds
         refuse_transaction_blocks(server.pooler, [loaded], [run_settings.mode])
         conn, run_context = stack.enter_context(run_schema(server, run_id=new_run_id()))
         if not CHOICES[plans]:
-            return run_strategy(conn, server, run_context, loaded, run_settings)
-        runs = [o.result for o in explore(conn, server, run_context, loaded, run_settings, CHOICES[plans])
-                if o.result is not None]
+            if budget is None:
+                return run_strategy(conn, server, run_context, loaded, run_settings)
+            return run_strategy(conn, server, run_context, loaded, budget.sized(run_settings),
+                                deadline=budget.final_deadline())
+        runs = [o.result for o in explore(conn, server, run_context, loaded, run_settings, CHOICES[plans],
+                                          budget=budget) if o.result is not None]
         return next((r for r in runs if r.violated), next((r for r in runs if not r.exactly_once), runs[-1]))
 
 
@@ -103,23 +110,40 @@ def run_lib(lib: str, *, dsn: str | None = None, server: "Server | None" = None,
         return run_library(server, adapter, settings)
 
 
+FIXED_SIZE = ("duration_s", "claims_per_worker", "rate_per_s", "faults")
+"""Settings that ask for a run of a fixed size or shape: with them (or `jobs`), no time budget."""
+
+
 def assert_exactly_once(strategy: str | os.PathLike | None = None, *, lib: str | None = None, workers: int = 16,
-                        jobs: int = 20_000, batch: int = 10, mode: str = "lease", dsn: str | None = None,
-                        server: "Server | None" = None, plans: str = "default", **settings: Any) -> "RunResult":
+                        jobs: int | None = None, batch: int = 10, mode: str = "lease", dsn: str | None = None,
+                        server: "Server | None" = None, plans: str = "default", budget_s: float | None = None,
+                        **settings: Any) -> "RunResult":
     """Raise :class:`ExactlyOnceViolated` with the evidence if a job was handed out twice, lost or
     over-claimed, and :class:`NoProgress` naming its cause if none was but the queue made no progress
     within the limits (the CLI's exit codes 1 and 3). Like `claimcheck check`, it runs the claim under
     the default planner conditions too (``plans="none"``: the run as seeded only; the message names
     the condition that failed and its plan) and stops at the first proven violation, so a broken
-    claim fails in seconds; pass ``stop_early=False`` to drain.
+    claim fails in seconds; pass ``stop_early=False`` to drain. Like `check`, it spends a time budget
+    (``budget_s``, default 20 s) on as many jobs as fit; ``jobs=N`` (or a duration, a claim count, a
+    rate, faults, ``stop_early=False``) asks for a fixed size instead.
     With `lib=`, a queue library's own workers are judged by its promise (batch and mode are the
     library's own and ignored)."""
     if lib is not None:
-        result = run(strategy, lib=lib, dsn=dsn, server=server, workers=workers, jobs=jobs, **settings)
+        result = run(strategy, lib=lib, dsn=dsn, server=server, workers=workers,
+                     **({"jobs": jobs} if jobs is not None else {}), **settings)
     else:
+        from claimcheck.engine.budget import DEFAULT_BUDGET_S, UNMEASURED_JOBS
+        from claimcheck.errors import UsageError
+
         settings.setdefault("stop_early", True)
-        result = run(strategy, dsn=dsn, server=server, workers=workers, jobs=jobs, batch=batch, mode=mode,
-                     plans=plans, **settings)
+        fixed = jobs is not None or not settings["stop_early"] or any(settings.get(k) for k in FIXED_SIZE)
+        if budget_s is not None and fixed:
+            raise UsageError("budget_s sizes the run by time; jobs=, a duration, a claim count, a rate, faults or "
+                             "stop_early=False ask for a fixed size: give one of them")
+        if budget_s is None and not fixed:
+            budget_s = DEFAULT_BUDGET_S
+        result = run(strategy, dsn=dsn, server=server, workers=workers, jobs=UNMEASURED_JOBS if jobs is None else jobs,
+                     batch=batch, mode=mode, plans=plans, budget_s=budget_s, **settings)
     if result.violated:
         raise ExactlyOnceViolated(failure_message(result), result)
     if not result.exactly_once:
