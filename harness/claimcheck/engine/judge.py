@@ -110,7 +110,8 @@ class RunTable:
         conn = self.conn
         if not self.strategy.own_schema:
             return TableOutcome(*conn.execute(QUERIES["table_outcome"]).fetchone(),
-                                *conn.execute(QUERIES["lifecycle_outcome"]).fetchone()[1:])
+                                *conn.execute(QUERIES["lifecycle_outcome"]).fetchone()[1:],
+                                by_status=tuple(conn.execute(QUERIES["status_counts"]).fetchall()))
         # Own tables: the file's `remaining` says how many are unfinished (statement by statement, as the workers run it).
         left = execute_section(conn, self.strategy, "remaining", {}).fetchone()[0]
         attempts = max((max(log.attempt) for log in logs if len(log)), default=0)

@@ -32,6 +32,8 @@ schedule and logs each one's latency and schedule lag.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import math
 import os
 import re
@@ -83,6 +85,8 @@ class PgbenchResult:
     """For a library: which of its statements the script runs, and where they came from."""
     cpu_s: float = 0.0
     """CPU time (user + system) of the pgbench process: its client cost, next to our workers'."""
+    by_status: tuple = ()
+    """(status, count, max attempts) per status of our jobs table after pgbench, as seed 003 prints it."""
 
     def as_dict(self) -> dict:
         out = {"clients": self.clients, "scripts_per_client": self.scripts_per_client, "scripts": self.scripts,
@@ -90,6 +94,8 @@ class PgbenchResult:
                "jobs_per_s": round(self.jobs_per_s, 1), "cpu_s": round(self.cpu_s, 4)}
         if self.statements:
             out["statements"] = self.statements
+        if self.by_status:
+            out["table_by_status"] = [{"status": st, "count": n, "max_attempts": most} for st, n, most in self.by_status]
         return out
 
 
@@ -289,7 +295,9 @@ def run_pgbench(conn: psycopg.Connection, run: RunContext, bin_dir: Path | None,
     counts = run_script(run, bin_dir, strategy.name, script, settings.workers, per_client,
                         pgoptions=_pgoptions(run.schema, strategy.isolation))
     jobs_done = conn.execute(QUERIES["table_outcome"]).fetchone()[0]
-    return pgbench_result(counts, settings.workers, per_client, jobs_done, script)
+    by_status = tuple(conn.execute(QUERIES["status_counts"]).fetchall())
+    return dataclasses.replace(pgbench_result(counts, settings.workers, per_client, jobs_done, script),
+                               by_status=by_status)
 
 
 def run_pgbench_at_rate(conn: psycopg.Connection, run: RunContext, bin_dir: Path | None, strategy: Strategy,

@@ -13,6 +13,7 @@ from typing import Mapping
 from rich.console import Console
 
 from claimcheck.report.html import write_html
+from claimcheck.report.tableafter import print_tables_after
 from claimcheck.report.render import document, faults_table, knee_table, print_evidence, results_table, write_json
 from claimcheck.server.provision import Server
 from claimcheck.verdict.result import RunResult
@@ -48,6 +49,7 @@ def report_runs(server: Server, results: list[RunResult], console: Console, *, v
     if knees:
         console.print(knee_table(knees))
     for result in results:
+        print_tables_after(console, result)
         print_evidence(console, result, evidence)
         if result.faults:
             console.print(faults_table(result))

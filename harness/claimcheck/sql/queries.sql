@@ -228,3 +228,7 @@ FROM jobs WHERE status = 'queued' AND run_at > now();
 
 -- name: session_setting
 SELECT current_setting(%(name)s, true);
+
+-- name: status_counts
+-- The table after a run, as seed 003 prints it: `status | count | max_attempts`.
+SELECT status, count(*), coalesce(max(attempts), 0) FROM jobs GROUP BY status ORDER BY status;

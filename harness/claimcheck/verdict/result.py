@@ -36,6 +36,13 @@ class TableOutcome:
     attempts_total: int = 0
     waiting: Waiting = Waiting()
     """Jobs left queued for a retry not yet due (our jobs table; see claimcheck.verdict.liveness)."""
+    by_status: tuple = ()
+    """(status, count, max attempts) per status of our jobs table after the run, as seed 003 prints it."""
+
+
+def status_dicts(rows) -> list[dict]:
+    """`table_by_status` in the JSON: the table after a run, per status (our jobs table; else empty)."""
+    return [{"status": status, "count": count, "max_attempts": most} for status, count, most in rows]
 
 
 @dataclass(frozen=True)
@@ -233,6 +240,7 @@ class RunResult:
             "claim_errors": self.claim_errors, "reconnects": self.reconnects + self.workers_replaced,
             "over_claims": v.over_claims, "over_attempts": v.over_attempts, "claim_limit": self.claim_limit.as_dict(),
             "shape_violations": list(v.shape_evidence),
+            "table_by_status": status_dicts(self.table.by_status),
         }
         data["condition"] = self.condition
         if self.condition_plan is not None:
