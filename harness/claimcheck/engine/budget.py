@@ -14,6 +14,7 @@ import dataclasses
 import time
 from dataclasses import dataclass, field
 
+from claimcheck.engine.supervisor import MIN_BUDGET_RUN_S
 from claimcheck.errors import UsageError
 from claimcheck.settings import MAX_JOBS, MAX_SECONDS, RunSettings
 
@@ -97,7 +98,7 @@ class Budget:
             return dataclasses.replace(settings, jobs=UNMEASURED_JOBS)
         rate, workers = max(self.rates)
         scale = min(WORKER_SCALE_CAP, max(1.0, settings.workers / workers))
-        seconds = max(MIN_RUN_S, self.left() - RESERVE_S)
+        seconds = max(MIN_BUDGET_RUN_S, self.left() - RESERVE_S)
         floor = min(MAX_JOBS, settings.workers * settings.batch * 5)
         jobs = int(rate * scale * seconds * HEADROOM)
         return dataclasses.replace(settings, jobs=max(floor, min(MAX_BUDGET_JOBS, jobs)))

@@ -22,6 +22,10 @@ the claimers' messages, so it stays off the CPU the server and the workers need.
 STALL_TIMEOUT_S = 30.0
 """No claim by any worker for this long (plus the time two batches of work may take) ends a run
 (`stalled`); claims that go on while no job is finished for as long end it too (`no-progress`)."""
+MIN_BUDGET_RUN_S = 3.0
+"""A run stopped at its share of a check's time budget runs at least this long after its workers'
+release, whatever the share: a server slow to start on a busy machine must not leave the run no time
+to claim, which would read as no progress (claimcheck.verdict.liveness)."""
 MAX_REPLACEMENTS = 40
 """Replacement workers a run may start: the fork driver's, one per kill fault (at most
 claimcheck.settings.MAX_FAULTS), and a library's, for workers that exit on their own (a terminated
@@ -94,7 +98,7 @@ class Supervisor:
             return "duration"
         if s.time_cap_s is not None and elapsed >= s.time_cap_s:
             return "time-cap"
-        if self.deadline is not None and now >= self.deadline:
+        if self.deadline is not None and now >= max(self.deadline, self.started + MIN_BUDGET_RUN_S):
             return "budget"
         if self.stalled(now):
             return "stalled"
