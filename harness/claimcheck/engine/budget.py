@@ -80,11 +80,11 @@ class Budget:
     def left(self, now: float | None = None) -> float:
         return self.end - (time.monotonic() if now is None else now)
 
-    def condition_deadline(self, conditions_left: int, cap_s: float) -> float:
-        """When a condition's short run stops: its slice of the conditions' share, at most `cap_s`."""
-        now = time.monotonic()
-        share = (self.left(now) - RESERVE_S) * CONDITIONS_SHARE / max(1, conditions_left)
-        return now + max(MIN_RUN_S, min(cap_s, share))
+    def condition_slice(self, conditions_left: int, cap_s: float) -> float:
+        """How long a condition's short run may go from its workers' release (its time cap): its slice
+        of the conditions' share, at most `cap_s`, at least MIN_RUN_S."""
+        share = (self.left() - RESERVE_S) * CONDITIONS_SHARE / max(1, conditions_left)
+        return max(MIN_RUN_S, min(cap_s, share))
 
     def final_deadline(self) -> float:
         """When the run as seeded stops: the budget's end less the reserve, and never before MIN_RUN_S."""

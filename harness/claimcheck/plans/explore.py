@@ -139,9 +139,11 @@ def explore(conn: psycopg.Connection, server: Server, run: RunContext, strategy:
                                         seconds=time.perf_counter() - started))
             else:
                 tried[shape.signature] = condition.name
-                deadline = budget and budget.condition_deadline(_left(conditions, condition), CONDITION_SECONDS)
-                record(_run(conn, server, run, strategy, condition, shape, run_settings, seeded, started, deadline,
-                            budget))
+                if budget is not None:  # its slice of the budget, from its workers' release
+                    run_settings = dataclasses.replace(run_settings, time_cap_s=budget.condition_slice(
+                        _left(conditions, condition), CONDITION_SECONDS))
+                record(_run(conn, server, run, strategy, condition, shape, run_settings, seeded, started,
+                            budget=budget))
     if deferred is not None:
         condition, shape = deferred
         if stopped_by:
