@@ -98,3 +98,13 @@ def test_options_that_mean_nothing_are_refused_like_their_neighbours(capsys, arg
         assert exited.code == 2
         err = " ".join(capsys.readouterr().err.split())
     assert words in err, err
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--budget", "10", "--jobs", "100"], "--budget sizes the check by time; --jobs asks for a fixed size"),
+    (["--budget", "10", "--drain"], "--drain asks for a fixed size"),
+    (["--budget", "1"], "--budget must be between 2 and 86,400 seconds, got 1.0"),
+    (["--budget", "nan"], "--budget must be between 2 and 86,400 seconds, got nan"),
+])
+def test_check_refuses_a_budget_it_cannot_keep(capsys, argv, message):
+    assert message in refused(capsys, "check", "skip-locked", *argv)
