@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import importlib
 
+from typing import TYPE_CHECKING
+
 from claimcheck.errors import UsageError
-from claimcheck.libs._adapter import LibraryAdapter
+
+if TYPE_CHECKING:  # an adapter loads psycopg: `claimcheck --help` names the libraries without it
+    from claimcheck.libs._adapter import LibraryAdapter
 
 ADAPTERS = {
     "procrastinate": "claimcheck.libs.procrastinate",
