@@ -9,7 +9,6 @@ whose library is installed into a per-user cache when the adapter is loaded.
 from __future__ import annotations
 
 import importlib
-
 from typing import TYPE_CHECKING
 
 from claimcheck.errors import UsageError
