@@ -21,7 +21,7 @@ import re
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator, TypeVar
 
 import psycopg
 from psycopg import pq, sql
@@ -66,6 +66,26 @@ class Topology:
 
 
 DIRECT = Topology()
+
+
+_T = TypeVar("_T")
+
+
+def when_up(connect: Callable[[], _T], wait_s: float, *, pause_s: float = RECONNECT_PAUSE_S,
+            give_up: Callable[[], None] | None = None) -> _T:
+    """`connect()`, tried again every `pause_s` while the server cannot take connections (a restart
+    under way), for up to `wait_s`: the one reconnect loop of a run's connections. `give_up` is asked
+    after each failure and raises to end the wait early (the run is stopping)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return connect()
+        except psycopg.OperationalError:
+            if give_up is not None:
+                give_up()
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(pause_s)
 
 
 @dataclass(frozen=True)
@@ -140,14 +160,7 @@ class RunContext:
             return conn
         except psycopg.OperationalError:
             conn.close()
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                return self.connect(role, in_schema=in_schema)
-            except psycopg.OperationalError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(RECONNECT_PAUSE_S)
+        return when_up(lambda: self.connect(role, in_schema=in_schema), wait_s)
 
     async def connect_async(self, role: str) -> psycopg.AsyncConnection:
         conn = await psycopg.AsyncConnection.connect(self.dsn, **self._options(role))
