@@ -21,6 +21,7 @@ VERBS = {
     "lib": f"a queue library's own workers ({', '.join(ADAPTERS)}) under the ledger",
     "vacuum": "dead tuples kept by held transactions (VACUUM VERBOSE), the archive step",
     "notify": "LISTEN/NOTIFY: delivery at commit, folding, payload limit, wake-up latency",
+    "idle": "a worker design against an empty queue: would a serverless compute suspend?",
     "explain": "the plan guard: does the claim lock as it picks, through an index?",
     "locustfile": "print the path of claimcheck's locustfile (for locust -f)",
 }
