@@ -21,7 +21,8 @@ class Mode(StrEnum):
 class StopReason(StrEnum):
     """Why a run ended, the JSON's `stopped_by`: its own limit (RunSettings.limit_kind: drained, duration,
     claims-per-worker), or what its coordinator saw (claimcheck.engine.supervisor: stalled, no-progress;
-    a proven violation; `time-cap`, the cap a drained run's time has, reported as `duration`)."""
+    a proven violation; `time-cap`, the cap a drained run's time has, and `budget`, a run's share of
+    `check`'s budget, both reported as `duration`)."""
 
     DRAINED = "drained"
     DURATION = "duration"
@@ -30,6 +31,7 @@ class StopReason(StrEnum):
     NO_PROGRESS = "no-progress"
     VIOLATION = "violation"
     TIME_CAP = "time-cap"
+    BUDGET = "budget"
 
 
 MODES = tuple(Mode)
