@@ -24,6 +24,7 @@ from rich.console import Console
 
 from claimcheck.errors import Interrupted, UsageError
 from claimcheck.server.interrupts import die_with_parent, shielded
+from claimcheck.server.postmaster import terminate
 from claimcheck.server.provision import DSN_ENV, MAX_CONNECTIONS, provide_server
 from claimcheck.server.session import RUN_ID_ENV, drop_run_schema, run_id_from_env
 from claimcheck.settings import positive
@@ -119,12 +120,8 @@ def run_check(args: argparse.Namespace, console: Console, err: Console) -> int:
 
 
 def _wait_or_kill(process: subprocess.Popen, seconds: float) -> None:
+    """Give `process` `seconds` to exit on its own, then stop it (claimcheck.server.postmaster.terminate)."""
     try:
         process.wait(seconds)
     except subprocess.TimeoutExpired:
-        process.terminate()
-        try:
-            process.wait(WORKER_EXIT_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        terminate(process, signal.SIGTERM, WORKER_EXIT_S)
