@@ -320,6 +320,7 @@ class LeaseCycle(Cycle):
                         return DONE
                     if fails and row[0] in ("queued", "failed") and row[2] == INJECTED_ERROR:
                         return FAILED
+        assert last is not None  # the loop ran MAX_COMPLETION_RETRIES > 0 times, each ending in an error
         key = key_of(self.plan.keys, job, self.log.unknown_keys, self.plan.shape.key_is_int)
         raise SqlFileError(server_message(
             self.strategy, "fail" if fails else "complete", None, last,

@@ -208,7 +208,7 @@ def plan_under(run: RunContext, strategy: Strategy, condition: Condition, batch:
             for name, value in condition.settings:
                 conn.execute(sql.SQL("SET LOCAL {} = {}").format(sql.Identifier(name), sql.Literal(value)))
             client = ClientCursor(conn)
-            for step, (statement, names) in enumerate(before):
+            for step, (statement, names) in enumerate(before):  # noqa: B007 (read by the except below)
                 conn.execute(statement, _sample(names, values))
             step = len(before)
             params = _sample(last_names, values)

@@ -209,8 +209,10 @@ def _check_distinct_runs(doc: dict, path: Path | str, lenient: bool = False) -> 
     not checked against the schema yet; the check ends, saying nothing, at a run it cannot read."""
     seen: dict[RunKey, int] = {}
     runs = doc.get("runs")
-    if lenient and not isinstance(runs, list):
-        return
+    if not isinstance(runs, list):
+        if lenient:
+            return
+        raise UsageError(f"{path}: not a claimcheck report (no list of runs)")
     for index, run in enumerate(runs):
         try:
             key = run_key(run)

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from claimcheck.server import pgbouncer
 from claimcheck.server.postmaster import owned_dir, sweep_clusters

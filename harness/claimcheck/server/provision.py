@@ -153,7 +153,8 @@ def _refuse_pool_size(dsn: str, size: int) -> None:
     """A --pool-size above the server's max_connections names a pool that can never be filled (as one
     under 1 names none): refused before PgBouncer starts, as pgbouncer.PoolerSpec refuses that one."""
     with psycopg.connect(dsn, connect_timeout=CONNECT_TIMEOUT_S, autocommit=True) as conn:
-        most = int(conn.execute("SHOW max_connections").fetchone()[0])
+        row = conn.execute("SHOW max_connections").fetchone()
+    most = int(row[0]) if row else size
     if size > most:
         raise UsageError(f"--pool-size {size} is more than the server's max_connections ({most}); give at most {most}")
 
