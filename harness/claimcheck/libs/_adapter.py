@@ -44,7 +44,8 @@ less than the coordinator's wait, so it leaves on its own before the SIGKILL."""
 
 @dataclass(frozen=True)
 class WorkerConfig:
-    """What a worker process is told (as JSON on its command line)."""
+    """What a worker process is told (as JSON on its stdin: the DSN may hold a password, and a
+    command line is anyone's to read in the process list)."""
 
     library: str
     dsn: str
@@ -235,12 +236,19 @@ class LibraryAdapter:
 
     def spawn(self, config: WorkerConfig, stderr) -> subprocess.Popen:
         """Start one worker process running the library's loop (`python -m claimcheck.libs._worker`,
-        which appends to `config.records` itself); its stderr goes to `stderr`."""
+        which appends to `config.records` itself); its stderr goes to `stderr`. The config, DSN
+        and password with it, goes down a pipe on its stdin, never on its command line."""
         from claimcheck.server.interrupts import die_with_parent
 
-        return subprocess.Popen([sys.executable, "-m", "claimcheck.libs._worker", json.dumps(asdict(config))],
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
-                                preexec_fn=die_with_parent)  # SIGTERM if the coordinator dies
+        popen = subprocess.Popen([sys.executable, "-m", "claimcheck.libs._worker"],
+                                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=stderr,
+                                 preexec_fn=die_with_parent)  # SIGTERM if the coordinator dies
+        try:  # a few hundred bytes: the pipe's buffer takes them whether or not the worker reads yet
+            popen.stdin.write(json.dumps(asdict(config)).encode())
+            popen.stdin.close()
+        except BrokenPipeError:  # it died at once: the coordinator sees the exit and its stderr
+            pass
+        return popen
 
     def worker_records(self, directory: Path) -> tuple[dict[int, str], str]:
         """After the run: every worker's records in the recording task's lines (worker -> text), and
