@@ -30,6 +30,7 @@ from typing import ClassVar
 import psycopg
 
 from claimcheck.contract.dialect import rows_as_cte
+from claimcheck.engine.judge import Delivery
 from claimcheck.errors import UsageError
 from claimcheck.libs._sql import LIB_QUERIES
 from claimcheck.verdict.result import TableOutcome
@@ -142,6 +143,9 @@ class LibraryAdapter:
     """What the library promises about delivery, in a sentence, from its docs."""
     docs: ClassVar[str]
     """Where that promise is written."""
+    delivery: ClassVar[Delivery] = "at-least-once"
+    """The promise as the verdict holds it (claimcheck.engine.judge.held_to_promise): at-most-once forbids
+    every second execution and allows a job lost to a failure; at-least-once the other way round."""
     lease_s: ClassVar[float]
     """Under --faults: the lease / heartbeat staleness the adapter configures, in seconds."""
     stall_release_s: ClassVar[float]

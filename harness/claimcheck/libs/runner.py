@@ -237,9 +237,13 @@ class _Run:
         table = _LibraryTable(adapter, conn, dict(zip(range(1, settings.jobs + 1), ids)))
         # `reaped` counts the jobs the library's documented recovery gave back, not the releases the
         # ledger read from its records (record.reaps).
-        result = judge_run(record, table, library_strategy(adapter), settings, seeded, releases=True, fed=fed)
+        result = judge_run(record, table, library_strategy(adapter), settings, seeded, releases=True, fed=fed,
+                           delivery=adapter.delivery)
+        v = result.verdict
         return dataclasses.replace(result, reaped=recovered, library={
             "name": adapter.name, "version": version, "promise": adapter.promise, "docs": adapter.docs,
+            "delivery": adapter.delivery, "lost_as_promised": v.lost_as_promised,
+            "reruns_against_promise": v.reruns_against_promise,
             "recovered": recovered, "workers_replaced": self.replacements, "unfinished": unfinished,
             "worker_errors": self._errors()})
 

@@ -132,7 +132,7 @@ class RunResult:
         """After a drain with jobs coming back: every job done or failed, attempts within max."""
         if not (self.settings.lifecycle and self.settings.drains) or self.stopped_by == "duration":
             return True
-        return self.unfinished_jobs == 0 and self.table.over_max_attempts == 0
+        return self.unfinished_jobs <= self.verdict.lost_as_promised and self.table.over_max_attempts == 0
 
     @property
     def progressed(self) -> bool:
