@@ -17,6 +17,7 @@ ADAPTERS = {
     "procrastinate": "claimcheck.libs.procrastinate",
     "pgqueuer": "claimcheck.libs.pgqueuer",
     "saq": "claimcheck.libs.saq",
+    "huey": "claimcheck.libs.huey",
     "graphile-worker": "claimcheck.libs.graphile",  # Node: claimcheck.libs.external
     "pg-boss": "claimcheck.libs.pgboss",
 }
