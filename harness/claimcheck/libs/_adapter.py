@@ -131,6 +131,15 @@ def fetch_then_complete(fetch: str, gather: str, complete: str, work_us: int, jo
     return LibraryCycle(script="\n".join(lines) + "\n", jobs=jobs, statements=statements)
 
 
+def pgbench_literal(quoted: str) -> str:
+    """A quoted name or string (psycopg.sql's spelling) with its colons spelled `\\003A` (PostgreSQL's U& form):
+    pgbench takes `:name` for one of its variables even inside quotes, and libraries' names have colons
+    (saq's channel `saq:<queue>`, huey's revoke keys `rt:<task>`)."""
+    if "\\" in quoted:  # U& reads a backslash as its escape; the names we spell have none
+        raise ValueError(f"cannot spell {quoted} for pgbench")
+    return "U&" + quoted.replace(":", "\\003A")
+
+
 class LibraryAdapter:
     """One queue library under the ledger. Subclasses set the class attributes and implement
     the methods; everything runs against the run's own database (`dsn`)."""

@@ -14,13 +14,20 @@ gives it back. Delivery is at-most-once: a task must never run twice, and one ta
 that dies is gone.
 
 Everything goes through huey's public API: `PostgresHuey(create_tables=True)` creates its tables,
-`Huey.enqueue` enqueues (each task with an id of ours, `cc<key>.`, through `TaskWrapper.s`), and
+`Huey.enqueue` enqueues (each task with an id of ours, `cc<key>.`, given to `TaskWrapper.s`), and
 each worker process is one consumer (`Huey.create_consumer`, huey's `huey_consumer` with `-w 1
 -k thread`), as its deployment docs run several consumers on one queue, the periodic scheduler off
 (`-n`) as they ask for all but one. The task returns a value, so huey stores its result under the
 task id (`huey_kv`): a task is done when its result is there. The coordinator reads those tables
 (sql/libs.sql); huey keeps no row for a running task, so the jobs running are the ones neither
 queued nor done.
+
+The pgbench cycle (`--pgbench`) is what one consumer thread sends per task, autocommitted as huey's
+connection is: the dequeue, `Huey.is_revoked`'s read of the revoke keys, the task's work, and the
+result's upsert. huey writes its SQL inline in `PostgresStorage`, so the statements are copies in
+`sql/huey.sql`, made from `SQL_COPIED_FROM`; the task id, which huey reads from the pickled task, is
+the md5 of that pickle in the script (as unique, and SQL can compute it). Left out: the LISTEN
+connection's wait, which an empty queue alone reaches.
 """
 from __future__ import annotations
 
@@ -29,15 +36,24 @@ import contextlib
 import logging
 import signal
 
+from pathlib import Path
+
 import psycopg
 from huey import PostgresHuey
+from psycopg import sql
 
-from claimcheck.libs._adapter import LibraryAdapter, Recorder, WorkerConfig
+from claimcheck.contract.dialect import rows_as_cte, substitute
+from claimcheck.contract.sqlfile import load_queries
+from claimcheck.errors import UsageError
+from claimcheck.libs._adapter import LibraryAdapter, LibraryCycle, Recorder, WorkerConfig, pgbench_literal
 from claimcheck.libs._sql import LIB_QUERIES
 from claimcheck.verdict.result import TableOutcome
 
 QUEUE_NAME = "claimcheck"
 """huey's queue name (the `queue` column of its tables)."""
+SQL_COPIED_FROM = "3.5.4"
+"""The huey version whose huey/storage.py the statements of sql/huey.sql were copied from."""
+HUEY_SQL: dict[str, str] = load_queries(Path(__file__).parent.parent / "sql" / "huey.sql")
 NEVER_S = 3600.0
 """huey never gives a task back: no lease to expire, so a stall releases nothing."""
 
@@ -48,9 +64,10 @@ def task_id(key: int) -> str:
     return f"cc{key}."
 
 
-def _huey(dsn: str, recorder: Recorder | None = None) -> tuple[PostgresHuey, object]:
-    """huey on the run's database, and its task (registered the same way in the enqueuer and the consumer)."""
-    huey = PostgresHuey(QUEUE_NAME, dsn=dsn)
+def _huey(dsn: str, recorder: Recorder | None = None, *, create_tables: bool = True) -> tuple[PostgresHuey, object]:
+    """huey on the run's database, and its task (registered the same way in the enqueuer and the consumer;
+    without `create_tables`, huey connects only when first used)."""
+    huey = PostgresHuey(QUEUE_NAME, dsn=dsn, create_tables=create_tables)
 
     @huey.task(context=True, name="claimcheck_record")
     def claimcheck_record(n: int, task=None) -> bool:
@@ -92,9 +109,7 @@ class HueyAdapter(LibraryAdapter):
 
     @staticmethod
     def _task(record, key: int):
-        task = record.s(n=key)
-        task.id = task_id(key)
-        return task
+        return record.s(n=key, id=task_id(key))  # TaskWrapper.s takes the task's id
 
     feeds = True
 
@@ -141,6 +156,36 @@ class HueyAdapter(LibraryAdapter):
     def final_status(self, conn: psycopg.Connection, ids: dict[int, object]) -> dict[int, tuple[str, int]]:
         rows = conn.execute(LIB_QUERIES["huey_status"], {"queue": QUEUE_NAME, "keys": list(ids)}).fetchall()
         return {key: (status, 1) for key, status in rows}
+
+    def pgbench_cycle(self, work_us: int) -> LibraryCycle:
+        """One task as a consumer thread takes it (see the module docstring)."""
+        if self.version() != SQL_COPIED_FROM:
+            raise UsageError(f"claimcheck lib huey --pgbench runs huey's SQL as copied from huey {SQL_COPIED_FROM} "
+                             f"(huey keeps it inline in PostgresStorage), and huey {self.version()} is installed: its "
+                             f"SQL may differ. Run it without --pgbench, or with huey=={SQL_COPIED_FROM}")
+        huey, record = _huey("", create_tables=False)  # for its names and serializer: never connected
+        storage = huey.storage
+        queue = sql.Literal(QUEUE_NAME).as_string()
+        task = self._task(record, 0)
+        revoke = [k.replace(task.id, "%s") for k in huey._revoke_keys(task)]  # the task's revoke id holds its id
+
+        def statement(name: str, table: str, params: dict) -> str:
+            return substitute(HUEY_SQL[name].format(t=table), {"queue": queue, **params}.__getitem__)
+
+        key = "CAST(:cc_key AS text)"  # pgbench's variable: a parameter of the prepared statement
+        keys = "ARRAY[" + ", ".join(pgbench_literal(sql.Literal(k).as_string()).replace("%s", "' || " + key + " || '")
+                                      for k in revoke) + "]"
+        dequeue = statement("dequeue", storage.table_task, {})
+        lines = [rows_as_cte(dequeue, "cc_rows", "SELECT count(*) AS cc_n, coalesce(max(md5(data)), '') AS cc_key "
+                                                 "FROM cc_rows"), "\\gset", "\\if :cc_n > 0",
+                 statement("peek_many", storage.table_kv, {"keys": keys}) + ";"]
+        if work_us:
+            lines.append(f"\\sleep {work_us} us")
+        value = "'\\x" + huey.serializer.serialize(True).hex() + "'::bytea"
+        lines += [statement("put_data", storage.table_kv, {"key": key, "value": value}) + ";", "\\endif"]
+        return LibraryCycle(script="\n".join(lines) + "\n", jobs=1,
+                            statements=f"huey {self.version()} PostgresStorage._dequeue, peek_many (is_revoked), "
+                                       f"put_data (the result), copied from huey {SQL_COPIED_FROM} (sql/huey.sql)")
 
     def reset(self, conn: psycopg.Connection) -> None:
         conn.execute(LIB_QUERIES["huey_reset"])
