@@ -170,3 +170,23 @@ ORDER BY k LIMIT %(limit)s;
 
 -- name: huey_reset
 TRUNCATE huey_task, huey_kv, huey_schedule, huey_counter RESTART IDENTITY;
+
+-- name: chancy_outcome
+-- chancy keeps a job's row (until its Pruner removes old finished ones) in its own states; the key is
+-- the job's `n` keyword argument.
+SELECT count(*) FILTER (WHERE state = 'succeeded')              AS done,
+       count(*) FILTER (WHERE state IN ('pending', 'retrying')) AS queued,
+       count(*) FILTER (WHERE state = 'running')                AS running,
+       count(*) FILTER (WHERE state = 'failed')                 AS failed,
+       coalesce(max(attempts), 0)                               AS max_attempts
+FROM chancy_jobs;
+
+-- name: chancy_status
+SELECT (kwargs ->> 'n')::bigint, state, attempts FROM chancy_jobs WHERE (kwargs ->> 'n')::bigint = ANY(%(keys)s);
+
+-- name: chancy_unfinished
+SELECT (kwargs ->> 'n')::bigint, id, state, attempts, taken_by
+FROM chancy_jobs WHERE state NOT IN ('succeeded', 'failed') ORDER BY 1 LIMIT %(limit)s;
+
+-- name: chancy_reset
+TRUNCATE chancy_jobs;
