@@ -188,3 +188,23 @@ def test_huey_cycle_is_one_task_as_a_consumer_thread_takes_it():
         assert_carries(script, HUEY_SQL[name].replace("{t}", "huey_task" if name == "dequeue" else "huey_kv"),
                        NAMED_RE)
     assert "\\sleep 2000 us" in script and "U&'rt\\003A" in script  # pgbench would read ':claimcheck' as its variable
+
+
+def test_chancy_copies_are_in_the_installed_source_word_for_word():
+    from chancy import Worker
+
+    from claimcheck.libs.chancy import CHANCY_SQL, SQL_COPIED_FROM
+
+    assert version("chancy") == SQL_COPIED_FROM, (
+        f"chancy {version('chancy')} is installed, sql/chancy.sql was copied from {SQL_COPIED_FROM}: compare "
+        "Worker.fetch_jobs and _maintain_updates in chancy/worker.py and copy them again")
+
+    def words(text: str) -> str:
+        return " ".join(text.split())
+
+    for method, name in [(Worker.fetch_jobs, "fetch"), (Worker._maintain_updates, "update")]:
+        source = inspect.getsource(method)
+        if name == "update" and "UPDATE" not in source:  # the flush itself is a method of its own
+            source = inspect.getsource(Worker)
+        assert words(CHANCY_SQL[name]) in words(source), name
+    assert "(CAST(:cc_ids AS uuid[]))[10]" in load_adapter("chancy").pgbench_cycle(0).script

@@ -19,18 +19,29 @@ heartbeat with it, as blocking code in an async job does. (chancy's default exec
 pool, where a job blocking its process leaves the worker's heartbeat alive: not run here.)
 chancy reports a job's completion through its worker's outgoing queue, flushed every second
 (`Worker.send_outgoing_interval`): a worker killed within it may make the job run again.
+
+The pgbench cycle (`--pgbench`) is one worker's batch: `Worker.fetch_jobs`'s transaction (up to the
+queue's concurrency), the tasks' work (one `\\sleep`, as they run concurrently), and one transaction of
+the per-job updates `_maintain_updates` sends with executemany. chancy writes its SQL inline in
+`Worker`, so the statements are copies in `sql/chancy.sql`, made from `SQL_COPIED_FROM`. Left out: what
+runs on timers (heartbeat, leadership, recovery, pruner, metrics) and the pool's checks.
 """
 # No `from __future__ import annotations`: chancy finds the job's `context: QueuedJob` by its annotation's class.
 import asyncio
 import contextlib
 import logging
 import uuid
+from pathlib import Path
 
 from chancy import Chancy, Queue, QueuedJob, Worker, job
+from psycopg import sql
 from chancy.plugins.leadership import Leadership
 from chancy.plugins.recovery import Recovery
 
-from claimcheck.libs._adapter import LibraryAdapter, Recorder, WorkerConfig
+from claimcheck.contract.dialect import rows_as_cte, substitute
+from claimcheck.contract.sqlfile import load_queries
+from claimcheck.errors import UsageError
+from claimcheck.libs._adapter import LibraryAdapter, LibraryCycle, Recorder, WorkerConfig
 
 QUEUE_NAME = "claimcheck"
 CONCURRENCY = 10
@@ -42,6 +53,9 @@ FAULT_HEARTBEAT_TIMEOUT_S = 3
 """Under --faults: the worker's heartbeat (default 30 s) and how old it may get (90 s), in whole seconds;
 Recovery and Leadership poll every second (60 s), the leader's lease lasting 3 s (120 s)."""
 ENQUEUE_BATCH = 500
+SQL_COPIED_FROM = "0.26.0"
+"""The chancy version whose chancy/worker.py the statements of sql/chancy.sql were copied from."""
+CHANCY_SQL: dict[str, str] = load_queries(Path(__file__).parent.parent / "sql" / "chancy.sql")
 
 _recorder: Recorder | None = None
 """The worker process's recorder, for the job function (chancy imports jobs by their module path)."""
@@ -56,8 +70,7 @@ async def claimcheck_record(*, n: int, context: QueuedJob) -> None:
 def _chancy(dsn: str, faults: bool = False) -> Chancy:
     plugins = [Leadership(poll_interval=FAULT_HEARTBEAT_S, timeout=FAULT_HEARTBEAT_TIMEOUT_S),
                Recovery(poll_interval=FAULT_HEARTBEAT_S)] if faults else []
-    return Chancy(dsn, plugins=plugins, min_connection_pool_size=1, max_connection_pool_size=4,
-                  log=logging.getLogger("claimcheck.chancy"))
+    return Chancy(dsn, plugins=plugins, log=logging.getLogger("claimcheck.chancy"))  # its pool: 1 to 10
 
 
 class ChancyAdapter(LibraryAdapter):
@@ -118,6 +131,36 @@ class ChancyAdapter(LibraryAdapter):
             await worker.stop()  # chancy's graceful stop: running jobs drain, updates flushed
             stopping.cancel()
             await asyncio.gather(done, return_exceptions=True)
+
+    def pgbench_cycle(self, work_us: int) -> LibraryCycle:
+        """One fetch of a batch (as many jobs as the queue's concurrency), its tasks, one flush of their updates
+        (see the module docstring); each client a worker id of its own."""
+        if self.version() != SQL_COPIED_FROM:
+            raise UsageError(f"claimcheck lib chancy --pgbench runs chancy's SQL as copied from chancy {SQL_COPIED_FROM} "
+                             f"(chancy keeps it inline in Worker), and chancy {self.version()} is installed: its SQL "
+                             f"may differ. Run it without --pgbench, or with chancy=={SQL_COPIED_FROM}")
+        jobs = sql.Identifier("chancy_jobs").as_string()
+        fetch = substitute(CHANCY_SQL["fetch"].replace("{jobs}", jobs), {
+            "queue": sql.Literal(QUEUE_NAME).as_string(), "maximum_jobs_to_fetch": str(CONCURRENCY),
+            "worker_id": "'claimcheck-pgbench-' || :client_id"}.__getitem__)
+        lines = ["BEGIN;", rows_as_cte(fetch, "cc_rows", "SELECT count(*) AS cc_n, coalesce(array_agg(id), '{}') "
+                                                         "AS cc_ids FROM cc_rows"), "\\gset", "COMMIT;"]
+        if work_us:
+            lines += ["\\if :cc_n > 0", f"\\sleep {work_us} us", "\\endif"]
+        # What on_job_completed sends back: succeeded, now, one more attempt; the row's own values otherwise.
+        update = substitute(CHANCY_SQL["update"].replace("{jobs}", jobs), lambda name: {
+            "state": "'succeeded'", "started_at": "started_at", "completed_at": "now()",
+            "scheduled_at": "scheduled_at", "attempts": "attempts + 1", "errors": "errors", "meta": "meta",
+            "max_attempts": "max_attempts", "claim_id": "claim_id"}.get(name, f"%({name})s"))
+        lines += ["\\if :cc_n > 0", "BEGIN;"]
+        for k in range(1, CONCURRENCY + 1):
+            lines += [f"\\if :cc_n >= {k}",
+                      update.replace("%(id)s", f"(CAST(:cc_ids AS uuid[]))[{k}]") + ";", "\\endif"]
+        lines += ["COMMIT;", "\\endif"]
+        return LibraryCycle(script="\n".join(lines) + "\n", jobs=CONCURRENCY,
+                            statements=f"chancy {self.version()} Worker.fetch_jobs and _maintain_updates (one UPDATE "
+                                       f"per job, one transaction), copied from chancy {SQL_COPIED_FROM} "
+                                       f"(sql/chancy.sql); batch = the queue's concurrency {CONCURRENCY}")
 
     def final_status(self, conn, ids: dict[int, object]) -> dict[int, tuple[str, int]]:
         from claimcheck.libs._sql import LIB_QUERIES
