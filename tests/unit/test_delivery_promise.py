@@ -5,8 +5,8 @@ from claimcheck.verdict.result import TableOutcome
 
 
 def verdict(**fields) -> Verdict:
-    base = dict(claims=100, unique_jobs_claimed=100, double_claimed_jobs=0, extra_claims=0, unclaimed_jobs=0,
-                unexpected_jobs=0, stale_completions=0, violations=(), drained=True)
+    base = {"claims": 100, "unique_jobs_claimed": 100, "double_claimed_jobs": 0, "extra_claims": 0,
+            "unclaimed_jobs": 0, "unexpected_jobs": 0, "stale_completions": 0, "violations": (), "drained": True}
     return Verdict(**{**base, **fields})
 
 

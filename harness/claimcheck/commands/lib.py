@@ -34,7 +34,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--rate", type=float,
                    help="open loop: enqueue this many jobs per second through the library's own enqueue API for "
                         "--duration seconds while its workers run (after the --jobs enqueued first), then drain "
-                        "(procrastinate, pgqueuer, saq; see docs/producers.md)")
+                        "(procrastinate, pgqueuer, saq, huey, chancy; see docs/producers.md)")
     add_pgbench_option(p)
     add_server_options(p)
     p.set_defaults(func=run)

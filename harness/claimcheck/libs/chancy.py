@@ -34,14 +34,19 @@ import uuid
 from pathlib import Path
 
 from chancy import Chancy, Queue, QueuedJob, Worker, job
-from psycopg import sql
 from chancy.plugins.leadership import Leadership
 from chancy.plugins.recovery import Recovery
+from psycopg import sql
 
 from claimcheck.contract.dialect import rows_as_cte, substitute
 from claimcheck.contract.sqlfile import load_queries
 from claimcheck.errors import UsageError
-from claimcheck.libs._adapter import LibraryAdapter, LibraryCycle, Recorder, WorkerConfig
+from claimcheck.libs._adapter import (
+    LibraryAdapter,
+    LibraryCycle,
+    Recorder,
+    WorkerConfig,
+)
 
 QUEUE_NAME = "claimcheck"
 CONCURRENCY = 10
@@ -119,8 +124,8 @@ class ChancyAdapter(LibraryAdapter):
         global _recorder
         _recorder = recorder
         logging.getLogger("claimcheck.chancy").setLevel(logging.CRITICAL)
-        timing = dict(heartbeat_poll_interval=FAULT_HEARTBEAT_S,
-                      heartbeat_timeout=FAULT_HEARTBEAT_TIMEOUT_S) if config.faults else {}
+        timing = {"heartbeat_poll_interval": FAULT_HEARTBEAT_S,
+                  "heartbeat_timeout": FAULT_HEARTBEAT_TIMEOUT_S} if config.faults else {}
         async with _chancy(config.dsn, config.faults) as chancy:
             worker = Worker(chancy, worker_id=f"claimcheck-w{config.worker:02d}-{uuid.uuid4().hex[:8]}",
                             register_signal_handlers=False, shutdown_timeout=5, **timing)

@@ -35,7 +35,6 @@ import asyncio
 import contextlib
 import logging
 import signal
-
 from pathlib import Path
 
 import psycopg
@@ -45,7 +44,13 @@ from psycopg import sql
 from claimcheck.contract.dialect import rows_as_cte, substitute
 from claimcheck.contract.sqlfile import load_queries
 from claimcheck.errors import UsageError
-from claimcheck.libs._adapter import LibraryAdapter, LibraryCycle, Recorder, WorkerConfig, pgbench_literal
+from claimcheck.libs._adapter import (
+    LibraryAdapter,
+    LibraryCycle,
+    Recorder,
+    WorkerConfig,
+    pgbench_literal,
+)
 from claimcheck.libs._sql import LIB_QUERIES
 from claimcheck.verdict.result import TableOutcome
 
