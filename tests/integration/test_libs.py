@@ -175,8 +175,16 @@ def test_huey_losing_a_killed_consumers_task_is_what_it_promised(server, monkeyp
 def test_chancy_recovers_a_killed_and_a_stalled_workers_jobs(server, record_property):
     """chancy's Recovery gives back the running jobs of a worker whose heartbeat went stale: nothing is lost.
     Whether it ran a job twice is reported, not asserted (docs/libraries.md: chancy)."""
+    import psutil
+
+    def orphans() -> set[int]:  # what a SIGKILLed chancy worker would leave: its multiprocessing manager
+        return {p.pid for p in psutil.process_iter(["ppid", "cmdline"])
+                if p.info["ppid"] == 1 and "multiprocessing" in " ".join(p.info["cmdline"] or [])}
+
+    before = orphans()
     result = run_with_faults(server, "chancy", FaultPlan(kills=1, terminates=0, stalls=1, restarts=0))
     v = result.verdict
+    assert orphans() <= before  # the killed worker's process group went with it
     assert sorted(f.kind for f in result.faults) == ["kill", "stall"]
     assert v.unclaimed_jobs == 0 and result.unfinished_jobs == 0 and result.table.done == 200, result.library
     record_property("chancy under a kill and a stall",

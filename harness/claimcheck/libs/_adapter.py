@@ -262,9 +262,12 @@ class LibraryAdapter:
         and password with it, goes down a pipe on its stdin, never on its command line."""
         from claimcheck.server.interrupts import die_with_parent
 
+        # A process group of its own: what the library starts (chancy's executor starts a multiprocessing
+        # manager) outlives a SIGKILLed worker, and claimcheck.libs.runner.reap_group kills it with its group.
+        # The coordinator stops its workers itself (SIGTERM), so Ctrl-C need not reach them.
         popen = subprocess.Popen([sys.executable, "-m", "claimcheck.libs._worker"],
                                  stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=stderr,
-                                 preexec_fn=die_with_parent)  # SIGTERM if the coordinator dies
+                                 preexec_fn=die_with_parent, process_group=0)  # SIGTERM if the coordinator dies
         try:  # a few hundred bytes: the pipe's buffer takes them whether or not the worker reads yet
             popen.stdin.write(json.dumps(asdict(config)).encode())
             popen.stdin.close()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import signal
 import subprocess
 import tempfile
@@ -297,6 +298,7 @@ class _Run:
                 proc.last_alive = now
                 continue
             del self.procs[index]
+            reap_group(proc.popen.pid)
             killed = injector is not None and index in injector.killed
             event = next((e for e in (injector.events if injector else []) if e.kind == "kill" and e.worker == index),
                          None)
@@ -334,6 +336,17 @@ class _Run:
             except subprocess.TimeoutExpired:
                 proc.popen.kill()
                 proc.popen.wait()
+            reap_group(proc.popen.pid)
+
+
+def reap_group(pid: int) -> None:
+    """Kill what is left in a dead worker's process group (claimcheck.libs._adapter.LibraryAdapter.spawn):
+    processes its library started, which a SIGKILL of the worker leaves running (chancy's multiprocessing
+    manager). A worker of another runtime has no group of its own, and nothing is found."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _terminations(injector: FaultInjector | None, files: dict[int, str]) -> dict[int, list[float]]:
