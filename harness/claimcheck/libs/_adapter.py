@@ -268,6 +268,7 @@ class LibraryAdapter:
         popen = subprocess.Popen([sys.executable, "-m", "claimcheck.libs._worker"],
                                  stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=stderr,
                                  preexec_fn=die_with_parent, process_group=0)  # SIGTERM if the coordinator dies
+        assert popen.stdin is not None  # stdin=PIPE
         try:  # a few hundred bytes: the pipe's buffer takes them whether or not the worker reads yet
             popen.stdin.write(json.dumps(asdict(config)).encode())
             popen.stdin.close()

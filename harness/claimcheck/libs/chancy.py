@@ -69,6 +69,7 @@ _recorder: Recorder | None = None
 @job(queue=QUEUE_NAME, max_attempts=MAX_ATTEMPTS)
 async def claimcheck_record(*, n: int, context: QueuedJob) -> None:
     started = context.started_at.timestamp() if context.started_at else None
+    assert _recorder is not None, "the job runs only in a worker, which has its recorder"
     await _recorder.execute(n, str(context.id), context.attempts, started)
 
 

@@ -77,6 +77,7 @@ def _huey(dsn: str, recorder: Recorder | None = None, *, create_tables: bool = T
     @huey.task(context=True, name="claimcheck_record")
     def claimcheck_record(n: int, task=None) -> bool:
         # huey's workers are threads running synchronous tasks: one event loop per execution.
+        assert recorder is not None, "the task runs only in a consumer, which has its recorder"
         asyncio.run(recorder.execute(n, task.id, None))
         return True  # stored as the task's result: the coordinator's "done"
 
@@ -148,7 +149,7 @@ class HueyAdapter(LibraryAdapter):
         huey.storage.close()
 
     def outcome(self, conn: psycopg.Connection) -> TableOutcome:
-        done, queued = conn.execute(LIB_QUERIES["huey_outcome"], {"queue": QUEUE_NAME}).fetchone()
+        done, queued = conn.execute(LIB_QUERIES["huey_outcome"], {"queue": QUEUE_NAME}).fetchone() or (0, 0)
         running = max(self.total - done - queued, 0)
         return TableOutcome(done=done, queued=queued, running=running, failed=0, max_attempts=1 if done else 0)
 
