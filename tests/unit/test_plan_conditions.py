@@ -16,13 +16,12 @@ def test_a_condition_is_a_short_run_that_still_drains_and_the_as_seeded_run_is_y
     assert condition_settings(AS_SEEDED, USER) is USER
 
 
-def test_set_local_starts_the_claims_transaction_in_the_section_that_picks():
-    plain = Strategy(name="x", statements={"claim": "UPDATE jobs SET x = 1 RETURNING id"})
-    assert under(plain, NESTED).statements["claim"].startswith("SET LOCAL enable_hashjoin = off;\n")
-    assert under(plain, STALE) is plain  # a table condition changes no statement
-    picked = Strategy(name="p", statements={"pick": "SELECT id FROM jobs LIMIT 1", "claim": "UPDATE jobs …"})
-    conditioned = under(picked, NESTED)
-    assert conditioned.statements["pick"].count("SET LOCAL") == 4 and conditioned.statements["claim"] == "UPDATE jobs …"
+def test_a_condition_s_settings_travel_with_the_session_and_leave_the_statements_as_written():
+    plain = Strategy(name="x", statements={"claim": "UPDATE jobs SET x = 1 RETURNING id"}, lines={"claim": ("f", 6)})
+    conditioned = under(plain, NESTED)
+    assert conditioned.statements == plain.statements and conditioned.lines == plain.lines
+    assert conditioned.session == NESTED.settings and len(conditioned.steps("claim")) == 1  # the fast path's shape
+    assert under(plain, STALE) is plain  # a table condition changes nothing of the strategy
 
 
 def test_the_choices():

@@ -3,8 +3,8 @@
 A claim is safe or not in the plan the server gives it, and that plan depends on what the
 planner believes about the tables and on the planner's settings. `check`'s own run sees one
 plan: the tables as seeded and freshly analyzed. Each condition here builds the tables another
-way, or sets planner settings in the workers' transactions only (`SET LOCAL`, the first
-statement of the claim's transaction), and is run as a short run of its own.
+way, or sets planner settings in the workers' sessions only (never in the claim's text: see
+`under`), and is run as a short run of its own.
 """
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ class Condition:
     `stale`: a small queue analyzed while its jobs were still being inserted, autovacuum off;
     `history`: many finished jobs and CONDITION_JOBS ready ones, analyzed (our jobs table only)."""
     settings: tuple[tuple[str, str], ...] = ()
-    """Planner settings, `SET LOCAL` in every claim transaction of the workers (and of the EXPLAIN)."""
+    """Planner settings of every worker's session (`under`), `SET LOCAL` in the EXPLAIN's transaction."""
 
     def applies_to(self, strategy: Strategy) -> bool:
         """A table with history is built from our jobs table's columns: a file's own tables have none we know."""
@@ -110,14 +110,12 @@ BY_NAME = {c.name: c for c in DEFAULT + EXTRA}
 
 
 def under(strategy: Strategy, condition: Condition) -> Strategy:
-    """The strategy whose claim transaction starts with the condition's `SET LOCAL`s (a section of
-    several statements is one transaction; its rows are its last statement's: see docs/contracts.md)."""
+    """The strategy whose workers' sessions run under the condition's settings (Strategy.session: set
+    when each worker connects, or per transaction through a pooler). The statements are the file's
+    own: the same text, line numbers and fast path under every condition."""
     if not condition.settings:
         return strategy
-    section = strategy.picking_section
-    sets = "".join(f"SET LOCAL {name} = {value};\n" for name, value in condition.settings)
-    return dataclasses.replace(strategy, statements={**strategy.statements,
-                                                     section: sets + strategy.statements[section]})
+    return dataclasses.replace(strategy, session=condition.settings)
 
 
 def build_tables(conn: psycopg.Connection, run: RunContext, strategy: Strategy, condition: Condition,
