@@ -16,7 +16,7 @@ from claimcheck.plans.explore import run_with_plans
 from claimcheck.report.plans import print_conditions
 from claimcheck.server.provision import provide_server
 from claimcheck.report.publish import plain_settings
-from claimcheck.report.render import document, print_producer, print_server, print_stop, server_title, write_json
+from claimcheck.report.render import document, print_power, print_producer, print_server, print_stop, server_title, write_json
 from claimcheck.server.session import run_all
 from claimcheck.errors import UsageError
 from claimcheck.settings import FaultPlan, positive
@@ -106,6 +106,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
         print_stop(console, result)
         print_producer(console, result)
     held = all(r.exactly_once for r in results)
+    print_power(console, results)
     console.print("[bold green]exactly-once held[/]" if held else "[bold red]exactly-once violated[/]")
     return 0 if held else 1
 

@@ -23,6 +23,7 @@ from claimcheck.engine.sampler import WaitSamples
 from claimcheck.report.timeline import claims_over_time
 from claimcheck.server.schema import SeededJobs
 from claimcheck.settings import RunSettings
+from claimcheck.verdict import power
 from claimcheck.verdict.ledger import Verdict, WorkerLog, judge
 from claimcheck.verdict.result import OverTime, RunResult, TableOutcome
 from claimcheck.verdict.stats import latency_summary
@@ -164,8 +165,20 @@ def judge_run(record: RunRecord, table: JobTable, strategy: Strategy, settings: 
         # Over the claimers' whole time, past the last job: a stall or a slow end shows as empty buckets.
         claims_over_time=claims_over_time(logs, origin, record.observed_s),
         stop_reason=record.stop_reason, cpu_s=cpu_use(logs, record.coordinator_cpu_s), producer=fed,
-        over_time=record.over_time,
+        over_time=record.over_time, power=run_power(logs, record, strategy, settings, verdict, releases),
     )
+
+
+def run_power(logs: list[WorkerLog], record: RunRecord, strategy: Strategy, settings: RunSettings, verdict: Verdict,
+              releases: bool) -> power.Power:
+    """The run's power figures (claimcheck.verdict.power) from its records and what it was."""
+    claims, overlapping = power.overlapping_claims(logs)
+    texts = " ".join(strategy.statements.values())
+    released = bool(verdict.redeliveries or record.reaps or record.faults or verdict.stale_completions)
+    return power.Power(claims, overlapping, power.lock_waits(record.waits.events, record.waits.samples),
+                       power.unseen(overlapping=overlapping, leased=releases, released=released,
+                                    session_locks=bool(power.SESSION_LOCK.search(texts)), fail_rate=settings.fail_rate,
+                                    retried=verdict.redeliveries > 0))
 
 
 def cpu_use(logs: list[WorkerLog], coordinator_s: float | None) -> dict:

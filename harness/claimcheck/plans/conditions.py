@@ -18,6 +18,7 @@ from claimcheck.contract.strategy import Strategy
 from claimcheck.errors import ClaimcheckError
 from claimcheck.engine.driver import seed
 from claimcheck.plans import AS_SEEDED as AS_SEEDED_NAME, PLAN_QUERIES
+from claimcheck.plans.timing import PAUSE_SETTING
 from claimcheck.probes.explain import prepare_plan_table
 from claimcheck.server.runcontext import RunContext, refuses_blocks
 from claimcheck.server.schema import SeededJobs, key_base, reset_schema
@@ -32,6 +33,9 @@ HISTORY_JOBS = 10_000
 """Finished jobs kept in the table with history, behind CONDITION_JOBS ready ones."""
 CONDITION_WORKERS = 4
 HOOK_LOCK_TIMEOUT = "10s"
+SNAPSHOT_PAUSE_US = 2000
+"""snapshot-pause's pause: many times a claim's own time on a quiet server, short enough that a
+condition's few hundred jobs drain in about a second."""
 NESTED_LOOP = (("enable_hashjoin", "off"), ("enable_hashagg", "off"), ("enable_sort", "off"),
                ("enable_material", "off"))
 
@@ -51,6 +55,10 @@ class Condition:
     `history`: many finished jobs and CONDITION_JOBS ready ones, analyzed (our jobs table only)."""
     settings: tuple[tuple[str, str], ...] = ()
     """Planner settings of every worker's session (`under`), `SET LOCAL` in the EXPLAIN's transaction."""
+    timing: bool = False
+    """A timing condition: its tables behind views that pause each worker statement once, after its
+    snapshot and before its locks, for `claimcheck.pause_us` of its settings (claimcheck.plans.timing).
+    It changes no plan, so it is run whatever plan it shows."""
 
     def applies_to(self, strategy: Strategy) -> bool:
         """A table with history is built from our jobs table's columns: a file's own tables have none we know."""
@@ -92,7 +100,10 @@ GENERIC = Condition("generic-plan", "generic plans: plan_cache_mode = force_gene
                     "claim gets without its parameters' values", settings=(("plan_cache_mode", "force_generic_plan"),))
 HISTORY = Condition("history", f"a queue with history: {HISTORY_JOBS:,} finished jobs behind the ready ones, analyzed",
                     "history")
-DEFAULT = (AS_SEEDED, STALE, NESTED, GENERIC, HISTORY)
+SNAPSHOT_PAUSE = Condition("snapshot-pause", f"each worker statement pauses {SNAPSHOT_PAUSE_US // 1000} ms at the first row "
+                           "it reads, after its snapshot and before its locks: a commit and unlock of another "
+                           "worker lands between them", settings=((PAUSE_SETTING, str(SNAPSHOT_PAUSE_US)),), timing=True)
+DEFAULT = (AS_SEEDED, STALE, NESTED, GENERIC, HISTORY, SNAPSHOT_PAUSE)
 EXTRA = (
     Condition("no-hashjoin", "hash joins off", settings=(("enable_hashjoin", "off"),)),
     Condition("no-hash", "hash joins and hash aggregation off",

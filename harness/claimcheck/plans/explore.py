@@ -21,6 +21,7 @@ from claimcheck.contract.strategy import Strategy
 from claimcheck.engine.driver import run_strategy
 from claimcheck.errors import SqlFileError
 from claimcheck.plans.conditions import CONDITION_WORKERS, Condition, TablesUnavailable, build_tables, under
+from claimcheck.plans.timing import shadowed
 from claimcheck.plans.shape import EXPLAIN_TIMEOUT_MS, SAMPLE_VALUES, PlanShape, explain
 from claimcheck.server.pooling import refuse_transaction_blocks
 from claimcheck.server.provision import Server
@@ -124,6 +125,9 @@ def explore(conn: psycopg.Connection, server: Server, run: RunContext, strategy:
             except TablesUnavailable as exc:
                 record(ConditionOutcome(condition, None, "not applicable", note=str(exc)))
                 continue
+            if condition.timing:
+                record(_run_timed(conn, server, run, strategy, condition, run_settings, seeded, started))
+                continue
             shape = plan_under(run, strategy, condition, run_settings.batch)
             if condition.table == "seeded":  # its tables are built again for its run, last
                 tried[shape.signature], deferred = condition.name, (condition, shape)
@@ -150,6 +154,21 @@ def _run(conn: psycopg.Connection, server: Server, run: RunContext, strategy: St
     result = dataclasses.replace(result, condition=condition.name, condition_plan=shape)
     return ConditionOutcome(condition, shape, "held" if result.exactly_once else "VIOLATED", result=result,
                             seconds=time.perf_counter() - started)
+
+
+def _run_timed(conn: psycopg.Connection, server: Server, run: RunContext, strategy: Strategy, condition: Condition,
+               settings: RunSettings, seeded, started: float) -> ConditionOutcome:
+    """A timing condition's run, its tables behind the pausing views (claimcheck.plans.timing); a file
+    whose statements cannot read its tables through a view (a `ctid`, a TRUNCATE) is not applicable,
+    with the server's reason. Its plan is shown but never compared: the condition changes timing, not plans."""
+    try:
+        with shadowed(conn):
+            shape = plan_under(run, strategy, condition, settings.batch)
+            return _run(conn, server, run, strategy, condition, shape, settings, seeded, started)
+    except (psycopg.Error, SqlFileError) as exc:
+        reason = (exc.diag.message_primary if isinstance(exc, psycopg.Error) else None) or str(exc)
+        return ConditionOutcome(condition, None, "not applicable", note="its tables behind a view: " + reason.strip(),
+                                seconds=time.perf_counter() - started)
 
 
 def _not_run(condition: Condition, stopped_by: str, shape: PlanShape | None = None) -> ConditionOutcome:

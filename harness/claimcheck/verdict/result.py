@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from claimcheck.engine.pgbench import PgbenchResult
     from claimcheck.engine.feedfigures import ProducerOutcome
     from claimcheck.plans.shape import PlanShape
+    from claimcheck.verdict.power import Power
     from claimcheck.probes.explain import PlanVerdict
 
 
@@ -106,6 +107,8 @@ class RunResult:
     """The open-loop producer's figures (`check --rate`): rates, lag, pickup and end-to-end latency."""
     over_time: OverTime | None = None
     """A rate run's queue depth, dead tuples, table size and pickup latency over time."""
+    power: "Power | None" = None
+    """How hard the run looked: its overlapping claims and what it could not have seen (claimcheck.verdict.power)."""
 
     @property
     def pgbench_ratio(self) -> float | None:
@@ -202,6 +205,7 @@ class RunResult:
             "shape_violations": list(v.shape_evidence),
         }
         data["condition"] = self.condition
+        data["power"] = self.power.as_dict() if self.power is not None else None
         if self.condition_plan is not None:
             data["condition_plan"] = self.condition_plan.as_dict()
         if self.library is not None:
