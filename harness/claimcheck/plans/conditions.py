@@ -18,7 +18,7 @@ from claimcheck.contract.strategy import Strategy
 from claimcheck.errors import ClaimcheckError
 from claimcheck.engine.driver import seed
 from claimcheck.plans import AS_SEEDED as AS_SEEDED_NAME, PLAN_QUERIES
-from claimcheck.plans.timing import PAUSE_SETTING
+from claimcheck.plans.timing import PAUSE_SETTING, claim_marks
 from claimcheck.probes.explain import prepare_plan_table
 from claimcheck.server.runcontext import RunContext, refuses_blocks
 from claimcheck.server.schema import SeededJobs, key_base, reset_schema
@@ -100,9 +100,9 @@ GENERIC = Condition("generic-plan", "generic plans: plan_cache_mode = force_gene
                     "claim gets without its parameters' values", settings=(("plan_cache_mode", "force_generic_plan"),))
 HISTORY = Condition("history", f"a queue with history: {HISTORY_JOBS:,} finished jobs behind the ready ones, analyzed",
                     "history")
-SNAPSHOT_PAUSE = Condition("snapshot-pause", f"each worker statement pauses {SNAPSHOT_PAUSE_US // 1000} ms at the first row "
-                           "it reads, after its snapshot and before its locks: a commit and unlock of another "
-                           "worker lands between them", settings=((PAUSE_SETTING, str(SNAPSHOT_PAUSE_US)),), timing=True)
+SNAPSHOT_PAUSE = Condition("snapshot-pause", f"each claim statement of the workers pauses about {SNAPSHOT_PAUSE_US // 1000} "
+                           "ms at the first row it reads, after its snapshot and before its locks: another "
+                           "worker's commit and unlock land between them", settings=((PAUSE_SETTING, str(SNAPSHOT_PAUSE_US)),), timing=True)
 DEFAULT = (AS_SEEDED, STALE, NESTED, GENERIC, HISTORY, SNAPSHOT_PAUSE)
 EXTRA = (
     Condition("no-hashjoin", "hash joins off", settings=(("enable_hashjoin", "off"),)),
@@ -126,7 +126,8 @@ def under(strategy: Strategy, condition: Condition) -> Strategy:
     own: the same text, line numbers and fast path under every condition."""
     if not condition.settings:
         return strategy
-    return dataclasses.replace(strategy, session=condition.settings)
+    marks = claim_marks(strategy) if condition.timing else ()
+    return dataclasses.replace(strategy, session=condition.settings + marks)
 
 
 def build_tables(conn: psycopg.Connection, run: RunContext, strategy: Strategy, condition: Condition,

@@ -12,16 +12,38 @@ coordinator's statements never pause and the claim's text is the file's own.
 """
 from __future__ import annotations
 
+import re
 from contextlib import contextmanager
 from typing import Iterator
 
 import psycopg
 from psycopg import sql
 
+from claimcheck.contract.strategy import Strategy
 from claimcheck.plans import PLAN_QUERIES
 
 PAUSE_SETTING = "claimcheck.pause_us"
+MARKS_SETTING = "claimcheck.pause_on"
+MARK_SEPARATOR = "\x1f"
+MIN_MARK = 12
+"""A shorter piece of a claim's text could be part of a completion's as well."""
+_PARAMETER = re.compile(r"%\([^)]*\)s|%%|%s|%b|%t")
 SHADOW_SUFFIX = "__claimcheck_base"
+
+
+def claim_marks(strategy: Strategy) -> tuple[tuple[str, str], ...]:
+    """The setting that tells the pause which statements are the claim's: for each statement of the
+    pick and the claim, its longest piece of text between parameters, which reaches the server as
+    written whatever the path (prepared with `$n`, or inline through a pooler). A statement with no
+    piece long enough to tell it apart leaves the setting out: every statement then pauses."""
+    marks = []
+    for section in ("pick", "claim"):
+        for step in strategy.steps(section) if strategy.has(section) else ():
+            piece = max((p.strip() for p in _PARAMETER.split(step)), key=len)
+            if len(piece) < MIN_MARK:
+                return ()
+            marks.append(piece)
+    return ((MARKS_SETTING, MARK_SEPARATOR.join(marks)),) if marks else ()
 
 
 def base_name(table: str) -> str:

@@ -379,7 +379,7 @@ def render(doc: dict) -> str:
         *(["<h2>Knees: the highest offered rate sustained</h2>", _knees(doc["knees"], runs)] if doc.get("knees") else []),
         *(["<h2>Queue depth and latency over time</h2>", _over_time(runs, slo)]
           if any(r.get("queue_over_time") for r in runs) else []),
-        *(["<h2>Planner and timing conditions</h2>", _conditions(doc["conditions"], runs)] if doc.get("conditions") else []),
+        *(["<h2>Planner conditions</h2>", _conditions(doc["conditions"], runs)] if doc.get("conditions") else []),
         "<h2>Throughput against workers</h2>", _throughput_figure(runs, labels, flagged),
         "<h2>Double claims</h2>",
         _figure("double-claims", svg.bar_chart(labels, {"jobs claimed twice or more": [
