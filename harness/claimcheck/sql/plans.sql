@@ -65,3 +65,9 @@ ALTER TABLE {base} RENAME TO {name};
 
 -- name: drop_pause_function
 DROP FUNCTION IF EXISTS claimcheck_pause();
+
+-- name: seed_finished_jobs
+-- The plan guard's history: many finished jobs, older than the ready ones.
+INSERT INTO jobs (payload, status, run_at, attempts)
+SELECT jsonb_build_object('n', g), 'done', now() - interval '1 day' + g * interval '1 millisecond', 1
+FROM generate_series(1, %(jobs)s) AS g;

@@ -27,7 +27,7 @@ from pathlib import Path
 from rich.table import Table
 from rich.text import Text
 
-from claimcheck.plans import AS_SEEDED, run_condition
+from claimcheck.verdict.result import AS_SEEDED, run_condition
 from claimcheck.verdict.power import weakened
 from claimcheck.report import schema as report_schema
 from claimcheck.errors import UsageError, read_input
