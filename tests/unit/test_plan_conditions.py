@@ -40,3 +40,19 @@ def test_generic_plans_are_not_applicable_when_the_workers_prepare_nothing():
         assert condition.unavailable(stateless_workers=False) is None
         assert "through a pooler the workers prepare nothing" in condition.unavailable(stateless_workers=True)
     assert all(c.unavailable(stateless_workers=True) is None for c in CHOICES["all"] if not c.generic)
+
+
+def test_a_timing_condition_marks_the_claim_s_statements_by_their_text_between_parameters():
+    from claimcheck.plans.conditions import SNAPSHOT_PAUSE
+    from claimcheck.plans.timing import MARK_SEPARATOR, MARKS_SETTING, PAUSE_SETTING
+
+    picked = Strategy(name="p", statements={
+        "pick": "SELECT id FROM jobs WHERE status = 'queued' LIMIT %(batch)s",
+        "claim": "UPDATE jobs SET status = 'running' WHERE id = ANY(%(id)s)",
+        "complete": "UPDATE jobs SET status = 'done' WHERE id = %(id)s"})
+    session = dict(under(picked, SNAPSHOT_PAUSE).session)
+    assert session[PAUSE_SETTING] == "2000"
+    assert session[MARKS_SETTING].split(MARK_SEPARATOR) == ["SELECT id FROM jobs WHERE status = 'queued' LIMIT",
+                                                           "UPDATE jobs SET status = 'running' WHERE id = ANY("]
+    short = Strategy(name="s", statements={"claim": "SELECT f(%(batch)s)"})  # nothing to tell it apart: all pause
+    assert MARKS_SETTING not in dict(under(short, SNAPSHOT_PAUSE).session)
