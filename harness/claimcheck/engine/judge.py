@@ -14,6 +14,7 @@ from typing import Protocol
 
 import psycopg
 
+from claimcheck.contract.dialect import placeholders
 from claimcheck.contract.limit import claim_limit
 from claimcheck.contract.queries import QUERIES
 from claimcheck.contract.strategy import Strategy, execute_section
@@ -169,6 +170,12 @@ def judge_run(record: RunRecord, table: JobTable, strategy: Strategy, settings: 
     )
 
 
+def _sets_lease(strategy: Strategy) -> bool:
+    """Does the claim set a lease (it takes the run's `%(lease_seconds)s`)?"""
+    return any("lease_seconds" in placeholders(strategy.statements[section])
+               for section in ("pick", "claim") if strategy.has(section))
+
+
 def run_power(logs: list[WorkerLog], record: RunRecord, strategy: Strategy, settings: RunSettings, verdict: Verdict,
               releases: bool) -> power.Power:
     """The run's power figures (claimcheck.verdict.power) from its records and what it was."""
@@ -176,7 +183,7 @@ def run_power(logs: list[WorkerLog], record: RunRecord, strategy: Strategy, sett
     texts = " ".join(strategy.statements.values())
     released = bool(verdict.redeliveries or record.reaps or record.faults or verdict.stale_completions)
     return power.Power(claims, overlapping, power.lock_waits(record.waits.events, record.waits.samples),
-                       power.unseen(overlapping=overlapping, leased=releases, released=released,
+                       power.unseen(overlapping=overlapping, leased=releases or _sets_lease(strategy), released=released,
                                     session_locks=bool(power.SESSION_LOCK.search(texts)), fail_rate=settings.fail_rate,
                                     retried=verdict.redeliveries > 0))
 
