@@ -7,7 +7,8 @@ run (claimcheck.plans.explore, as `check` runs it, stopping at a proven violatio
 design, and per cell the runs VIOLATED of N and the median seconds of a run (its tables, plan and
 workers). The conditions: `control` (the fresh 300-job table with no perturbation: what a plain
 short run catches), the planner conditions of `--plans default`, and `snapshot-pause` at pauses of
-0.5, 2 and 8 ms (`snapshot-pause` is the default's 2 ms). For a safe design every VIOLATED is a
+0.5, 2, 5 and 10 ms (`snapshot-pause` is the default's 5 ms). `--file PATH` adds a design of your
+own (e.g. a variant without a fix, to see which condition catches its race). For a safe design every VIOLATED is a
 false alarm. The designs are those of tests/benchmarks/power.py (field corpus and built-ins).
 """
 from __future__ import annotations
@@ -38,7 +39,7 @@ def paused(us: int) -> Condition:
     return dataclasses.replace(SNAPSHOT_PAUSE, name=f"pause-{us / 1000:g}ms", settings=((PAUSE_SETTING, str(us)),))
 
 
-CONDITIONS = (CONTROL, STALE, NESTED, GENERIC, HISTORY, paused(500), SNAPSHOT_PAUSE, paused(8000))
+CONDITIONS = (CONTROL, STALE, NESTED, GENERIC, HISTORY, paused(500), paused(2000), SNAPSHOT_PAUSE, paused(10000))
 
 
 def main() -> None:
@@ -48,14 +49,16 @@ def main() -> None:
     parser.add_argument("--only", default="")
     parser.add_argument("--conditions", default="", help="names, comma-separated (default: all)")
     parser.add_argument("--expected", default="", help="safe or unsafe: only the designs expected so")
+    parser.add_argument("--file", action="append", default=[], help="a .sql file to measure too")
     args = parser.parse_args()
     chosen = [c for c in CONDITIONS if not args.conditions or c.name in args.conditions.split(",")]
     settings = RunSettings(workers=args.workers, jobs=300, batch=10, stop_early=True)
     print(f"# runs per cell: {args.runs}; workers: {args.workers}; load at start: {os.getloadavg()[0]:.1f}")
     print(f"{'design':44} {'expected':8} " + " ".join(f"{c.name:>16}" for c in chosen) + "  load")
     with provide_server(dsn=os.environ.get("CLAIMCHECK_DSN")) as server:
-        for name, target, expected in designs([o for o in args.only.split(",") if o]):
-            if args.expected and expected != args.expected:
+        extra = [(Path(f).stem, f, "?") for f in args.file]
+        for name, target, expected in designs([o for o in args.only.split(",") if o]) + extra:
+            if args.expected and expected not in (args.expected, "?"):
                 continue
             strategy = load_strategy(target)
             cells = []

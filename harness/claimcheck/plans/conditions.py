@@ -33,9 +33,11 @@ HISTORY_JOBS = 10_000
 """Finished jobs kept in the table with history, behind CONDITION_JOBS ready ones."""
 CONDITION_WORKERS = 4
 HOOK_LOCK_TIMEOUT = "10s"
-SNAPSHOT_PAUSE_US = 2000
-"""snapshot-pause's pause: many times a claim's own time on a quiet server, short enough that a
-condition's few hundred jobs drain in about a second."""
+SNAPSHOT_PAUSE_US = 5000
+"""snapshot-pause's pause (each one 0.5 to 1.5 times it): longer than a worker's commit-then-unlock
+takes on a loaded machine (with 2 ms, que without its re-check was caught in 8 of 10 runs at load
+40, with 5 and 10 ms in 10 of 10: tests/benchmarks/timing_conditions.py), short enough that the
+claims of a condition's few hundred jobs pause for about a second in all."""
 NESTED_LOOP = (("enable_hashjoin", "off"), ("enable_hashagg", "off"), ("enable_sort", "off"),
                ("enable_material", "off"))
 
