@@ -54,3 +54,7 @@ def test_a_run_whose_power_fell_by_more_than_half_is_weakened():
     assert weakened({"overlapping_claims": 100}, {"overlapping_claims": 49})
     assert not weakened({"overlapping_claims": 100}, {"overlapping_claims": 50})
     assert not weakened(None, {"overlapping_claims": 1}) and not weakened({"overlapping_claims": 0}, {})
+
+
+def test_a_near_certainty_is_not_rounded_to_one():
+    assert "1 of 100: > 0.99" in Power(claims=2000, overlapping=1969).statement()

@@ -51,7 +51,7 @@ class Power:
         if not self.overlapping:
             return (f"no two of {self.claims:,} claims overlapped in time: a race between claims could not "
                     "have shown in this run")
-        odds = ", ".join(f"1 of {k:,}: {self.chance(k):.2f}" for k in ONE_IN)
+        odds = ", ".join(f"1 of {k:,}: {_probability(self.chance(k))}" for k in ONE_IN)
         return (f"{self.overlapping:,} of {self.claims:,} claims overlapped another claim; a race that shows in "
                 f"1 of K of them would have been seen with probability at least ({odds})")
 
@@ -59,6 +59,11 @@ class Power:
         return {"claims": self.claims, "overlapping_claims": self.overlapping, "lock_waits": self.lock_waits,
                 **{f"detect_1_in_{k}": round(self.chance(k), 4) for k in ONE_IN},
                 "statement": self.statement(), "unseen": list(self.unseen)}
+
+
+def _probability(p: float) -> str:
+    """Two decimals, never a certainty the figure does not give: 0.9999 is "> 0.99", not "1.00"."""
+    return "> 0.99" if p > 0.99 else f"{p:.2f}"
 
 
 def claim_intervals(log: WorkerLog) -> list[tuple[float, float]]:
