@@ -51,7 +51,7 @@ def test_a_timing_condition_marks_the_claim_s_statements_by_their_text_between_p
         "claim": "UPDATE jobs SET status = 'running' WHERE id = ANY(%(id)s)",
         "complete": "UPDATE jobs SET status = 'done' WHERE id = %(id)s"})
     session = dict(under(picked, SNAPSHOT_PAUSE).session)
-    assert session[PAUSE_SETTING] == "5000"
+    assert session[PAUSE_SETTING] == "10000"
     assert session[MARKS_SETTING].split(MARK_SEPARATOR) == ["SELECT id FROM jobs WHERE status = 'queued' LIMIT",
                                                            "UPDATE jobs SET status = 'running' WHERE id = ANY("]
     short = Strategy(name="s", statements={"claim": "SELECT f(%(batch)s)"})  # nothing to tell it apart: all pause

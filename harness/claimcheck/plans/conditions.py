@@ -33,11 +33,12 @@ HISTORY_JOBS = 10_000
 """Finished jobs kept in the table with history, behind CONDITION_JOBS ready ones."""
 CONDITION_WORKERS = 4
 HOOK_LOCK_TIMEOUT = "10s"
-SNAPSHOT_PAUSE_US = 5000
+SNAPSHOT_PAUSE_US = 10_000
 """snapshot-pause's pause (each one 0.5 to 1.5 times it): longer than a worker's commit-then-unlock
-takes on a loaded machine (with 2 ms, que without its re-check was caught in 8 of 10 runs at load
-40, with 5 and 10 ms in 10 of 10: tests/benchmarks/timing_conditions.py), short enough that the
-claims of a condition's few hundred jobs pause for about a second in all."""
+takes on a loaded machine. At 2 workers and load 30-40, advisory-lock was caught in 7 of 10 runs
+with 2 ms, 9 of 10 with 5 ms and 10 of 10 with 10 ms, que without its re-check in 8 of 10 with 2 ms
+and 10 of 10 with 5 and 10 ms (tests/benchmarks/timing_conditions.py); only the claim's statements
+pause, so a condition's few hundred jobs take about a second more."""
 NESTED_LOOP = (("enable_hashjoin", "off"), ("enable_hashagg", "off"), ("enable_sort", "off"),
                ("enable_material", "off"))
 
