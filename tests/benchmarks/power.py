@@ -77,7 +77,9 @@ def one(name: str, target: str, workers: int | None, jobs: int | None, plans: st
 def power_words(power: dict | None) -> str:
     if not power:
         return "-"
-    return f"{power.get('overlapping_claims', 0):,} overlapping; p>={power.get('detect_1_in_100', 0):.2f} (1 in 100)"
+    p = power.get("detect_1_in_100", 0)
+    return f"{power.get('overlapping_claims', 0):,} of {power.get('claims', 0):,} overlapping; " + \
+        (f"p > 0.99" if p > 0.99 else f"p >= {p:.2f}") + " (a race in 1 of 100)"
 
 
 def main() -> None:
