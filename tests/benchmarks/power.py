@@ -79,7 +79,7 @@ def power_words(power: dict | None) -> str:
         return "-"
     p = power.get("detect_1_in_100", 0)
     return f"{power.get('overlapping_claims', 0):,} of {power.get('claims', 0):,} overlapping; " + \
-        (f"p > 0.99" if p > 0.99 else f"p >= {p:.2f}") + " (a race in 1 of 100)"
+        ("p > 0.99" if p > 0.99 else f"p >= {p:.2f}") + " (a race in 1 of 100)"
 
 
 def main() -> None:
