@@ -1,5 +1,4 @@
 """The power statement from hand-built records (claimcheck.verdict.power)."""
-from array import array
 
 import pytest
 
