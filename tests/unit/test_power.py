@@ -1,5 +1,4 @@
 """The power statement from hand-built records (claimcheck.verdict.power)."""
-
 import pytest
 
 from claimcheck.verdict.ledger import WorkerLog
