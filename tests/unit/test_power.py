@@ -15,7 +15,7 @@ def log(worker: int, claims: list[tuple[float, float, int]]) -> WorkerLog:
 
 
 def test_a_claim_s_interval_is_its_commit_less_its_latency_and_its_rows_are_one_claim():
-    assert claim_intervals(log(0, [(1.0, 100.0, 3), (2.0, 500.0, 1)])) == [(0.9, 1.0), (1.5, 2.0)]
+    assert claim_intervals(log(0, [(1.0, 100.0, 3), (2.0, 500.0, 1)])) == [(0.9, 1.0, None), (1.5, 2.0, None)]
 
 
 def test_claims_overlap_only_with_another_worker_s_claim_in_flight():
@@ -56,3 +56,11 @@ def test_a_run_whose_power_fell_by_more_than_half_is_weakened():
 
 def test_a_near_certainty_is_not_rounded_to_one():
     assert "1 of 100: > 0.99" in Power(claims=2000, overlapping=1969).statement()
+
+
+def test_claims_one_pooled_backend_ran_never_overlapped():
+    a, b = log(0, [(1.0, 100.0, 2)]), log(1, [(1.05, 100.0, 2)])
+    a.backends, b.backends = [(0, 7), (1, 7)], [(0, 7), (1, 7)]
+    assert overlapping_claims([a, b]) == (2, 0)  # a pool of one: the server ran them one after the other
+    b.backends = [(0, 8), (1, 8)]
+    assert overlapping_claims([a, b]) == (2, 2)

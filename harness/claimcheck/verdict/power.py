@@ -66,33 +66,42 @@ def _probability(p: float) -> str:
     return "> 0.99" if p > 0.99 else f"{p:.2f}"
 
 
-def claim_intervals(log: WorkerLog) -> list[tuple[float, float]]:
-    """(start, commit) of each of the worker's claims that returned jobs: a claim's rows share one
-    commit time, and its statement's latency (one entry per such claim, in order) dates its start."""
-    commits: list[float] = []
-    for at in log.claimed_at:
-        if not commits or at != commits[-1]:
-            commits.append(at)
-    return [(at - latency / 1000.0, at) for at, latency in zip(commits, log.claim_latency_ms)]
+def claim_intervals(log: WorkerLog) -> list[tuple[float, float, int | None]]:
+    """(start, commit, backend) of each of the worker's claims that returned jobs: a claim's rows share
+    one commit time, and its statement's latency (one entry per such claim, in order) dates its start.
+    The backend is the server's that ran it, where recorded (through a pooler), else None."""
+    backends = dict(log.backends)
+    commits: list[tuple[float, int | None]] = []
+    for slot, at in enumerate(log.claimed_at):
+        if not commits or at != commits[-1][0]:
+            commits.append((at, backends.get(slot)))
+    return [(at - latency / 1000.0, at, backend) for (at, backend), latency in zip(commits, log.claim_latency_ms)]
 
 
 def overlapping_claims(logs: list[WorkerLog]) -> tuple[int, int]:
-    """(claims, those that overlapped another worker's claim in time). A worker's own claims follow
-    one another, so per other worker the only candidate is its last claim started before this one ended."""
+    """(claims, those that overlapped another worker's claim in time). Two claims run by one server
+    backend (a pooler's, which serves one transaction at a time) never overlapped, however their
+    clients' clocks saw them. A worker's own claims follow one another: per other worker, only its
+    claims started before this one ended and ending after it started can overlap it."""
     per_worker = [sorted(claim_intervals(log)) for log in logs]
-    starts = [[start for start, _ in claims] for claims in per_worker]
+    starts = [[start for start, _, _ in claims] for claims in per_worker]
     total = overlapped = 0
     for mine, claims in enumerate(per_worker):
-        for start, end in claims:
+        for start, end, backend in claims:
             total += 1
-            for other, theirs in enumerate(per_worker):
-                if other == mine or not theirs:
-                    continue
-                i = bisect.bisect_left(starts[other], end) - 1
-                if i >= 0 and theirs[i][1] > start:
-                    overlapped += 1
-                    break
+            if any(_overlaps(theirs, starts[other], start, end, backend)
+                   for other, theirs in enumerate(per_worker) if other != mine):
+                overlapped += 1
     return total, overlapped
+
+
+def _overlaps(theirs: list, starts: list[float], start: float, end: float, backend: int | None) -> bool:
+    i = bisect.bisect_left(starts, end) - 1
+    while i >= 0 and theirs[i][1] > start:
+        if backend is None or theirs[i][2] != backend:
+            return True
+        i -= 1
+    return False
 
 
 def lock_waits(events: dict[str, int], samples: int) -> int | None:
