@@ -10,10 +10,12 @@ import argparse
 
 from rich.console import Console
 
+from claimcheck.commands import VERBS
 from claimcheck.commands.idle import DEFAULT_SUSPEND_AFTER_S, run_idle
 from claimcheck.commands._options import (add_json_option, add_server_options, add_wide_option, int_list, provide,
                                           report_runs)
-from claimcheck.libs import ADAPTERS, LibraryAdapter, load_adapter
+from claimcheck.libs import ADAPTERS, load_adapter
+from claimcheck.libs._adapter import LibraryAdapter
 from claimcheck.libs.parity import check_cycles
 from claimcheck.libs.runner import FAULT_WORK_MS, LIB_WORK_MS, lib_settings, run_library
 from claimcheck.server.provision import Server
@@ -26,7 +28,7 @@ EVIDENCE_JOBS = 5
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
-    p = verbs.add_parser("lib", help=f"a queue library's own workers ({', '.join(ADAPTERS)}) under the ledger")
+    p = verbs.add_parser("lib", help=VERBS["lib"])
     p.add_argument("library", help=f"one of: {', '.join(ADAPTERS)}")
     add_lib_options(p, workers="8", jobs=20_000)
     p.add_argument("--faults", action="store_true",
@@ -35,7 +37,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--rate", type=float,
                    help="open loop: enqueue this many jobs per second through the library's own enqueue API for "
                         "--duration seconds while its workers run (after the --jobs enqueued first), then drain "
-                        "(procrastinate, pgqueuer, saq; see docs/producers.md)")
+                        "(procrastinate, pgqueuer, saq, huey, chancy; see docs/producers.md)")
     p.add_argument("--idle", type=float, metavar="WINDOW",
                    help="instead of a run: the library's own worker, at its documented defaults, on its empty queue "
                         "for WINDOW seconds, sampled as a serverless compute's monitor samples (docs/idle.md)")
@@ -126,5 +128,9 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
         print_producer(console, result)
     held = all(r.exactly_once for r in results)
     console.print(f"promise ({adapter.docs}): {adapter.promise}", highlight=False, markup=False)
+    for result in results:  # at-most-once: what it lost is reported, and held to its word (judge.held_to_promise)
+        if result.verdict.lost_as_promised:
+            console.print(f"{adapter.name} ({result.settings.workers}w): {result.verdict.lost_as_promised} job(s) lost "
+                          f"to the faults, which its {adapter.delivery} promise allows", highlight=False, markup=False)
     console.print("[bold green]the library kept its promise[/]" if held else "[bold red]the library broke its promise[/]")
     return 0 if held else 1

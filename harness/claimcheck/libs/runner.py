@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import signal
 import subprocess
 import tempfile
@@ -44,7 +45,7 @@ from claimcheck.engine.worker import worker_role
 from claimcheck.engine.sampler import LockWaitSampler
 from claimcheck.server.schema import SeededJobs
 from claimcheck.server.session import run_id_from_env
-from claimcheck.settings import FaultPlan, RunSettings, WorkTime
+from claimcheck.settings import FaultPlan, Mode, RunSettings, WorkTime
 from claimcheck.contract.strategy import Strategy
 
 RECOVER_EVERY_S = 0.5
@@ -68,7 +69,7 @@ def lib_settings(workers: int, jobs: int, work_ms: str | None = None, faults: bo
     work = WorkTime.parse(str(work_ms) if work_ms is not None else (FAULT_WORK_MS if faults else LIB_WORK_MS))
     # With --rate, --duration is the producer's (claimcheck.libs.feed): the workers drain after it.
     duration_s, produce_s = (None, duration_s) if rate_per_s is not None else (duration_s, None)
-    return RunSettings(workers=workers, jobs=jobs, batch=1, mode="lease", work=work, duration_s=duration_s,
+    return RunSettings(workers=workers, jobs=jobs, batch=1, mode=Mode.LEASE, work=work, duration_s=duration_s,
                        reap_every_s=RECOVER_EVERY_S, faults=FaultPlan() if faults else None,
                        rate_per_s=rate_per_s, produce_s=produce_s)
 
@@ -237,9 +238,13 @@ class _Run:
         table = _LibraryTable(adapter, conn, dict(zip(range(1, settings.jobs + 1), ids)))
         # `reaped` counts the jobs the library's documented recovery gave back, not the releases the
         # ledger read from its records (record.reaps).
-        result = judge_run(record, table, library_strategy(adapter), settings, seeded, releases=True, fed=fed)
+        result = judge_run(record, table, library_strategy(adapter), settings, seeded, releases=True, fed=fed,
+                           delivery=adapter.delivery)
+        v = result.verdict
         return dataclasses.replace(result, reaped=recovered, library={
             "name": adapter.name, "version": version, "promise": adapter.promise, "docs": adapter.docs,
+            "delivery": adapter.delivery, "lost_as_promised": v.lost_as_promised,
+            "reruns_against_promise": v.reruns_against_promise,
             "recovered": recovered, "workers_replaced": self.replacements, "unfinished": unfinished,
             "worker_errors": self._errors()})
 
@@ -293,6 +298,7 @@ class _Run:
                 proc.last_alive = now
                 continue
             del self.procs[index]
+            reap_group(proc.popen.pid)
             killed = injector is not None and index in injector.killed
             event = next((e for e in (injector.events if injector else []) if e.kind == "kill" and e.worker == index),
                          None)
@@ -330,6 +336,17 @@ class _Run:
             except subprocess.TimeoutExpired:
                 proc.popen.kill()
                 proc.popen.wait()
+            reap_group(proc.popen.pid)
+
+
+def reap_group(pid: int) -> None:
+    """Kill what is left in a dead worker's process group (claimcheck.libs._adapter.LibraryAdapter.spawn):
+    processes its library started, which a SIGKILL of the worker leaves running (chancy's multiprocessing
+    manager). A worker of another runtime has no group of its own, and nothing is found."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _terminations(injector: FaultInjector | None, files: dict[int, str]) -> dict[int, list[float]]:
