@@ -22,8 +22,8 @@ from claimcheck.engine.budget import Budget
 from claimcheck.engine.driver import run_strategy
 from claimcheck.errors import SqlFileError
 from claimcheck.plans.conditions import CONDITION_WORKERS, Condition, TablesUnavailable, build_tables, under
-from claimcheck.plans.timing import shadowed
 from claimcheck.plans.shape import EXPLAIN_TIMEOUT_MS, SAMPLE_VALUES, PlanShape, explain
+from claimcheck.plans.timing import shadowed
 from claimcheck.server.pooling import refuse_transaction_blocks
 from claimcheck.server.provision import Server
 from claimcheck.server.runcontext import RunContext

@@ -28,7 +28,7 @@ def plan_words(outcome: "ConditionOutcome") -> str:
     return "limit runs once" + (f" ({join})" if join else "")
 
 
-def overlap_words(outcome: "ConditionOutcome") -> str:
+def overlap_words(outcome: ConditionOutcome) -> str:
     """A condition's run's claims that overlapped another claim, of its claims (claimcheck.verdict.power)."""
     power = outcome.result.power if outcome.result is not None else None
     return "-" if power is None else f"{power.overlapping:,} of {power.claims:,}"

@@ -13,8 +13,8 @@ coordinator's statements never pause and the claim's text is the file's own.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import psycopg
 from psycopg import sql

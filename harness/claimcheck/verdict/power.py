@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import bisect
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any
 
 from claimcheck.verdict.ledger import WorkerLog
 
@@ -55,7 +56,7 @@ class Power:
         return (f"{self.overlapping:,} of {self.claims:,} claims overlapped another claim; a race that shows in "
                 f"1 of K of them would have been seen with probability at least ({odds})")
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, object]:
         return {"claims": self.claims, "overlapping_claims": self.overlapping, "lock_waits": self.lock_waits,
                 **{f"detect_1_in_{k}": round(self.chance(k), 4) for k in ONE_IN},
                 "statement": self.statement(), "unseen": list(self.unseen)}
@@ -75,7 +76,7 @@ def claim_intervals(log: WorkerLog) -> list[tuple[float, float, int | None]]:
     for slot, at in enumerate(log.claimed_at):
         if not commits or at != commits[-1][0]:
             commits.append((at, backends.get(slot)))
-    return [(at - latency / 1000.0, at, backend) for (at, backend), latency in zip(commits, log.claim_latency_ms)]
+    return [(at - latency / 1000.0, at, backend) for (at, backend), latency in zip(commits, log.claim_latency_ms, strict=False)]
 
 
 def overlapping_claims(logs: list[WorkerLog]) -> tuple[int, int]:
@@ -95,7 +96,7 @@ def overlapping_claims(logs: list[WorkerLog]) -> tuple[int, int]:
     return total, overlapped
 
 
-def _overlaps(theirs: list, starts: list[float], start: float, end: float, backend: int | None) -> bool:
+def _overlaps(theirs: list[tuple[float, float, int | None]], starts: list[float], start: float, end: float, backend: int | None) -> bool:
     i = bisect.bisect_left(starts, end) - 1
     while i >= 0 and theirs[i][1] > start:
         if backend is None or theirs[i][2] != backend:
@@ -127,7 +128,7 @@ def unseen(*, overlapping: int, leased: bool, released: bool, session_locks: boo
     return tuple(out)
 
 
-def weakened(base: dict | None, new: dict | None) -> bool:
+def weakened(base: dict[str, Any] | None, new: dict[str, Any] | None) -> bool:
     """Did a run's power fall by more than half against its base's (their JSON `power` objects)?"""
     if not base or not new:
         return False
