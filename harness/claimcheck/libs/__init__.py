@@ -19,9 +19,10 @@ ADAPTERS = {
     "saq": "claimcheck.libs.saq",
     "graphile-worker": "claimcheck.libs.graphile",  # Node: claimcheck.libs.external
     "pg-boss": "claimcheck.libs.pgboss",
+    "pg-boss-12": "claimcheck.libs.pgboss12",  # Node 22, from npm when the machine's node is older
 }
 """Library name -> its adapter module."""
-EXTERNAL = frozenset({"graphile-worker", "pg-boss"})
+EXTERNAL = frozenset({"graphile-worker", "pg-boss", "pg-boss-12"})
 """The adapters whose worker runs in another runtime (claimcheck.libs.external): their library is
 installed with that runtime's package manager on first use, not with a Python extra."""
 
