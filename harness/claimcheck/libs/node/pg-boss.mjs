@@ -52,7 +52,11 @@ async function feed() {  // one job per key read from stdin, each its own send (
 
 async function work() {
   const recorder = new Recorder(config);
-  const b = boss({ supervise: true, schedule: false, maintenanceIntervalSeconds: o.maintenance_s });
+  // pg-boss 11+ expires jobs in its supervise pass, every superviseIntervalSeconds and at most once per
+  // monitorIntervalSeconds per queue (60 s each by default); 10 in its maintenance: each every o.maintenance_s
+  const expiry = major >= 11 ? { superviseIntervalSeconds: o.maintenance_s, monitorIntervalSeconds: o.maintenance_s }
+    : { maintenanceIntervalSeconds: o.maintenance_s };
+  const b = boss({ supervise: true, schedule: false, ...expiry });
   await b.start();
   recorder.hello("pg-boss", version);
   await b.work(QUEUE, { batchSize: o.batch_size, pollingIntervalSeconds: o.polling_s, includeMetadata: true },
