@@ -20,9 +20,10 @@ ADAPTERS = {
     "graphile-worker": "claimcheck.libs.graphile",  # Node: claimcheck.libs.external
     "pg-boss": "claimcheck.libs.pgboss",
     "pg-boss-12": "claimcheck.libs.pgboss12",  # Node 22, from npm when the machine's node is older
+    "bullmq": "claimcheck.libs.bullmq",  # Node: its PostgreSQL backend
 }
 """Library name -> its adapter module."""
-EXTERNAL = frozenset({"graphile-worker", "pg-boss", "pg-boss-12"})
+EXTERNAL = frozenset({"graphile-worker", "pg-boss", "pg-boss-12", "bullmq"})
 """The adapters whose worker runs in another runtime (claimcheck.libs.external): their library is
 installed with that runtime's package manager on first use, not with a Python extra."""
 

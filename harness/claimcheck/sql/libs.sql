@@ -143,3 +143,21 @@ SELECT graphile_worker.force_unlock_workers(%(workers)s::text[]);
 
 -- name: graphile_worker_reset
 TRUNCATE graphile_worker._private_jobs, graphile_worker._private_job_queues RESTART IDENTITY CASCADE;
+
+-- name: bullmq_outcome
+-- BullMQ's PostgreSQL backend keeps a job's row in bullmq.job (completed and failed ones too, by
+-- default), its life in `state`; attempts_started counts the claims of it.
+SELECT count(*) FILTER (WHERE state = 'completed')                 AS done,
+       count(*) FILTER (WHERE state IN ('waiting', 'delayed'))     AS queued,
+       count(*) FILTER (WHERE state = 'active')                    AS running,
+       count(*) FILTER (WHERE state = 'failed')                    AS failed,
+       coalesce(max(attempts_started), 0)                          AS max_attempts
+FROM bullmq.job;
+
+-- name: bullmq_status
+SELECT (data ->> 'key')::bigint, state::text, attempts_started FROM bullmq.job
+WHERE (data ->> 'key')::bigint = ANY(%(keys)s);
+
+-- name: bullmq_unfinished
+SELECT (data ->> 'key')::bigint, id, state::text, attempts_started, coalesce(processed_by, '')
+FROM bullmq.job WHERE state NOT IN ('completed', 'failed') ORDER BY 1 LIMIT %(limit)s;
