@@ -17,8 +17,9 @@ import pytest
 from claimcheck.engine.pgbench import pgbench_path
 from claimcheck.errors import UsageError
 from claimcheck.libs import EXTERNAL, load_adapter
-from claimcheck.libs._adapter import LibraryAdapter
 from claimcheck.libs.npm import cache_root, node_major
+
+NODE = sorted(name for name in EXTERNAL if name != "delayed_job")  # Ruby's: test_ruby_libs.py
 from claimcheck.libs.runner import lib_settings, run_library
 from claimcheck.settings import FaultPlan
 
@@ -31,7 +32,7 @@ def node_libs():
     if shutil.which("npm") is None:
         pytest.skip("no npm on PATH: the Node libraries' tests install them with npm (once)")
     try:
-        return {name: load_adapter(name) for name in sorted(EXTERNAL)}
+        return {name: load_adapter(name) for name in NODE}
     except UsageError as exc:
         pytest.skip(f"the Node libraries could not be installed: {str(exc)[:200]}")
 
@@ -44,11 +45,11 @@ def has_pgbench(server) -> bool:
         return False
 
 
-@pytest.mark.parametrize("library", sorted(EXTERNAL))
+@pytest.mark.parametrize("library", NODE)
 def test_a_healthy_run_executes_every_job_exactly_once(server, node_libs, library):
     """With the pgbench pass when pgbench is here: the library's own SQL finishes every job too."""
     adapter = node_libs[library]
-    pgbench = has_pgbench(server) and type(adapter).pgbench_cycle is not LibraryAdapter.pgbench_cycle
+    pgbench = has_pgbench(server) and adapter.has_pgbench_cycle()
     result = run_library(server, adapter, lib_settings(workers=2, jobs=60), pgbench=pgbench)
     v = result.verdict
     assert result.exactly_once, (v.violations[:3], result.table, result.library)
@@ -120,7 +121,7 @@ def test_without_node_lib_says_what_is_missing_and_exits_2(tmp_path):
     assert "no node on PATH" in done.stderr and "nodejs" in done.stderr
 
 
-@pytest.mark.parametrize("library", sorted(EXTERNAL))
+@pytest.mark.parametrize("library", NODE)
 def test_a_node_library_fed_through_its_own_enqueue_while_it_works_is_judged_like_its_seeded_jobs(
         server, node_libs, library):
     """The script's `feed` enqueues each key as the producer sends it (addJob, send), its workers running."""

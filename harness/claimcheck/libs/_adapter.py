@@ -148,6 +148,11 @@ class LibraryAdapter:
     job for abandoned (its lease minus one heartbeat interval). A re-execution earlier than that
     while the stalled one still runs is a double execution, later it is a redelivery."""
 
+    claim_lease_s: ClassVar[float] = 0.0
+    """Under --faults, for a library whose lease runs from the claim rather than from its last
+    heartbeat (delayed_job's `locked_at + max_run_time`): a stalled execution is released at its
+    claim plus this, when that is earlier than the stall's start plus `stall_release_s` (0: no such lease)."""
+
     completion_lag_s: ClassVar[float] = 0.1
     """How long after the task returns the library may still not have recorded the job finished
     (its completion statement's round trip, or a completion buffer): a worker failure within it
@@ -222,6 +227,10 @@ class LibraryAdapter:
         Raises :class:`UsageError` when the script cannot be built (nothing has started then)."""
         raise UsageError(f"claimcheck lib {self.name} --pgbench: there is no pgbench script for {self.name}; "
                          "run it without --pgbench")
+
+    def has_pgbench_cycle(self) -> bool:
+        """Is a pgbench cycle written for it (`--pgbench`)?"""
+        return type(self).pgbench_cycle is not LibraryAdapter.pgbench_cycle
 
     def reset(self, conn: psycopg.Connection) -> None:
         """Empty the library's tables (the `<name>_reset` statement of sql/libs.sql), so the pgbench

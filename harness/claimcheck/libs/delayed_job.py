@@ -56,7 +56,8 @@ class DelayedJobAdapter(ExternalAdapter):
                "job takes longer than [max_run_time], another computer could pick it up\"; failed jobs are retried")
     docs = "https://github.com/collectiveidea/delayed_job/blob/v4.1.9/README.md (Gory Details)"
     lease_s = float(FAULTS_MAX_RUN_TIME_S)
-    stall_release_s = FAULTS_MAX_RUN_TIME_S * 0.9  # locked_at is the claim; the stall begins right after it
+    stall_release_s = float(FAULTS_MAX_RUN_TIME_S)
+    claim_lease_s = float(FAULTS_MAX_RUN_TIME_S)  # ready again once locked_at < now - max_run_time
 
     def __init__(self) -> None:
         self.enqueued = 0

@@ -215,7 +215,7 @@ class _Run:
         files, version = adapter.worker_records(self.tmp)
         logs, reaps, executions = to_ledger(files, self.deaths, adapter.stall_release_s,
                                             _terminations(injector, files), adapter.completion_lag_s,
-                                            adapter.lease_s)
+                                            adapter.lease_s, adapter.claim_lease_s)
         fed = None
         if fed_log is not None:  # the seeded jobs and the produced ones it committed, judged by judge_run
             for log in logs:
