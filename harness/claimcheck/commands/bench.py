@@ -81,8 +81,10 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     lib_grid = [lib_settings(w, args.jobs, args.work_ms, duration_s=args.duration) for w in args.workers] if adapters else []
     with provide(args) as server:
         print_server(err, server)
-        # `--libs all` runs pgbench for the libraries that have a cycle; a list names only such libraries
-        cycled = [a for a in adapters if a.has_pgbench_cycle() or args.libs != ["all"]] if args.pgbench else []
+        # `--libs all` and the scoreboard run pgbench for the libraries that have a cycle; a plain list
+        # names only such libraries (check_cycles refuses one that has none)
+        every = args.libs == ["all"] or args.scoreboard
+        cycled = [a for a in adapters if a.has_pgbench_cycle() or not every] if args.pgbench else []
         if cycled:
             check_cycles(cycled, server.bin_dir, lib_grid)  # before the strategies' runs, not after them
         # Rounds, not N runs of one strategy in a row: drift on a busy machine spreads over all of them.
@@ -115,7 +117,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     if board:
         console.print(scoreboard.table(board))
         err.print("the scoreboard as Markdown (docs/libraries.md):\n" + scoreboard.markdown(board),
-                  highlight=False, markup=False)
+                  highlight=False, markup=False, soft_wrap=True)
     # A strategy believed unsafe showing its violation is the point of the table; a safe one
     # (or a user's file, which makes no claim) that violates is a finding.
     failed = [r for r in results if not r.exactly_once and r.strategy.expected != "unsafe"]
