@@ -228,6 +228,14 @@ class LibraryAdapter:
         raise UsageError(f"claimcheck lib {self.name} --pgbench: there is no pgbench script for {self.name}; "
                          "run it without --pgbench")
 
+    says_hello: ClassVar[bool] = False
+    """Does its worker say when it is up (an external worker's hello)?"""
+
+    def said_hello(self, records: Path) -> bool:
+        """Has the worker writing `records` said it is up (an external worker's hello)? A Python
+        worker says nothing: False."""
+        return False
+
     def has_pgbench_cycle(self) -> bool:
         """Is a pgbench cycle written for it (`--pgbench`)?"""
         return type(self).pgbench_cycle is not LibraryAdapter.pgbench_cycle

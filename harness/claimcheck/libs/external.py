@@ -186,6 +186,16 @@ class ExternalAdapter(LibraryAdapter):
         said = sorted({str(h.get("version")) for h in hellos if h.get("version")})
         return files, ", ".join(said) if said else self.pinned
 
+    says_hello = True
+
+    def said_hello(self, records: Path) -> bool:
+        """The hello is a worker's first line (docs/contracts.md)."""
+        try:
+            with open(records, "rb") as lines:
+                return b'"hello"' in lines.readline()
+        except FileNotFoundError:
+            return False
+
     def install(self, dsn: str) -> None:
         self._step("install", dsn)
 

@@ -54,6 +54,8 @@ RESTART_WAIT_S = 30.0
 """How long the coordinator waits for a restarted server to take connections again."""
 WORKER_STDERR_SHOWN = 600
 UNFINISHED_SHOWN = 20
+START_UP_S = 120.0
+"""The longest an external worker's runtime may take to say hello before the stall limit counts."""
 
 
 LIB_WORK_MS = "0"
@@ -160,6 +162,15 @@ class _Run:
             duration_s=settings.produce_s, first_key=settings.jobs + 1)
         """`lib --rate`: the schedule, its keys after the seeded ones."""
         self.feed: LibraryFeed | None = None
+        self.up: set[int] = set()
+        """Workers whose runtime said it was up (an external worker's hello): see _up."""
+
+    def _up(self) -> int:
+        """How many workers have said they are up so far: each is activity to the supervisor, so a
+        runtime's start-up (eight Rubies loading ActiveRecord at once on a loaded machine: over 30 s
+        seen at load 44 on 2 cores) is not a stall."""
+        self.up |= {i for i in self.procs if i not in self.up and self.adapter.said_hello(self._records(i))}
+        return len(self.up)
 
     def _records(self, index: int) -> Path:
         """Worker `index`'s records file (claimcheck.libs.records reads them all as w*.tsv)."""
@@ -276,7 +287,10 @@ class _Run:
                 return "drained", recovered
             # Only the table is seen, not the claims: a change in what it shows done or running is activity,
             # and so is a job produced (a fed queue idle between arrivals is no stall).
-            supervisor.saw(now, (finished, table.running, produced))
+            # Until the first external worker says hello (up to START_UP_S) its runtime is starting, not stalled.
+            up = self._up()
+            starting = adapter.says_hello and not up and now - origin < START_UP_S
+            supervisor.saw(now, (finished, table.running, produced, up, now if starting else 0.0))
             limit = supervisor.limit(now)
             if limit is not None:
                 return ("stalled" if limit == "stalled" else "duration"), recovered
