@@ -6,7 +6,7 @@ from claimcheck.plans.conditions import AS_SEEDED, STALE
 from claimcheck.plans.explore import ConditionOutcome
 from claimcheck.plans.shape import from_explain
 from claimcheck.report.html import render
-from claimcheck.report.plans import conditions_table
+from claimcheck.plans.table import conditions_table
 from sample_reports import assert_valid_report, report, run_object
 
 PLAN = ["Update on jobs", "  ->  Nested Loop Semi Join", "        ->  Seq Scan on jobs",

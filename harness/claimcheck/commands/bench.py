@@ -12,14 +12,16 @@ from claimcheck.commands.lib import run_libraries
 from claimcheck.libs import load_adapter, scoreboard
 from claimcheck.libs.parity import check_cycles
 from claimcheck.libs.runner import lib_settings
-from claimcheck.probes.explain import PlanVerdict, plan_verdict, prepare_plan_table
+from claimcheck.plans.shape import prepare_plan_table
+from claimcheck.probes.explain import PlanVerdict, plan_verdict
 from claimcheck.server.provision import Server
 from claimcheck.settings import above_zero, positive
 from claimcheck.verdict.knee import DEFAULT_LATENCY_SLO_MS, knees
 from claimcheck.verdict.result import RunResult
 from claimcheck.verdict.stats import median
 from claimcheck.report.render import print_server, server_title
-from claimcheck.server.session import run_all, run_schema
+from claimcheck.app.runs import run_all
+from claimcheck.server.session import run_schema
 from claimcheck.contract.strategy import Strategy, load_strategy
 from claimcheck.errors import UsageError
 from claimcheck.scenarios import CATALOG

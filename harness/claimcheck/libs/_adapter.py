@@ -58,6 +58,10 @@ class WorkerConfig:
     stall_s: float
     faults: bool
     """Run with the short lease / heartbeat settings the fault kinds need to be seen in a short run."""
+    idle: str = ""
+    """`lib NAME --idle` (claimcheck.libs.idle), on an empty queue: `defaults` runs the library's worker
+    with its documented defaults, none of the adapter's own knobs (poll intervals, heartbeats, maintenance);
+    `suspendable` with the settings of LibraryAdapter.suspendable. Empty: a run with jobs."""
 
 
 class Recorder:
@@ -152,6 +156,11 @@ class LibraryAdapter:
     """Under --faults, for a library whose lease runs from the claim rather than from its last
     heartbeat (delayed_job's `locked_at + max_run_time`): a stalled execution is released at its
     claim plus this, when that is earlier than the stall's start plus `stall_release_s` (0: no such lease)."""
+
+    suspendable: ClassVar[str | None] = None
+    """The library's settings that come nearest to an idle worker sending nothing more often than every 15
+    minutes, by its source, so a compute suspending after 10 could (`lib NAME --idle W --idle-setting suspendable` runs
+    them, when the adapter's `work` honours `WorkerConfig.idle`); in words, with the source. None: none known."""
 
     completion_lag_s: ClassVar[float] = 0.1
     """How long after the task returns the library may still not have recorded the job finished

@@ -17,7 +17,7 @@ from __future__ import annotations
 from html import escape
 from pathlib import Path
 
-from claimcheck.plans import AS_SEEDED, run_condition
+from claimcheck.verdict.result import AS_SEEDED, run_condition
 from claimcheck.report import svg
 from claimcheck.report.render import size_words
 from claimcheck.server.pooling import pooler_words

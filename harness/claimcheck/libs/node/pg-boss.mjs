@@ -52,14 +52,19 @@ async function feed() {  // one job per key read from stdin, each its own send (
 
 async function work() {
   const recorder = new Recorder(config);
+  // claimcheck lib pg-boss --idle: pg-boss's own defaults, or the settings of its `suspendable` (pgboss.py).
   // pg-boss 11+ expires jobs in its supervise pass, every superviseIntervalSeconds and at most once per
   // monitorIntervalSeconds per queue (60 s each by default); 10 in its maintenance: each every o.maintenance_s
+  const idle = config.idle ?? "";
   const expiry = major >= 11 ? { superviseIntervalSeconds: o.maintenance_s, monitorIntervalSeconds: o.maintenance_s }
     : { maintenanceIntervalSeconds: o.maintenance_s };
-  const b = boss({ supervise: true, schedule: false, ...expiry });
+  const b = boss(({ "": { supervise: true, schedule: false, ...expiry },
+    defaults: {}, suspendable: { supervise: false, schedule: false } })[idle]);
   await b.start();
   recorder.hello("pg-boss", version);
-  await b.work(QUEUE, { batchSize: o.batch_size, pollingIntervalSeconds: o.polling_s, includeMetadata: true },
+  const knobs = ({ "": { batchSize: o.batch_size, pollingIntervalSeconds: o.polling_s }, defaults: {},
+    suspendable: { pollingIntervalSeconds: 900 } })[idle];
+  await b.work(QUEUE, { ...knobs, includeMetadata: true },
     async (jobs) => {
       // retryCount is pg-boss's count of earlier attempts; startedOn its own time of the claim
       await Promise.all(jobs.map((job) => recorder.execution(job.data.key, job.id, job.retryCount + 1, job.startedOn)));
