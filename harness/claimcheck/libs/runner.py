@@ -162,6 +162,8 @@ class _Run:
             duration_s=settings.produce_s, first_key=settings.jobs + 1)
         """`lib --rate`: the schedule, its keys after the seeded ones."""
         self.feed: LibraryFeed | None = None
+        self.feed_at = 0.0
+        """When the feed was started (its runtime's start-up is not a stall either)."""
         self.up: set[int] = set()
         """Workers whose runtime said it was up (an external worker's hello): see _up."""
 
@@ -280,16 +282,18 @@ class _Run:
             if self.feed_plan is not None and self.feed is None and started > 0:
                 # `lib --rate` (claimcheck.libs.feed): the schedule starts once the library's workers run, at
                 # their first job, so a slow start-up is not charged to the first produced jobs' latency.
-                self.feed = LibraryFeed(adapter, self.dsn, self.feed_plan)
+                self.feed, self.feed_at = LibraryFeed(adapter, self.dsn, self.feed_plan), now
             feeding = self.feed_plan is not None and (self.feed is None or self.feed.feeding)
             produced = self.feed.enqueued.value if self.feed is not None else 0
             if not feeding and finished >= settings.jobs + produced and table.queued == 0 and table.running == 0:
                 return "drained", recovered
             # Only the table is seen, not the claims: a change in what it shows done or running is activity,
             # and so is a job produced (a fed queue idle between arrivals is no stall).
-            # Until the first external worker says hello (up to START_UP_S) its runtime is starting, not stalled.
+            # Until the first external worker says hello, or the feed its first job (up to START_UP_S each),
+            # its runtime is starting, not stalled.
             up = self._up()
-            starting = adapter.says_hello and not up and now - origin < START_UP_S
+            starting = adapter.says_hello and ((not up and now - origin < START_UP_S) or (
+                self.feed is not None and self.feed.feeding and not produced and now - self.feed_at < START_UP_S))
             supervisor.saw(now, (finished, table.running, produced, up, now if starting else 0.0))
             limit = supervisor.limit(now)
             if limit is not None:
