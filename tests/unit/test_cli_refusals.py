@@ -82,3 +82,13 @@ def test_check_refuses_notify_where_it_does_not_apply(capsys, argv, words):
 ])
 def test_lib_refuses_a_rate_where_it_does_not_apply(capsys, argv, words):
     assert words in refused(capsys, *argv)
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--budget", "10", "--jobs", "100"], "--budget sizes the check by time; --jobs asks for a fixed size"),
+    (["--budget", "10", "--drain"], "--drain asks for a fixed size"),
+    (["--budget", "1"], "--budget must be between 2 and 86,400 seconds, got 1.0"),
+    (["--budget", "nan"], "--budget must be between 2 and 86,400 seconds, got nan"),
+])
+def test_check_refuses_a_budget_it_cannot_keep(capsys, argv, message):
+    assert message in refused(capsys, "check", "skip-locked", *argv)

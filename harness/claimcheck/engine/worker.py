@@ -213,7 +213,7 @@ class Loop:
                     return
             except psycopg.Error as exc:
                 if self.backend.lost(exc):
-                    cycle.reconnect()
+                    cycle.reconnect(exc)
                 elif exc.sqlstate is None:
                     raise  # not the server's answer (a client-side error): a harness or file problem
                 else:  # a claim outcome: counted, retried on the same connection after a pause

@@ -90,6 +90,9 @@ class WorkerLog:
     reconnects: int = 0
     sqlstates: dict = field(default_factory=dict)
     """Server errors raised inside claims and completions, by SQLSTATE (each rolled back and retried)."""
+    lost_sqlstates: dict = field(default_factory=dict)
+    """Connections the server ended, by the SQLSTATE it sent as it ended them (25P03: its
+    idle_in_transaction_session_timeout); a connection lost without a word is not counted here."""
     leases: list = field(default_factory=list)
     """(slot, server time right after the claim, lease_until), both epoch seconds, for claims that
     return `lease_until`."""

@@ -117,6 +117,8 @@ class PgbenchResult:
     """For a library: which of its statements the script runs, and where they came from."""
     cpu_s: float = 0.0
     """CPU time (user + system) of the pgbench process: its client cost, next to our workers'."""
+    by_status: tuple = ()
+    """(status, count, max attempts) per status of our jobs table after pgbench, as seed 003 prints it."""
 
     def as_dict(self) -> dict:
         out = {"clients": self.clients, "scripts_per_client": self.scripts_per_client, "scripts": self.scripts,
@@ -124,6 +126,8 @@ class PgbenchResult:
                "jobs_per_s": round(self.jobs_per_s, 1), "cpu_s": round(self.cpu_s, 4)}
         if self.statements:
             out["statements"] = self.statements
+        if self.by_status:
+            out["table_by_status"] = [{"status": st, "count": n, "max_attempts": most} for st, n, most in self.by_status]
         return out
 
 

@@ -6,7 +6,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from claimcheck.contract.limit import BATCH, ClaimLimit, claim_limit
+from claimcheck.verdict import liveness
 from claimcheck.verdict.ledger import Verdict
+from claimcheck.verdict.liveness import Waiting
 from claimcheck.verdict.observed import (SAMPLE_INTERVAL_S, FaultEvent, PgbenchResult, ProducerOutcome, SeededJobs,
                                          WaitSamples)
 from claimcheck.verdict.planshape import PlanShape, PlanVerdict
@@ -38,6 +40,15 @@ class TableOutcome:
     max_attempts: int
     over_max_attempts: int = 0
     attempts_total: int = 0
+    waiting: Waiting = Waiting()
+    """Jobs left queued for a retry not yet due (our jobs table; see claimcheck.verdict.liveness)."""
+    by_status: tuple = ()
+    """(status, count, max attempts) per status of our jobs table after the run, as seed 003 prints it."""
+
+
+def status_dicts(rows) -> list[dict]:
+    """`table_by_status` in the JSON: the table after a run, per status (our jobs table; else empty)."""
+    return [{"status": status, "count": count, "max_attempts": most} for status, count, most in rows]
 
 
 @dataclass(frozen=True)
@@ -112,6 +123,10 @@ class RunResult:
     """The open-loop producer's figures (`check --rate`): rates, lag, pickup and end-to-end latency."""
     over_time: OverTime | None = None
     """A rate run's queue depth, dead tuples, table size and pickup latency over time."""
+    session_endings: dict = field(default_factory=dict)
+    """Sessions the server ended itself, by the SQLSTATE it sent (25P03: idle_in_transaction_session_timeout)."""
+    server_limits: dict = field(default_factory=dict)
+    """The values of the server settings those endings name (`idle_in_transaction_session_timeout`: `1s`)."""
 
     @property
     def pgbench_ratio(self) -> float | None:
@@ -135,15 +150,39 @@ class RunResult:
 
     @property
     def lifecycle_ok(self) -> bool:
-        """After a drain with jobs coming back: every job done or failed, attempts within max."""
+        """After a drain with jobs coming back: every job done or failed, attempts within max. Jobs
+        left queued by a run that stalled or made no progress are a liveness failure, not this."""
         if not (self.settings.lifecycle and self.settings.drains) or self.stopped_by == "duration":
             return True
-        return self.unfinished_jobs == 0 and self.table.over_max_attempts == 0
+        unfinished_ok = self.unfinished_jobs == 0 or self.stopped_by in ("stalled", "no-progress")
+        return unfinished_ok and self.table.over_max_attempts == 0
 
     @property
     def progressed(self) -> bool:
-        """False when the run was ended because workers kept claiming and no job was finished."""
-        return self.stopped_by != "no-progress"
+        """False when the run made no progress within its limits (see :attr:`liveness`)."""
+        return self.liveness is None
+
+    @property
+    def violated(self) -> bool:
+        """A safety violation: a job handed out twice, lost, over-claimed, completed stale, beyond its
+        max_attempts (the ledger's verdict and the lifecycle check)."""
+        return not (self.verdict.exactly_once and self.lifecycle_ok)
+
+    @property
+    def liveness(self) -> str | None:
+        """Why the run made no progress within its limits (claimcheck.verdict.liveness), or None."""
+        left = self.verdict.unreached_jobs if self.stopped_by == "stalled" else 0
+        if self.settings.lifecycle and self.stopped_by == "stalled":
+            left = max(left, self.unfinished_jobs)
+        return liveness.failure(self.stopped_by, self.stop_reason, self.jobs_done, self.seeded.count, left,
+                                self.elapsed_s, self.table.waiting, self.session_endings, self.server_limits)
+
+    @property
+    def outcome(self) -> str:
+        """`held`, `violated` (safety, exit 1) or `no-progress` (liveness, exit 3): a violation wins."""
+        if self.violated:
+            return liveness.VIOLATED
+        return liveness.NO_PROGRESS if self.liveness is not None else liveness.HELD
 
     @property
     def stopped_early(self) -> bool:
@@ -154,7 +193,7 @@ class RunResult:
     def exactly_once(self) -> bool:
         """The one verdict: the CLI's exit code, bench, compare, the reports, the pytest plugin and
         claimcheck.assert_exactly_once all use it."""
-        return self.verdict.exactly_once and self.lifecycle_ok and self.progressed
+        return not self.violated and self.progressed
 
     def repetition_dicts(self) -> list[dict]:
         """Each repetition's headline figures, in the order run (this run alone without --repeat)."""
@@ -197,6 +236,7 @@ class RunResult:
             "stop_reason": self.stop_reason,
             "seed_seconds": round(self.seeded.seconds, 3),
             "exactly_once": self.exactly_once,
+            "outcome": self.outcome, "liveness": self.liveness, "session_endings": self.session_endings,
             "violations": [x.as_dict() for x in v.violations],
             "pgbench_jobs_per_s": None if self.pgbench is None else round(self.pgbench.jobs_per_s, 1),
             "pgbench_ratio": None if self.pgbench_ratio is None else round(self.pgbench_ratio, 3),
@@ -206,6 +246,7 @@ class RunResult:
             "claim_errors": self.claim_errors, "reconnects": self.reconnects + self.workers_replaced,
             "over_claims": v.over_claims, "over_attempts": v.over_attempts, "claim_limit": self.claim_limit.as_dict(),
             "shape_violations": list(v.shape_evidence),
+            "table_by_status": status_dicts(self.table.by_status),
         }
         data["condition"] = self.condition
         if self.condition_plan is not None:
