@@ -8,6 +8,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from claimcheck.commands import VERBS
 from claimcheck.commands._options import (add_producers_option, add_run_options, add_server_options, provide,
                                           refuse_pooler, report_runs, settings_grid)
 from claimcheck.interleave.search import DEFAULT_EXAMPLES, search
@@ -32,7 +33,7 @@ MAX_EXAMPLES = 100_000
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
-    p = verbs.add_parser("check", help="the exactly-once verdict for one claim strategy")
+    p = verbs.add_parser("check", help=VERBS["check"])
     p.add_argument("strategy", help="a .sql file in the strategy contract, or a built-in name")
     add_run_options(p, workers="16", jobs=None, modes="lease", work_ms="0", faults=True, reports=False,
                     sweeps=False, jobs_help="seed this many jobs and drain them, a fixed size instead of the time "

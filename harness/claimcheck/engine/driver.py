@@ -31,7 +31,7 @@ from claimcheck.verdict.result import RunResult
 from claimcheck.engine.sampler import RunSamplers, StuckBackend, stuck_backends, WaitSamples
 from claimcheck.server.runcontext import RunContext
 from claimcheck.server.schema import SeededJobs, build_jobs_table, build_own_tables, key_base
-from claimcheck.settings import RunSettings
+from claimcheck.settings import RunSettings, StopReason
 from claimcheck.contract.strategy import ClaimShape, Strategy, validate_on_server
 from claimcheck.engine.shared import STALLED, Shared
 from claimcheck.engine.supervisor import MAX_REPLACEMENTS, TICK_S, Supervisor, check_headroom, drained
@@ -254,7 +254,7 @@ class _Run:
             if self.producer is not None:
                 self.producer.receive(JOIN_TIMEOUT_S)
             if not self.shared.stop.value and any(log.drained for log in self.logs):
-                self.stopped_by = "drained"  # before its --duration or --claims-per-worker
+                self.stopped_by = StopReason.DRAINED  # before its --duration or --claims-per-worker
             self.coordinator_cpu_s = time.process_time() - cpu_started
             self.waits = sampler.stop(last=True)  # and one sample of a rate run's drained queue
             sampler = None
@@ -297,7 +297,7 @@ class _Run:
             self._drain_messages(timeout=max(0.0, next_tick - time.monotonic()))
             if self.watch.proof is not None and not self.shared.stop.value:
                 # Proven from a prefix of the run: nothing recorded later can undo it (see claimcheck.engine.watch).
-                self.shared.stop.value, self.stopped_by = 1, "violation"
+                self.shared.stop.value, self.stopped_by = 1, StopReason.VIOLATION
             now = time.monotonic()
             if now < next_tick:
                 continue
@@ -320,9 +320,9 @@ class _Run:
             limit = None if self.shared.stop.value else supervisor.limit(now)
             if limit == "duration":
                 self.shared.stop.value = 1  # stopped_by is the settings' limit_kind already
-            elif limit in ("time-cap", "budget"):
-                self.shared.stop.value, self.stopped_by = 1, "duration"
-                if limit == "budget":
+            elif limit in (StopReason.TIME_CAP, StopReason.BUDGET):
+                self.shared.stop.value, self.stopped_by = 1, StopReason.DURATION
+                if limit == StopReason.BUDGET:
                     self.budget_spent_at = now - started
             elif limit is not None:
                 self._halt_without_progress(limit, supervisor.since_progress(now), supervisor.stall_limit_s)
@@ -353,9 +353,9 @@ class _Run:
         except psycopg.Error:
             pass  # unseen, or not ended: stuck workers' processes are terminated after JOIN_TIMEOUT_S (_monitor)
         if self.stuck or kind == "no-progress":
-            self.stopped_by, self.no_progress_s = "no-progress", since_progress
+            self.stopped_by, self.no_progress_s = StopReason.NO_PROGRESS, since_progress
         else:
-            self.stopped_by, self.no_progress_s = "stalled", limit
+            self.stopped_by, self.no_progress_s = StopReason.STALLED, limit
 
     def _end_stuck_after_stop(self, since_stop: float) -> None:
         """Workers still in the statement they were in when the run stopped, `since_stop` seconds ago:
@@ -371,7 +371,7 @@ class _Run:
         except psycopg.Error:
             return  # not ended: stuck workers' processes are terminated after JOIN_TIMEOUT_S (_monitor)
         if stuck and self.stopped_by in ("duration", "claims-per-worker"):
-            self.stuck, self.stuck_after_stop, self.stopped_by = stuck, since_stop, "no-progress"
+            self.stuck, self.stuck_after_stop, self.stopped_by = stuck, since_stop, StopReason.NO_PROGRESS
 
     def _drain_messages(self, timeout: float = 0.0, deadline: float | None = None) -> None:
         """Receive what workers sent; a worker's log is finished by its `end` message or its death."""

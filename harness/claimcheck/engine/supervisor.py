@@ -14,7 +14,7 @@ import psycopg
 
 from claimcheck.contract.queries import QUERIES
 from claimcheck.errors import ServerError
-from claimcheck.settings import RunSettings
+from claimcheck.settings import RunSettings, StopReason
 
 TICK_S = 0.1
 """How often a coordinator looks at its run (progress, faults, limits). Between ticks it only takes
@@ -89,19 +89,19 @@ class Supervisor:
         asks only this: the Locust master)."""
         return self.since_activity(now) > self.stall_limit_s
 
-    def limit(self, now: float) -> str | None:
+    def limit(self, now: float) -> StopReason | None:
         """`duration` (--duration: the run's own end), `time-cap` (a condition's cap), `budget` (its share of
         the check's budget), `stalled` (no activity for the
         stall limit), `no-progress` (activity, but no progress), or None."""
         s, elapsed = self.settings, now - self.started
         if s.duration_s is not None and elapsed >= s.duration_s:
-            return "duration"
+            return StopReason.DURATION
         if s.time_cap_s is not None and elapsed >= s.time_cap_s:
-            return "time-cap"
+            return StopReason.TIME_CAP
         if self.deadline is not None and now >= max(self.deadline, self.started + MIN_BUDGET_RUN_S):
-            return "budget"
+            return StopReason.BUDGET
         if self.stalled(now):
-            return "stalled"
+            return StopReason.STALLED
         if self._progress is not None and self.since_progress(now) > self.stall_limit_s:
-            return "no-progress"
+            return StopReason.NO_PROGRESS
         return None

@@ -11,7 +11,9 @@ Pure functions of a judged run's figures: the judge fills them, this module only
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 HELD, VIOLATED, NO_PROGRESS = "held", "violated", "no-progress"
 """A run's `outcome` in the JSON; `check` exits 0, 1 and 3 on them (docs/contracts.md §6)."""
@@ -46,7 +48,8 @@ class Waiting:
 
 
 def failure(stopped_by: str, stop_reason: str | None, jobs_done: int, seeded: int, left: int,
-            elapsed_s: float, waiting: Waiting, session_endings: dict, server_limits: dict) -> str | None:
+            elapsed_s: float, waiting: Waiting, session_endings: dict[str, Any],
+            server_limits: dict[str, Any]) -> str | None:
     """Why the run made no progress within its limits, in words, or None if it did.
 
     `left`: jobs the run left unfinished that are neither lost nor a violation (never reached in a
@@ -67,7 +70,7 @@ def failure(stopped_by: str, stop_reason: str | None, jobs_done: int, seeded: in
     return f"{cause}; {ended}" if ended else cause
 
 
-def endings_words(session_endings: dict, server_limits: dict) -> str | None:
+def endings_words(session_endings: dict[str, Any], server_limits: dict[str, Any]) -> str | None:
     """The sessions the server ended, by cause, named: "the server ended the workers' sessions 52
     times: 25P03 idle_in_transaction_session_timeout (1s)"."""
     named = {state: n for state, n in session_endings.items() if state in SESSION_ENDINGS}
@@ -85,12 +88,12 @@ def endings_words(session_endings: dict, server_limits: dict) -> str | None:
             "(each claim in them was rolled back)")
 
 
-def worst_outcome(results) -> str:
+def worst_outcome(results: Iterable[Any]) -> str:
     """A check's outcome over its runs: a safety violation in any, else a liveness failure in any."""
     outcomes = {r.outcome for r in results}
     return VIOLATED if VIOLATED in outcomes else NO_PROGRESS if NO_PROGRESS in outcomes else HELD
 
 
-def settings_to_read(session_endings: dict) -> list[str]:
+def settings_to_read(session_endings: dict[str, Any]) -> list[str]:
     """The server settings a run's session endings name, to read their values after it."""
-    return sorted({SESSION_ENDINGS[s] for s in session_endings if SESSION_ENDINGS.get(s)})
+    return sorted({name for s in session_endings if (name := SESSION_ENDINGS.get(s))})

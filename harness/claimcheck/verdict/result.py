@@ -3,7 +3,8 @@ object in the JSON contract of docs/contracts.md."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Sequence
+from typing import Any, TYPE_CHECKING
 
 from claimcheck.contract.limit import BATCH, ClaimLimit, claim_limit
 from claimcheck.verdict import liveness
@@ -23,7 +24,7 @@ AS_SEEDED = "as-seeded"
 a report without conditions to it."""
 
 
-def run_condition(run: dict) -> str:
+def run_condition(run: dict[str, Any]) -> str:
     """The planner condition a report's run object was made under: a run that names none (schema
     version 1, `--plans none`, bench) is the as-seeded run."""
     return run.get("condition") or AS_SEEDED
@@ -42,11 +43,11 @@ class TableOutcome:
     attempts_total: int = 0
     waiting: Waiting = Waiting()
     """Jobs left queued for a retry not yet due (our jobs table; see claimcheck.verdict.liveness)."""
-    by_status: tuple = ()
+    by_status: tuple[Any, ...] = ()
     """(status, count, max attempts) per status of our jobs table after the run, as seed 003 prints it."""
 
 
-def status_dicts(rows) -> list[dict]:
+def status_dicts(rows: Iterable[Sequence[Any]]) -> list[dict[str, Any]]:
     """`table_by_status` in the JSON: the table after a run, per status (our jobs table; else empty)."""
     return [{"status": status, "count": count, "max_attempts": most} for status, count, most in rows]
 
@@ -55,14 +56,14 @@ def status_dicts(rows) -> list[dict]:
 class OverTime:
     """A rate run's series from its start (docs/producers.md), in the JSON as they are."""
 
-    queue: dict
+    queue: dict[str, Any]
     """`queue_over_time`: the queue sampler's samples (claimcheck.engine.sampler.QueueSamples.series)."""
-    summary: dict
+    summary: dict[str, Any]
     """`queue_summary`: the deepest queue, the dead tuples at the end and at most, the largest table."""
-    latency: dict
+    latency: dict[str, Any]
     """`latency_over_time`: pickup latency per sampling interval (claimcheck.verdict.timeline.latency_over_time)."""
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"queue_over_time": self.queue, "queue_summary": self.summary, "latency_over_time": self.latency}
 
 
@@ -81,7 +82,7 @@ class RunResult:
     """`drained`, `duration`, `claims-per-worker`, `stalled` (no claim for a while), `violation`
     (a `check` stopped once a violation was proven, see RunSettings.stop_early) or `no-progress`
     (workers kept claiming but no job was finished for a while: a broken queue)."""
-    claim_latency_ms: dict
+    claim_latency_ms: dict[str, Any]
     serialization_failures: int
     deadlocks: int
     claim_statements: int
@@ -94,7 +95,7 @@ class RunResult:
     are faults, not counted here."""
     reaped: int = 0
     faults: list[FaultEvent] = field(default_factory=list)
-    claims_over_time: dict = field(default_factory=dict)
+    claims_over_time: dict[str, Any] = field(default_factory=dict)
     """Per-worker claims per time bucket (see :mod:`claimcheck.verdict.timeline`)."""
     pgbench: "PgbenchResult | None" = None
     """The same SQL through pgbench on the same table size, when asked for (`bench --pgbench`)."""
@@ -106,14 +107,14 @@ class RunResult:
     """The plan guard's verdict on the claim (`bench` asks for it; see `claimcheck explain`)."""
     stop_reason: str | None = None
     """Why the run ended before its drain (a proven violation, no progress), in words."""
-    library: dict | None = None
+    library: dict[str, Any] | None = None
     """A queue library's run (`claimcheck lib`): its name, version, promise and docs, and the
     jobs its own table left unfinished, in its own words (see :mod:`claimcheck.libs`)."""
     repetitions: "tuple[RunResult, ...]" = ()
     """Every repetition of this strategy x setting (`bench --repeat`), this one among them; empty for one run."""
-    claim_errors: dict = field(default_factory=dict)
+    claim_errors: dict[str, Any] = field(default_factory=dict)
     """Server errors inside claims and completions, by SQLSTATE: each rolled back, counted, retried."""
-    cpu_s: dict = field(default_factory=dict)
+    cpu_s: dict[str, Any] = field(default_factory=dict)
     """The harness's CPU seconds in the run: `workers` (summed) and `coordinator` (None where not measured)."""
     condition: str | None = None
     """The planner condition this run was made under (`check --plans`, see claimcheck.plans), or None."""
@@ -123,9 +124,9 @@ class RunResult:
     """The open-loop producer's figures (`check --rate`): rates, lag, pickup and end-to-end latency."""
     over_time: OverTime | None = None
     """A rate run's queue depth, dead tuples, table size and pickup latency over time."""
-    session_endings: dict = field(default_factory=dict)
+    session_endings: dict[str, Any] = field(default_factory=dict)
     """Sessions the server ended itself, by the SQLSTATE it sent (25P03: idle_in_transaction_session_timeout)."""
-    server_limits: dict = field(default_factory=dict)
+    server_limits: dict[str, Any] = field(default_factory=dict)
     """The values of the server settings those endings name (`idle_in_transaction_session_timeout`: `1s`)."""
 
     @property
@@ -195,7 +196,7 @@ class RunResult:
         claimcheck.assert_exactly_once all use it."""
         return not self.violated and self.progressed
 
-    def repetition_dicts(self) -> list[dict]:
+    def repetition_dicts(self) -> list[dict[str, Any]]:
         """Each repetition's headline figures, in the order run (this run alone without --repeat)."""
         return [{"throughput_jobs_per_s": round(r.throughput_jobs_per_s, 1), "elapsed_s": round(r.elapsed_s, 4),
                  "jobs_done": r.jobs_done, "double_claimed_jobs": r.verdict.double_claimed_jobs,
@@ -210,12 +211,12 @@ class RunResult:
             return ClaimLimit(self.settings.batch, BATCH)
         return claim_limit(self.strategy.statements, self.settings.batch)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         """One run object of the JSON contract in docs/contracts.md (section 3)."""
         v, s = self.verdict, self.settings
         repetitions = self.repetition_dicts()
         throughput = spread([r["throughput_jobs_per_s"] for r in repetitions])
-        data = {
+        data: dict[str, Any] = {
             "strategy": self.strategy.name, "source": self.strategy.source, "isolation": self.strategy.isolation,
             "expected": self.strategy.expected, "workers": s.workers, "jobs": s.jobs, "batch": s.batch,
             "mode": s.mode, "work_ms": str(s.work), "claims": v.claims, "unique_jobs_claimed": v.unique_jobs_claimed,
