@@ -30,12 +30,12 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from claimcheck.errors import UsageError
-from claimcheck.libs.external import ExternalAdapter
-from claimcheck.libs._sql import LIB_QUERIES
-from claimcheck.verdict.result import TableOutcome
-
 import psycopg
+
+from claimcheck.errors import UsageError
+from claimcheck.libs._sql import LIB_QUERIES
+from claimcheck.libs.external import ExternalAdapter
+from claimcheck.verdict.result import TableOutcome
 
 PACKAGES = "ruby-delayed-job ruby-delayed-job-active-record ruby-activerecord ruby-pg"
 MAX_RUN_TIME_S = 4 * 3600
@@ -49,6 +49,7 @@ class DelayedJobAdapter(ExternalAdapter):
     runtime = "ruby"
     package_manager = "apt-get"
     package = "delayed_job_active_record"
+    registry = "Debian"
     pinned = "4.1.6"
     script = "delayed_job.rb"
     scripts = Path(__file__).parent / "ruby"
@@ -63,10 +64,6 @@ class DelayedJobAdapter(ExternalAdapter):
         self.enqueued = 0
         """delayed_job deletes a job when it succeeds: done is what was enqueued less what is left."""
         self.produced = 0
-
-    @property
-    def distribution(self) -> str:
-        return f"{self.package} (Debian ruby-delayed-job-active-record)"
 
     def fed(self, count: int) -> None:
         self.produced = count
@@ -98,8 +95,9 @@ class DelayedJobAdapter(ExternalAdapter):
         return found
 
     def outcome(self, conn: psycopg.Connection) -> TableOutcome:
-        done, queued, running, failed, max_attempts = conn.execute(
-            LIB_QUERIES["delayed_job_outcome"], {"enqueued": self.enqueued + self.produced}).fetchone()
+        row = conn.execute(LIB_QUERIES["delayed_job_outcome"], {"enqueued": self.enqueued + self.produced}).fetchone()
+        assert row is not None  # an aggregate returns one row
+        done, queued, running, failed, max_attempts = row
         return TableOutcome(done=done, queued=queued, running=running, failed=failed, max_attempts=max_attempts)
 
 

@@ -81,6 +81,8 @@ class ExternalAdapter(LibraryAdapter):
     package_manager: ClassVar[str] = "npm"
     package: ClassVar[str]
     """The package in the runtime's registry."""
+    registry: ClassVar[str] = "npm"
+    """Where the package comes from, as the report names it beside the package."""
     pinned: ClassVar[str]
     """The version installed and run (one that runs on the machine's runtime: see each adapter)."""
     script: ClassVar[str]
@@ -96,7 +98,7 @@ class ExternalAdapter(LibraryAdapter):
 
     @property
     def distribution(self) -> str:  # shown with every result, as a Python library's distribution
-        return f"{self.package} (npm)"
+        return f"{self.package} ({self.registry})"
 
     def options(self) -> dict:
         """The adapter's settings the script reads as `config.options`: these, shared by every

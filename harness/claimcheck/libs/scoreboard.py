@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from rich.console import Console
 from rich.table import Table
 
+from claimcheck.errors import UsageError
 from claimcheck.libs import ADAPTERS, LibraryMissing, load_adapter
 from claimcheck.libs._adapter import LibraryAdapter
 from claimcheck.libs.runner import lib_settings
-from claimcheck.errors import UsageError
 from claimcheck.settings import FaultPlan, RunSettings
 from claimcheck.verdict.result import RunResult
 
@@ -105,7 +105,7 @@ def table(plans_run: list[tuple[Plan, list[RunResult]]]) -> Table:
     for label in columns:
         t.add_column(label)
     for plan, results in plans_run:
-        cells = dict(zip([label for label, _ in plan.runs], results))
+        cells = dict(zip([label for label, _ in plan.runs], results, strict=True))
         t.add_row(f"{plan.adapter.name} {plan.adapter.version()}",
                   *[evidence(label, cells[label]) if label in cells else "-" for label in columns])
     return t
@@ -114,8 +114,8 @@ def table(plans_run: list[tuple[Plan, list[RunResult]]]) -> Table:
 def markdown(plans_run: list[tuple[Plan, list[RunResult]]]) -> str:
     """The same table as Markdown, for docs/libraries.md."""
     t = table(plans_run)
-    head = [c.header for c in t.columns]
+    head = [str(c.header) for c in t.columns]
     rows = [[str(cell) for cell in column._cells] for column in t.columns]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    lines += ["| " + " | ".join(row) + " |" for row in zip(*rows)]
+    lines += ["| " + " | ".join(row) + " |" for row in zip(*rows, strict=True)]
     return "\n".join(lines)
