@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 import psycopg
 
@@ -159,9 +159,11 @@ def run_span(logs: list[WorkerLog]) -> tuple[float, float]:
 
 
 def judge_run(record: RunRecord, table: JobTable, strategy: Strategy, settings: RunSettings, seeded: SeededJobs, *,
-              releases: bool, fed: feedfigures.ProducerOutcome | None = None) -> RunResult:
+              releases: bool, fed: feedfigures.ProducerOutcome | None = None,
+              delivery: Delivery = "at-least-once") -> RunResult:
     """Judge a finished run from its record and its table. `releases`: can a claim be released before
-    it finishes (see WorkerPlan.releases); `fed`: the producer's figures, in a run with --rate."""
+    it finishes (see WorkerPlan.releases); `fed`: the producer's figures, in a run with --rate;
+    `delivery`: the promise a queue library's documentation makes (held_to_promise)."""
     logs, origin = record.logs, record.origin
     if fed is not None:  # the seeded jobs and exactly those the producers committed (claimcheck.engine.fedkeys)
         seeded, logs = fedkeys.judged(seeded, fed.committed, logs)
@@ -176,6 +178,7 @@ def judge_run(record: RunRecord, table: JobTable, strategy: Strategy, settings: 
         outcome = dataclasses.replace(outcome, waiting=table.waiting())
     endings = _sum_counts(getattr(log, "lost_sqlstates", {}) for log in logs)
     limits = table.settings(settings_to_read(endings)) if endings and hasattr(table, "settings") else {}
+    verdict = held_to_promise(verdict, outcome, delivery, faulted=bool(record.faults))
     if record.faults:
         fates(record.faults, logs, record.stalled, origin, table.final_status)
     started, finished = record.span
@@ -196,6 +199,24 @@ def judge_run(record: RunRecord, table: JobTable, strategy: Strategy, settings: 
         stop_reason=record.stop_reason, cpu_s=cpu_use(logs, record.coordinator_cpu_s), producer=fed,
         over_time=record.over_time, session_endings=endings, server_limits=limits,
     )
+
+
+Delivery = Literal["exactly-once", "at-least-once", "at-most-once"]
+"""A queue library's documented delivery promise (claimcheck.libs._adapter.LibraryAdapter.delivery)."""
+
+
+def held_to_promise(verdict: Verdict, outcome: TableOutcome, delivery: Delivery, *, faulted: bool) -> Verdict:
+    """The ledger's verdict held to what the library promised. At-least-once (and exactly-once, which
+    a queue can only give as at-least-once with a release the ledger tells from a duplicate) is what
+    the ledger judges as it is: a duplicate with no failure, a job run twice at once or again after it
+    finished, a lost job, each a violation. At-most-once rules out every second execution, a redelivery
+    after a failure included, and allows a job lost to a failure: after an injected fault, the jobs the
+    run ended without (never run, or taken and gone from the table) are `lost_as_promised`, not lost."""
+    if delivery != "at-most-once":
+        return verdict
+    lost = max(verdict.unclaimed_jobs, outcome.queued + outcome.running) if faulted else 0
+    return dataclasses.replace(verdict, reruns_against_promise=verdict.redeliveries, lost_as_promised=lost,
+                               unclaimed_jobs=0 if faulted else verdict.unclaimed_jobs)
 
 
 def cpu_use(logs: list[WorkerLog], coordinator_s: float | None) -> dict:

@@ -20,6 +20,8 @@ ADAPTERS = {
     "procrastinate": "claimcheck.libs.procrastinate",
     "pgqueuer": "claimcheck.libs.pgqueuer",
     "saq": "claimcheck.libs.saq",
+    "huey": "claimcheck.libs.huey",
+    "chancy": "claimcheck.libs.chancy",
     "graphile-worker": "claimcheck.libs.graphile",  # Node: claimcheck.libs.external
     "pg-boss": "claimcheck.libs.pgboss",
     "pg-boss-12": "claimcheck.libs.pgboss12",  # Node 22, from npm when the machine's node is older

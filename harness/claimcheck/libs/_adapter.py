@@ -30,6 +30,7 @@ from typing import ClassVar
 import psycopg
 
 from claimcheck.contract.dialect import rows_as_cte
+from claimcheck.engine.judge import Delivery
 from claimcheck.errors import UsageError
 from claimcheck.libs._sql import LIB_QUERIES
 from claimcheck.verdict.result import TableOutcome
@@ -44,7 +45,8 @@ less than the coordinator's wait, so it leaves on its own before the SIGKILL."""
 
 @dataclass(frozen=True)
 class WorkerConfig:
-    """What a worker process is told (as JSON on its command line)."""
+    """What a worker process is told (as JSON on its stdin: the DSN may hold a password, and a
+    command line is anyone's to read in the process list)."""
 
     library: str
     dsn: str
@@ -133,6 +135,15 @@ def fetch_then_complete(fetch: str, gather: str, complete: str, work_us: int, jo
     return LibraryCycle(script="\n".join(lines) + "\n", jobs=jobs, statements=statements)
 
 
+def pgbench_literal(quoted: str) -> str:
+    """A quoted name or string (psycopg.sql's spelling) with its colons spelled `\\003A` (PostgreSQL's U& form):
+    pgbench takes `:name` for one of its variables even inside quotes, and libraries' names have colons
+    (saq's channel `saq:<queue>`, huey's revoke keys `rt:<task>`)."""
+    if "\\" in quoted:  # U& reads a backslash as its escape; the names we spell have none
+        raise ValueError(f"cannot spell {quoted} for pgbench")
+    return "U&" + quoted.replace(":", "\\003A")
+
+
 class LibraryAdapter:
     """One queue library under the ledger. Subclasses set the class attributes and implement
     the methods; everything runs against the run's own database (`dsn`)."""
@@ -145,6 +156,9 @@ class LibraryAdapter:
     """What the library promises about delivery, in a sentence, from its docs."""
     docs: ClassVar[str]
     """Where that promise is written."""
+    delivery: ClassVar[Delivery] = "at-least-once"
+    """The promise as the verdict holds it (claimcheck.engine.judge.held_to_promise): at-most-once forbids
+    every second execution and allows a job lost to a failure; at-least-once the other way round."""
     lease_s: ClassVar[float]
     """Under --faults: the lease / heartbeat staleness the adapter configures, in seconds."""
     stall_release_s: ClassVar[float]
@@ -261,12 +275,23 @@ class LibraryAdapter:
 
     def spawn(self, config: WorkerConfig, stderr) -> subprocess.Popen:
         """Start one worker process running the library's loop (`python -m claimcheck.libs._worker`,
-        which appends to `config.records` itself); its stderr goes to `stderr`."""
+        which appends to `config.records` itself); its stderr goes to `stderr`. The config, DSN
+        and password with it, goes down a pipe on its stdin, never on its command line."""
         from claimcheck.server.interrupts import die_with_parent
 
-        return subprocess.Popen([sys.executable, "-m", "claimcheck.libs._worker", json.dumps(asdict(config))],
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
-                                preexec_fn=die_with_parent)  # SIGTERM if the coordinator dies
+        # A process group of its own: what the library starts (chancy's executor starts a multiprocessing
+        # manager) outlives a SIGKILLed worker, and claimcheck.libs.runner.reap_group kills it with its group.
+        # The coordinator stops its workers itself (SIGTERM), so Ctrl-C need not reach them.
+        popen = subprocess.Popen([sys.executable, "-m", "claimcheck.libs._worker"],
+                                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=stderr,
+                                 preexec_fn=die_with_parent, process_group=0)  # SIGTERM if the coordinator dies
+        assert popen.stdin is not None  # stdin=PIPE
+        try:  # a few hundred bytes: the pipe's buffer takes them whether or not the worker reads yet
+            popen.stdin.write(json.dumps(asdict(config)).encode())
+            popen.stdin.close()
+        except BrokenPipeError:  # it died at once: the coordinator sees the exit and its stderr
+            pass
+        return popen
 
     def worker_records(self, directory: Path) -> tuple[dict[int, str], str]:
         """After the run: every worker's records in the recording task's lines (worker -> text), and

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import signal
 import subprocess
 import tempfile
@@ -250,9 +251,13 @@ class _Run:
         table = _LibraryTable(adapter, conn, dict(zip(range(1, settings.jobs + 1), ids)))
         # `reaped` counts the jobs the library's documented recovery gave back, not the releases the
         # ledger read from its records (record.reaps).
-        result = judge_run(record, table, library_strategy(adapter), settings, seeded, releases=True, fed=fed)
+        result = judge_run(record, table, library_strategy(adapter), settings, seeded, releases=True, fed=fed,
+                           delivery=adapter.delivery)
+        v = result.verdict
         return dataclasses.replace(result, reaped=recovered, library={
             "name": adapter.name, "version": version, "promise": adapter.promise, "docs": adapter.docs,
+            "delivery": adapter.delivery, "lost_as_promised": v.lost_as_promised,
+            "reruns_against_promise": v.reruns_against_promise,
             "recovered": recovered, "workers_replaced": self.replacements, "unfinished": unfinished,
             "worker_errors": self._errors()})
 
@@ -311,6 +316,7 @@ class _Run:
                 proc.last_alive = now
                 continue
             del self.procs[index]
+            reap_group(proc.popen.pid)
             killed = injector is not None and index in injector.killed
             event = next((e for e in (injector.events if injector else []) if e.kind == "kill" and e.worker == index),
                          None)
@@ -348,6 +354,17 @@ class _Run:
             except subprocess.TimeoutExpired:
                 proc.popen.kill()
                 proc.popen.wait()
+            reap_group(proc.popen.pid)
+
+
+def reap_group(pid: int) -> None:
+    """Kill what is left in a dead worker's process group (claimcheck.libs._adapter.LibraryAdapter.spawn):
+    processes its library started, which a SIGKILL of the worker leaves running (chancy's multiprocessing
+    manager). A worker of another runtime has no group of its own, and nothing is found."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _terminations(injector: FaultInjector | None, files: dict[int, str]) -> dict[int, list[float]]:

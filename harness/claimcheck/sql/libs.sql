@@ -187,3 +187,50 @@ FROM wanted w LEFT JOIN delayed_jobs j ON substring(j.handler FROM 'key: (\d+)')
 SELECT substring(handler FROM 'key: (\d+)')::bigint, id, CASE WHEN locked_at IS NULL THEN 'queued' ELSE 'locked' END,
        attempts + 1, coalesce(locked_by, '')
 FROM delayed_jobs WHERE failed_at IS NULL ORDER BY id LIMIT %(limit)s;
+
+-- name: huey_outcome
+-- huey deletes a task from huey_task when a consumer takes it and stores the task's return value in
+-- huey_kv under the task id: done = results stored, queued = tasks still in the queue (the adapter
+-- counts the rest, taken and not done, as running).
+SELECT (SELECT count(*) FROM huey_kv WHERE queue = %(queue)s)   AS done,
+       (SELECT count(*) FROM huey_task WHERE queue = %(queue)s) AS queued;
+
+-- name: huey_status
+-- Each key's fate in huey's words: its result stored, still queued (its id inside a pickled task),
+-- or taken and gone (dequeued, no result: lost, if nothing still runs it).
+SELECT k, CASE WHEN EXISTS (SELECT 1 FROM huey_kv WHERE queue = %(queue)s AND key = 'cc' || k || '.') THEN 'result stored'
+               WHEN EXISTS (SELECT 1 FROM huey_task WHERE queue = %(queue)s
+                            AND position(convert_to('cc' || k || '.', 'UTF8') IN data) > 0) THEN 'queued'
+               ELSE 'dequeued, no result' END
+FROM unnest(%(keys)s::bigint[]) AS k;
+
+-- name: huey_unfinished
+SELECT k, CASE WHEN EXISTS (SELECT 1 FROM huey_task WHERE queue = %(queue)s
+                            AND position(convert_to('cc' || k || '.', 'UTF8') IN data) > 0) THEN 'queued'
+               ELSE 'dequeued, no result' END
+FROM generate_series(1, %(total)s::bigint) AS k
+WHERE NOT EXISTS (SELECT 1 FROM huey_kv WHERE queue = %(queue)s AND key = 'cc' || k || '.')
+ORDER BY k LIMIT %(limit)s;
+
+-- name: huey_reset
+TRUNCATE huey_task, huey_kv, huey_schedule, huey_counter RESTART IDENTITY;
+
+-- name: chancy_outcome
+-- chancy keeps a job's row (until its Pruner removes old finished ones) in its own states; the key is
+-- the job's `n` keyword argument.
+SELECT count(*) FILTER (WHERE state = 'succeeded')              AS done,
+       count(*) FILTER (WHERE state IN ('pending', 'retrying')) AS queued,
+       count(*) FILTER (WHERE state = 'running')                AS running,
+       count(*) FILTER (WHERE state = 'failed')                 AS failed,
+       coalesce(max(attempts), 0)                               AS max_attempts
+FROM chancy_jobs;
+
+-- name: chancy_status
+SELECT (kwargs ->> 'n')::bigint, state, attempts FROM chancy_jobs WHERE (kwargs ->> 'n')::bigint = ANY(%(keys)s);
+
+-- name: chancy_unfinished
+SELECT (kwargs ->> 'n')::bigint, id, state, attempts, taken_by
+FROM chancy_jobs WHERE state NOT IN ('succeeded', 'failed') ORDER BY 1 LIMIT %(limit)s;
+
+-- name: chancy_reset
+TRUNCATE chancy_jobs;

@@ -155,7 +155,9 @@ class RunResult:
         left queued by a run that stalled or made no progress are a liveness failure, not this."""
         if not (self.settings.lifecycle and self.settings.drains) or self.stopped_by == "duration":
             return True
-        unfinished_ok = self.unfinished_jobs == 0 or self.stopped_by in ("stalled", "no-progress")
+        # A library that promises at-most-once may end without the jobs a fault took (verdict.lost_as_promised).
+        unfinished_ok = (self.unfinished_jobs <= self.verdict.lost_as_promised
+                         or self.stopped_by in ("stalled", "no-progress"))
         return unfinished_ok and self.table.over_max_attempts == 0
 
     @property
@@ -174,7 +176,7 @@ class RunResult:
         """Why the run made no progress within its limits (claimcheck.verdict.liveness), or None."""
         left = self.verdict.unreached_jobs if self.stopped_by == "stalled" else 0
         if self.settings.lifecycle and self.stopped_by == "stalled":
-            left = max(left, self.unfinished_jobs)
+            left = max(left, self.unfinished_jobs - self.verdict.lost_as_promised)
         return liveness.failure(self.stopped_by, self.stop_reason, self.jobs_done, self.seeded.count, left,
                                 self.elapsed_s, self.table.waiting, self.session_endings, self.server_limits)
 
