@@ -30,12 +30,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import psycopg
-
 from claimcheck.errors import UsageError
-from claimcheck.libs._sql import LIB_QUERIES
-from claimcheck.libs.external import ExternalAdapter
-from claimcheck.verdict.result import TableOutcome
+from claimcheck.libs.external import DeletesFinished
 
 PACKAGES = "ruby-delayed-job ruby-delayed-job-active-record ruby-activerecord ruby-pg"
 MAX_RUN_TIME_S = 4 * 3600
@@ -44,7 +40,7 @@ FAULTS_MAX_RUN_TIME_S = 2
 SLEEP_DELAY_S = 0.2
 
 
-class DelayedJobAdapter(ExternalAdapter):
+class DelayedJobAdapter(DeletesFinished):
     name = "delayed_job"
     runtime = "ruby"
     package_manager = "apt-get"
@@ -59,14 +55,6 @@ class DelayedJobAdapter(ExternalAdapter):
     lease_s = float(FAULTS_MAX_RUN_TIME_S)
     stall_release_s = float(FAULTS_MAX_RUN_TIME_S)
     claim_lease_s = float(FAULTS_MAX_RUN_TIME_S)  # ready again once locked_at < now - max_run_time
-
-    def __init__(self) -> None:
-        self.enqueued = 0
-        """delayed_job deletes a job when it succeeds: done is what was enqueued less what is left."""
-        self.produced = 0
-
-    def fed(self, count: int) -> None:
-        self.produced = count
 
     def options(self) -> dict:
         return {**super().options(), "sleep_delay_s": SLEEP_DELAY_S, "max_attempts": 25,
@@ -88,17 +76,6 @@ class DelayedJobAdapter(ExternalAdapter):
     def _find_modules(self) -> Path:
         self.runtime_path()
         return self.scripts  # Ruby finds the Debian packages itself
-
-    def enqueue(self, dsn: str, keys: range) -> list:
-        found = super().enqueue(dsn, keys)
-        self.enqueued = len(keys)
-        return found
-
-    def outcome(self, conn: psycopg.Connection) -> TableOutcome:
-        row = conn.execute(LIB_QUERIES["delayed_job_outcome"], {"enqueued": self.enqueued + self.produced}).fetchone()
-        assert row is not None  # an aggregate returns one row
-        done, queued, running, failed, max_attempts = row
-        return TableOutcome(done=done, queued=queued, running=running, failed=failed, max_attempts=max_attempts)
 
 
 ADAPTER = DelayedJobAdapter()
