@@ -14,6 +14,7 @@ from typing import Literal, Protocol
 
 import psycopg
 
+from claimcheck.contract.dialect import placeholders
 from claimcheck.contract.limit import claim_limit
 from claimcheck.contract.queries import QUERIES
 from claimcheck.contract.strategy import Strategy, execute_section
@@ -23,6 +24,7 @@ from claimcheck.engine.sampler import WaitSamples
 from claimcheck.verdict.timeline import claims_over_time
 from claimcheck.server.schema import SeededJobs
 from claimcheck.settings import RunSettings
+from claimcheck.verdict import power
 from claimcheck.verdict.ledger import Verdict, WorkerLog, judge
 from claimcheck.verdict.liveness import Waiting, settings_to_read
 from claimcheck.verdict.result import OverTime, RunResult, TableOutcome
@@ -198,7 +200,26 @@ def judge_run(record: RunRecord, table: JobTable, strategy: Strategy, settings: 
         claims_over_time=claims_over_time(logs, origin, record.observed_s),
         stop_reason=record.stop_reason, cpu_s=cpu_use(logs, record.coordinator_cpu_s), producer=fed,
         over_time=record.over_time, session_endings=endings, server_limits=limits,
+        power=run_power(logs, record, strategy, settings, verdict, releases),
     )
+
+
+def _sets_lease(strategy: Strategy) -> bool:
+    """Does the claim set a lease (it takes the run's `%(lease_seconds)s`)?"""
+    return any("lease_seconds" in placeholders(strategy.statements[section])
+               for section in ("pick", "claim") if strategy.has(section))
+
+
+def run_power(logs: list[WorkerLog], record: RunRecord, strategy: Strategy, settings: RunSettings, verdict: Verdict,
+              releases: bool) -> power.Power:
+    """The run's power figures (claimcheck.verdict.power) from its records and what it was."""
+    claims, overlapping = power.overlapping_claims(logs)
+    texts = " ".join(strategy.statements.values())
+    released = bool(verdict.redeliveries or record.reaps or record.faults or verdict.stale_completions)
+    return power.Power(claims, overlapping, power.lock_waits(record.waits.events, record.waits.samples),
+                       power.unseen(overlapping=overlapping, leased=releases or _sets_lease(strategy), released=released,
+                                    session_locks=bool(power.SESSION_LOCK.search(texts)), fail_rate=settings.fail_rate,
+                                    retried=verdict.redeliveries > 0))
 
 
 Delivery = Literal["exactly-once", "at-least-once", "at-most-once"]

@@ -166,6 +166,11 @@ class LibraryAdapter:
     job for abandoned (its lease minus one heartbeat interval). A re-execution earlier than that
     while the stalled one still runs is a double execution, later it is a redelivery."""
 
+    claim_lease_s: ClassVar[float] = 0.0
+    """Under --faults, for a library whose lease runs from the claim rather than from its last
+    heartbeat (delayed_job's `locked_at + max_run_time`): a stalled execution is released at its
+    claim plus this, when that is earlier than the stall's start plus `stall_release_s` (0: no such lease)."""
+
     suspendable: ClassVar[str | None] = None
     """The library's settings that come nearest to an idle worker sending nothing more often than every 15
     minutes, by its source, so a compute suspending after 10 could (`lib NAME --idle W --idle-setting suspendable` runs
@@ -245,6 +250,18 @@ class LibraryAdapter:
         Raises :class:`UsageError` when the script cannot be built (nothing has started then)."""
         raise UsageError(f"claimcheck lib {self.name} --pgbench: there is no pgbench script for {self.name}; "
                          "run it without --pgbench")
+
+    says_hello: ClassVar[bool] = False
+    """Does its worker say when it is up (an external worker's hello)?"""
+
+    def said_hello(self, records: Path) -> bool:
+        """Has the worker writing `records` said it is up (an external worker's hello)? A Python
+        worker says nothing: False."""
+        return False
+
+    def has_pgbench_cycle(self) -> bool:
+        """Is a pgbench cycle written for it (`--pgbench`)?"""
+        return type(self).pgbench_cycle is not LibraryAdapter.pgbench_cycle
 
     def reset(self, conn: psycopg.Connection) -> None:
         """Empty the library's tables (the `<name>_reset` statement of sql/libs.sql), so the pgbench

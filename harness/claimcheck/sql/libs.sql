@@ -144,6 +144,50 @@ SELECT graphile_worker.force_unlock_workers(%(workers)s::text[]);
 -- name: graphile_worker_reset
 TRUNCATE graphile_worker._private_jobs, graphile_worker._private_job_queues RESTART IDENTITY CASCADE;
 
+-- name: bullmq_outcome
+-- BullMQ's PostgreSQL backend keeps a job's row in bullmq.job (completed and failed ones too, by
+-- default), its life in `state`; attempts_started counts the claims of it.
+SELECT count(*) FILTER (WHERE state = 'completed')                 AS done,
+       count(*) FILTER (WHERE state IN ('waiting', 'delayed'))     AS queued,
+       count(*) FILTER (WHERE state = 'active')                    AS running,
+       count(*) FILTER (WHERE state = 'failed')                    AS failed,
+       coalesce(max(attempts_started), 0)                          AS max_attempts
+FROM bullmq.job;
+
+-- name: bullmq_status
+SELECT (data ->> 'key')::bigint, state::text, attempts_started FROM bullmq.job
+WHERE (data ->> 'key')::bigint = ANY(%(keys)s);
+
+-- name: bullmq_unfinished
+SELECT (data ->> 'key')::bigint, id, state::text, attempts_started, coalesce(processed_by, '')
+FROM bullmq.job WHERE state NOT IN ('completed', 'failed') ORDER BY 1 LIMIT %(limit)s;
+
+-- name: delayed_job_outcome
+-- delayed_job deletes a job when it succeeds (failed ones stay, failed_at set: the adapter turns off
+-- destroy_failed_jobs); done is the jobs enqueued less those left. Its handler is the job's YAML
+-- (`--- !ruby/struct:ClaimcheckJob` then `key: K`); attempts counts the failed runs.
+SELECT %(enqueued)s - count(*)                                                    AS done,
+       count(*) FILTER (WHERE failed_at IS NULL AND locked_at IS NULL)            AS queued,
+       count(*) FILTER (WHERE failed_at IS NULL AND locked_at IS NOT NULL)        AS running,
+       count(*) FILTER (WHERE failed_at IS NOT NULL)                              AS failed,
+       coalesce(max(attempts) + 1, 0)                                             AS max_attempts
+FROM delayed_jobs;
+
+-- name: delayed_job_status
+WITH wanted AS (SELECT unnest(%(keys)s::bigint[]) AS key)
+SELECT w.key,
+       CASE WHEN j.id IS NULL THEN 'completed (deleted)'
+            WHEN j.failed_at IS NOT NULL THEN 'failed'
+            WHEN j.locked_at IS NOT NULL THEN 'locked by ' || j.locked_by
+            ELSE 'queued' END,
+       coalesce(j.attempts + 1, 1)
+FROM wanted w LEFT JOIN delayed_jobs j ON substring(j.handler FROM 'key: (\d+)')::bigint = w.key;
+
+-- name: delayed_job_unfinished
+SELECT substring(handler FROM 'key: (\d+)')::bigint, id, CASE WHEN locked_at IS NULL THEN 'queued' ELSE 'locked' END,
+       attempts + 1, coalesce(locked_by, '')
+FROM delayed_jobs WHERE failed_at IS NULL ORDER BY id LIMIT %(limit)s;
+
 -- name: huey_outcome
 -- huey deletes a task from huey_task when a consumer takes it and stores the task's return value in
 -- huey_kv under the task id: done = results stored, queued = tasks still in the queue (the adapter

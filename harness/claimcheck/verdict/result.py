@@ -13,6 +13,7 @@ from claimcheck.verdict.liveness import Waiting
 from claimcheck.verdict.observed import (SAMPLE_INTERVAL_S, FaultEvent, PgbenchResult, ProducerOutcome, SeededJobs,
                                          WaitSamples)
 from claimcheck.verdict.planshape import PlanShape, PlanVerdict
+from claimcheck.verdict.power import Power
 from claimcheck.verdict.stats import spread
 
 if TYPE_CHECKING:  # only annotations: loading the strategy's module would load psycopg
@@ -128,6 +129,8 @@ class RunResult:
     """Sessions the server ended itself, by the SQLSTATE it sent (25P03: idle_in_transaction_session_timeout)."""
     server_limits: dict[str, Any] = field(default_factory=dict)
     """The values of the server settings those endings name (`idle_in_transaction_session_timeout`: `1s`)."""
+    power: Power | None = None
+    """How hard the run looked: its overlapping claims and what it could not have seen (claimcheck.verdict.power)."""
 
     @property
     def pgbench_ratio(self) -> float | None:
@@ -252,6 +255,7 @@ class RunResult:
             "table_by_status": status_dicts(self.table.by_status),
         }
         data["condition"] = self.condition
+        data["power"] = self.power.as_dict() if self.power is not None else None
         if self.condition_plan is not None:
             data["condition_plan"] = self.condition_plan.as_dict()
         if self.library is not None:
