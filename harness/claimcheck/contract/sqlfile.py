@@ -140,8 +140,9 @@ def read_sql_file(path: Path, header_keys: frozenset[str] = frozenset()) -> SqlF
     return parse_sql_text(read_input(path, SqlFileError), path, header_keys)
 
 
-def check_params(section: Section, allowed: set[str], path: Path) -> None:
-    """Reject placeholders the harness will not supply, positional ones and a lone `%`, each at its own line."""
+def check_params(section: Section, allowed: set[str], path: Path, beyond: str = "") -> None:
+    """Reject placeholders the harness will not supply, positional ones and a lone `%`, each at its own line.
+    `beyond`: what else the section may use, in words."""
     def line_of(index: int) -> int:
         return (section.sql_line or section.line) + section.sql.count("\n", 0, index)
 
@@ -151,7 +152,7 @@ def check_params(section: Section, allowed: set[str], path: Path) -> None:
         raise SqlFileError(
             f"{path}:{line_of(first)}: section '{section.name}' uses unknown parameter(s) "
             f"{', '.join('%(' + u + ')s' for u in unknown)}; it may use "
-            f"{', '.join('%(' + a + ')s' for a in sorted(allowed))}")
+            f"{', '.join('%(' + a + ')s' for a in sorted(allowed))}{beyond}")
     lone = lone_percent(section.sql)
     if lone is not None:
         raise SqlFileError(

@@ -6,8 +6,9 @@ worker starts: here against the contract, and by :func:`validate_on_server` agai
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,9 @@ SECTION_PARAMS: dict[str, set[str]] = {
     "reap": set(),
     "enqueue": {"key"},
 }
+PER_JOB_SECTIONS = ("complete", "fail", "extend", "after_commit")
+"""Sections run per claimed job: besides their own parameters they may use any other column the claim
+returns, by its name (a fencing token, a claim id, a fetched-at time): `carried` columns."""
 OWN_SCHEMA_SECTIONS = ("schema", "seed", "remaining")
 """A file that brings its own tables has all three; without them it runs on our `jobs` table."""
 RUN_SECTIONS = ("pick", "claim", "complete", "fail", "extend", "after_commit", "reap", "remaining")
@@ -63,6 +67,9 @@ class ClaimShape:
     """The column named `max_attempts`: a claim above it is a violation."""
     pick_columns: tuple[str, ...] = ()
     """The pick's columns; the claim receives each as an array parameter of that name."""
+    carried: tuple[tuple[str, int], ...] = ()
+    """(name, column) of each claim column a per-job section uses as `%(name)s`: the job carries the
+    value its claim returned to its complete, fail, extend and after_commit."""
 
 
 def shape_of(description: Sequence[Any], pick_columns: tuple[str, ...] = ()) -> ClaimShape:
@@ -189,11 +196,17 @@ def strategy_from_file(parsed: SqlFile, name: str) -> Strategy:
                            f"(creates %(jobs)s jobs and returns their keys) and remaining (counts unfinished "
                            f"jobs); {', '.join(missing)} missing")
     for section in parsed.sections.values():
+        beyond = ""
         allowed = SECTION_PARAMS[section.name] - ({"ids"} if "pick" not in parsed.sections else set())
         if section.name == "claim" and "pick" in parsed.sections:
             # The pick's column names are known only once the server has run it (validate_on_server).
             allowed = allowed | section.params
-        check_params(section, allowed, path)
+        if section.name in PER_JOB_SECTIONS:
+            # The claim's columns are known only once the server has run it (validate_on_server); here a
+            # name the claim's text never mentions is a typo.
+            allowed = allowed | (section.params & words(parsed.sections["claim"].sql))
+            beyond = ", and any column the claim returns, by its name (for example %(claim_token)s)"
+        check_params(section, allowed, path, beyond)
     isolation = " ".join(parsed.headers.get("isolation", "read committed").lower().split())
     if isolation not in ISOLATION_LEVELS:
         raise SqlFileError(f"{path}: isolation {parsed.headers['isolation']!r} is not one of "
@@ -219,6 +232,27 @@ def strategy_from_file(parsed: SqlFile, name: str) -> Strategy:
         source=str(path),
         lines=lines,
     )
+
+
+def words(sql: str) -> set[str]:
+    """The identifiers a statement's text mentions (lower-cased, as the server folds unquoted names)."""
+    return {w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z0-9_$]*", sql)} | set(re.findall(r'"([^"]+)"', sql))
+
+
+def carried_columns(strategy: Strategy, columns: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
+    """(name, column) of each claim column the per-job sections use beyond their own parameters;
+    a name the claim does not return is refused with its section's file and line."""
+    carried: dict[str, int] = {}
+    for section in PER_JOB_SECTIONS:
+        if section not in strategy.statements:
+            continue
+        for name in sorted(placeholders(strategy.statements[section]) - SECTION_PARAMS[section]):
+            if name not in columns:
+                raise SqlFileError(f"{strategy.where(section)}: section '{section}' uses %({name})s, which is "
+                                   f"neither a parameter of '{section}' nor a column the claim returns "
+                                   f"({', '.join(columns)})")
+            carried[name] = columns.index(name)
+    return tuple(carried.items())
 
 
 def sample_params(strategy: Strategy, section: str, **values: object) -> dict[str, object]:
@@ -283,11 +317,13 @@ def validate_on_server(conn: psycopg.Connection, strategy: Strategy, seeded: int
                     picked = pick_params(pick_columns, cur.fetchall())
                 elif section == "claim":
                     shape, first = _check_claim_result(strategy, cur, pick_columns)
+                    shape = replace(shape, carried=carried_columns(strategy, shape.columns))
                     if first is not None:  # the later sections get a key of the right type
                         values["id"] = first[0]
                         values["attempts"] = first[shape.attempt_index] if shape.attempt_index is not None else 0
                     elif not shape.key_is_int:
                         values["id"] = None
+                    values.update({name: first[i] if first is not None else None for name, i in shape.carried})
                 elif section == "remaining":
                     _check_remaining(strategy, cur, seeded)
     except psycopg.Error as exc:

@@ -23,6 +23,7 @@ import psycopg
 from psycopg import pq
 
 from claimcheck.contract.dialect import placeholders
+from claimcheck.contract.keys import number_of
 from claimcheck.contract.queries import QUERIES
 from claimcheck.contract.strategy import RUN_SECTIONS, execute_section, pick_params
 from claimcheck.server.runcontext import StatelessConnection
@@ -125,6 +126,40 @@ class Keys:
         return jobs if self.numbered else [(self.shown(job), attempt) for job, attempt in jobs]
 
 
+class Carried:
+    """The claim's columns a job carries to its per-job sections (`ClaimShape.carried`: a fencing token,
+    a claim id), kept by job number for the jobs of the last claim."""
+
+    def __init__(self, plan: WorkerPlan) -> None:
+        self.shape, self.keys = plan.shape, plan.keys
+        self.columns = [i for _, i in plan.shape.carried]
+        self.names = [name for name, _ in plan.shape.carried]
+        self.values: dict[int, tuple] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.columns)
+
+    def keep(self, rows: list[tuple]) -> None:
+        """Note the carried values of a claim's rows (a row whose key is NULL is the reader's to refuse)."""
+        if self.columns:
+            key_is_int, keys, columns = self.shape.key_is_int, self.keys, self.columns
+            self.values = {number_of(row[0], keys, key_is_int): tuple(row[i] for i in columns)
+                           for row in rows if row[0] is not None}
+
+    def of(self, job: int) -> dict[str, Any]:
+        """The values job `job`'s claim returned, by column name (NULL for a job of no claim of ours)."""
+        return dict(zip(self.names, self.values.get(job, (None,) * len(self.names))))
+
+
+def as_text(value: object) -> bytes | None:
+    """A value psycopg read, as libpq's text parameter: NULL stays NULL, a boolean as PostgreSQL spells it."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return b"true" if value else b"false"
+    return str(value).encode()
+
+
 def section_params(plan: WorkerPlan, worker: str) -> dict[str, dict]:
     """The fixed parameters of each run section; the claim's pick columns and a job's id and attempt
     are added per claim and per job."""
@@ -146,6 +181,7 @@ class PsycopgBackend:
         self.strategy, self.shape, self.connect = plan.strategy, plan.shape, connect
         self.params = section_params(plan, worker)
         self.keys = Keys(plan, unknown_keys)
+        self.carried = Carried(plan)
         self.drain_query = QUERIES["unfinished_remaining" if plan.settings.lifecycle else "queued_remaining"]
         """Our jobs table's drain check; a file with its own tables has its `remaining` section."""
         self.conn = conn
@@ -180,6 +216,7 @@ class PsycopgBackend:
             params = {**params, **pick_params(self.shape.pick_columns, picked)}
         rows = execute_section(self.conn, self.strategy, "claim", params).fetchall()
         self._ran_claim()
+        self.carried.keep(rows)
         return rows
 
     def _ran_claim(self) -> None:
@@ -193,6 +230,8 @@ class PsycopgBackend:
     def change(self, section: str, job: int, attempt: int) -> bool:
         params = self.params[section]
         params = {**params, **{k: v for k, v in (("id", self.keys.shown(job)), ("attempts", attempt)) if k in params}}
+        if self.carried:
+            params.update(self.carried.of(job))  # execute_section binds only the names a statement uses
         # after_commit follows a commit: its statements run as they are, in no transaction of ours.
         if (section == "after_commit" or len(self.strategy.steps(section)) == 1
                 or self.conn.info.transaction_status != pq.TransactionStatus.IDLE):

@@ -22,7 +22,7 @@ import psycopg
 from psycopg import errors, pq
 
 from claimcheck.contract.dialect import substitute, to_positional
-from claimcheck.engine.backend import JOB_COLUMNS, Counted, PsycopgBackend
+from claimcheck.engine.backend import JOB_COLUMNS, Counted, PsycopgBackend, as_text
 from claimcheck.server.runcontext import StatelessConnection
 
 _OK = frozenset(int(status) for status in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK))
@@ -241,11 +241,14 @@ class LibpqBackend(PsycopgBackend):
         self.tx = Transaction(self.conn)  # one per connection; through a pooler, each BEGIN sets the isolation
         single = lambda section: strategy.has(section) and len(strategy.steps(section)) == 1  # noqa: E731
         self.fast_complete = self._prepare("complete") if single("complete") else None
-        self.bind_complete = self.fast_complete.binder(self.params["complete"], JOB_COLUMNS, 2) \
-            if self.fast_complete else None
-        """Binds (key, attempt) pairs of values: the numbers read, or the keys they stand for."""
+        carried = {name: 2 + i for i, name in enumerate(self.carried.names)}
+        self.bind_complete = self.fast_complete.binder(self.params["complete"], {**JOB_COLUMNS, **carried},
+                                                       2 + len(carried)) if self.fast_complete else None
+        """Binds (key, attempt) pairs of values: the numbers read, or the keys they stand for (and, for
+        a claim whose jobs carry columns, their values: `_carrying`)."""
         # A claim returning its lease reads the server's clock right after it: the general path.
-        plain = shape.lease_index is None and not strategy.has_pick
+        # A claim whose columns its jobs carry (ClaimShape.carried) keeps psycopg's values for them.
+        plain = shape.lease_index is None and not strategy.has_pick and not shape.carried
         self.fast_claim = self._prepare("claim") if plain and single("claim") else None
         self.fast_claim_params = self.fast_claim.bind(self.params["claim"]) if self.fast_claim else []
         # A fast claim's rows are libpq's text. Where they are integer keys numbering the jobs themselves
@@ -286,6 +289,8 @@ class LibpqBackend(PsycopgBackend):
             return super().complete_each(jobs, claimed, plain, clock)
         if self.bind_claimed is not None and plain:
             bound = self.bind_claimed(claimed)
+        elif self.carried:
+            bound = self.bind_complete(self._carrying(jobs))
         else:
             bound = self.bind_complete.pairs(self.keys.pairs(jobs))
         return self.fast_complete.rowcount_each(bound, clock)
@@ -293,8 +298,17 @@ class LibpqBackend(PsycopgBackend):
     def change(self, section: str, job: int, attempt: int) -> bool:
         if section == "complete" and self.fast_complete is not None:
             # The job's parameters bound as text straight to libpq.
+            if self.carried:
+                return self.fast_complete.rowcount(self.bind_complete(self._carrying([(job, attempt)]))[0]) > 0
             return self.fast_complete.rowcount(self.bind_complete.pairs([(self.keys.shown(job), attempt)])[0]) > 0
         return super().change(section, job, attempt)
+
+    def _carrying(self, jobs: list[tuple[int, int]]) -> list[tuple]:
+        """(key, attempt, carried values...) per job as libpq's text, for `bind_complete`."""
+        values = self.carried.values
+        missing = (None,) * len(self.carried.names)
+        return [(str(self.keys.shown(job)).encode(), str(attempt).encode(),
+                 *map(as_text, values.get(job, missing))) for job, attempt in jobs]
 
     def transaction(self) -> Transaction:
         """psycopg's `conn.transaction()` without its DEALLOCATE ALL on a rollback, which would drop the
