@@ -46,6 +46,8 @@ if TYPE_CHECKING:  # the worker module runs the cycles: it imports this one
 MAX_COMPLETION_RETRIES = 100
 RETRY_BACKOFF_BASE_S = 0.0005
 RETRY_BACKOFF_CAP_S = 0.05
+OVER_CLAIM_STEP = 1000
+"""The completions of an over-claim sent in one backend call, between looks at the run's stop."""
 MAX_CONSECUTIVE_ERRORS = 1000
 """A claim that fails this many times in a row on one worker (each retried after a pause) is not
 contention but a broken statement: the worker gives up and the run is not judged."""
@@ -112,6 +114,10 @@ class Cycle:
             log.unknown_keys.update(notes.unknown_keys)
             log.over_attempts.extend(notes.over_attempts)
             log.over_claims.extend(notes.over_claims)
+            if notes.over_claims and self.plan.stops_on_proof:
+                # Proof of a violation (claimcheck.engine.watch): sent before recording the rows, which
+                # may be a million, so that the coordinator stops the run at once.
+                self.stream.flush()
         first = log.record_claims(rows, claimed_at, ended_at, outcomes)
         if self.backend.backend_pid is not None:  # through a pooler: once per claim, not per job
             log.backends.extend((slot, self.backend.backend_pid) for slot in range(first, first + len(rows)))
@@ -255,23 +261,40 @@ class LeaseCycle(Cycle):
                     self._after_commit(rows)
                 self._flush()
             elif self.alike:
-                # No fault can kill this worker in between: the claims reach the coordinator with
-                # their endings, at the next flush that is due.
-                counts, ended, error = backend.complete_each(rows, claimed, notes.plain, clock)
-                log.end_all(first, ended, [DONE if n else STALE for n in counts])
-                if error is not None:  # the rest of the claim, from the job that raised, retried one by one
-                    self._finish_each(rows[len(counts):], first + len(counts), error)
-                self.stream.flush_if_due()
+                self._complete_all(rows, claimed, notes, first)
             else:
                 self._flush()  # under faults, the claims are known before any work starts
-                self._finish_each(rows, first)
+                self._finish_each(rows, first, stops=bool(notes.over_claims))
             if self._done():
                 return len(rows)
 
-    def _finish_each(self, rows: list[tuple[int, int]], first: int, error: psycopg.Error | None = None) -> None:
+    def _complete_all(self, rows: list[tuple[int, int]], claimed: list[tuple], notes: Notes, first: int) -> None:
+        """The completions of a claim of `alike` jobs, one backend call for the claim. No fault can
+        kill this worker in between: the claims reach the coordinator with their endings, at the next
+        flush that is due. An over-claim's (which may be a million rows) go OVER_CLAIM_STEP at a time,
+        stopping when the run stops: its proof has ended the run (see `_committed`)."""
+        step = OVER_CLAIM_STEP if notes.over_claims else max(len(rows), 1)
+        for start in range(0, len(rows), step):
+            if start and self.shared.stop.value:
+                return
+            part = rows[start:start + step]
+            counts, ended, error = self.backend.complete_each(part, claimed[start:start + step], notes.plain,
+                                                              time.monotonic)
+            self.log.end_all(first + start, ended, [DONE if n else STALE for n in counts])
+            if error is not None:  # the rest of the claim, from the job that raised, retried one by one
+                done = start + len(counts)
+                self._finish_each(rows[done:], first + done, error, stops=bool(notes.over_claims))
+                return
+            self.stream.flush_if_due()
+
+    def _finish_each(self, rows: list[tuple[int, int]], first: int, error: psycopg.Error | None = None,
+                     stops: bool = False) -> None:
         """The claimed jobs (recorded from slot `first` on) worked on and finished one by one, each
-        completion its own transaction. `error`: what the first job's completion raised already."""
+        completion its own transaction. `error`: what the first job's completion raised already.
+        `stops`: an over-claim's jobs, left unfinished once the run stops (its proof stopped it)."""
         for slot, (job, attempt) in enumerate(rows, first):
+            if stops and self.shared.stop.value:
+                return
             outcome = self._finish_resiliently(job, attempt, error)
             error = None
             self.log.end(slot, self._released_at if outcome == FAILED else time.monotonic(), outcome)

@@ -11,7 +11,9 @@ message), so the coordinator can end a run that has already decided its verdict:
 - **Is a violation already proven?** Only where nothing can release a claim (no reaper, no
   failures, no faults): there, by the ledger's rules (docs/contracts.md, section 2), a second
   committed claim of a job is a double claim, a claimed key that was never seeded is unexpected,
-  and a completion that changed no row means the job can never be finished without one. Records
+  and a completion that changed no row means the job can never be finished without one; a claim
+  that returned more rows than it asked for is an over-claim (its worker sends that note the moment
+  the claim committed, before recording its rows: a claim of a million rows is proven at once). Records
   arriving later cannot undo any of these, so a `check` may stop at once and still report exactly
   what it saw. With releases in play, a re-claim is judged only after the run, when every release
   (the reaper's included) is known.
@@ -64,9 +66,17 @@ class RunWatch:
         """The first proven violation, in words, or None."""
         self.proof_at: float | None = None
         """When its claim committed (or its completion ended), monotonic clock."""
+        self.over_claims_seen: dict[int, int] = {}
+        """Per worker, the over-claim notes already read."""
 
     def see(self, log: WorkerLog, first_new: int, ended: list[int]) -> None:
         """Records `first_new:` of `log` just arrived, and the endings of its older slots `ended`."""
+        seen = self.over_claims_seen.get(log.worker, 0)
+        if self.proves and len(log.over_claims) > seen:
+            at, rows, _ = log.over_claims[seen]
+            self._prove(f"worker w{log.worker:02d}'s claim returned {rows:,} rows, more than it asked for (an "
+                        "over-claim)", at)
+            self.over_claims_seen[log.worker] = len(log.over_claims)
         for slot in range(first_new, len(log)):
             job = log.job[slot]
             if self.proves and not self.claimed.add(job):
