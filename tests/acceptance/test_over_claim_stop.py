@@ -1,0 +1,22 @@
+"""A claim of a huge batch is stopped at its proof (docs/contracts.md, section 2): the run ends as soon
+as the over-claim committed, not after recording and completing every row it returned."""
+
+HUGE = 200_000
+TAKES_EVERYTHING = """-- lifecycle: shared
+-- name: claim
+UPDATE jobs SET status = 'running', attempts = attempts + 1
+WHERE status = 'queued' AND %(batch)s > 0
+RETURNING id, attempts;
+"""
+
+
+def test_a_claim_returning_200000_rows_ends_the_run_at_its_over_claim(cli):
+    path = cli.scratch / "takes_everything.sql"
+    path.write_text(TAKES_EVERYTHING)
+    result = cli("check", str(path), "--plans", "none", "--workers", "2", "--jobs", str(HUGE))
+    assert result.code == 1, result.stderr
+    out = " ".join(result.stdout.split())
+    assert "stopped early:" in out and "more than it asked for (an over-claim)" in out, out[-2000:]
+    assert "exactly-once violated" in out
+    assert "Traceback" not in result.stderr
+    cli.assert_nothing_left()
