@@ -37,3 +37,13 @@ def test_an_unseeded_key_and_a_completion_that_changed_no_row_are_proofs():
     log.end(0, 0.2, STALE)  # the ending arrives in a later delta
     watch.see(log, 1, [0])
     assert "changed no row" in watch.proof and watch.proof_at == 0.2
+
+
+def test_an_over_claims_note_proves_it_before_any_of_its_rows_arrive():
+    watch, log = RunWatch(1, 10, proves=True), WorkerLog(worker=3)
+    log.over_claims.append((0.25, 1_000_000, [1, 2]))  # the note the worker sends before recording the rows
+    watch.see(log, 0, [])
+    assert "w03's claim returned 1,000,000 rows" in watch.proof and watch.proof_at == 0.25
+    elsewhere = RunWatch(1, 10, proves=False)
+    elsewhere.see(log, 0, [])
+    assert elsewhere.proof is None  # a run that does not stop on a proof judges it at its end
