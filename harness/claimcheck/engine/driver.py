@@ -40,6 +40,9 @@ from claimcheck.engine.worker import BARRIER_TIMEOUT_S, WorkerPlan, worker_main
 
 JOIN_TIMEOUT_S = 10.0
 STOP_GRACE_S = 5.0
+PROOF_BUSY_S = 1.0
+"""At a violation's proof, workers in one statement for this long are ended at once (a claim's or a
+completion's usual statement takes milliseconds)."""
 """After a stop at a time limit (the budget, --duration, a condition's cap), the time a worker has to
 end the statement it was in, besides its work time: one still in it then is stuck, and its backend is
 ended (a claim asleep for an hour would hold the run, and a planner condition, that hour)."""
@@ -298,6 +301,10 @@ class _Run:
             if self.watch.proof is not None and not self.shared.stop.value:
                 # Proven from a prefix of the run: nothing recorded later can undo it (see claimcheck.engine.watch).
                 self.shared.stop.value, self.stopped_by = 1, StopReason.VIOLATION
+                # A proof is final: a worker that has been in one statement for a while (a claim of a
+                # million rows on its way) is ended now, not after the grace a time limit gives it.
+                # Its claim had not committed: rolled back, it is no claim.
+                self._end_stuck_after_stop(PROOF_BUSY_S)
             now = time.monotonic()
             if now < next_tick:
                 continue
