@@ -102,7 +102,7 @@ def test_a_missing_library_says_which_extra_to_install(monkeypatch):
         raise ImportError("No module named 'procrastinate'")
 
     monkeypatch.setattr(importlib, "import_module", missing)
-    with pytest.raises(libs.LibraryMissing, match=r"pip install 'claimcheck\[procrastinate\]'"):
+    with pytest.raises(libs.LibraryMissing, match=r"pip install 'pg-claimcheck\[procrastinate\]'"):
         libs.load_adapter("procrastinate")
 
 

@@ -18,6 +18,7 @@ from claimcheck.server.provision import provide_server
 from claimcheck.report.publish import plain_settings
 from claimcheck.report.render import document, print_producer, print_server, print_stop, server_title, write_json
 from claimcheck.server.session import run_all
+from claimcheck import install_command
 from claimcheck.errors import UsageError
 from claimcheck.settings import FaultPlan, positive
 from claimcheck.contract.strategy import load_strategy
@@ -64,7 +65,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
     e = p.add_argument_group("engine (more load than one machine: see docs/locust.md)")
     e.add_argument("--engine", choices=("fork", "locust"), default="fork",
                    help="fork: one process per worker (default); locust: Locust users, one claimer each "
-                        "(pip install 'claimcheck[locust]')")
+                        f"({install_command('locust')})")
     e.add_argument("--users", type=int, default=100, help="--engine locust: claimers (Locust users; default 100)")
     e.add_argument("--processes", type=int, default=2,
                    help="--engine locust: Locust worker processes on this box (default 2)")

@@ -1,6 +1,6 @@
 """`claimcheck lib NAME`: a real queue library's own workers, judged by the ledger.
 
-The library is installed as its users install it (`pip install 'claimcheck[NAME]'`), its schema
+The library is installed as its users install it (`pip install 'pg-claimcheck[NAME]'`), its schema
 is created by its own installer, jobs are enqueued through its public API and N processes run
 its own worker loop with a task that records each execution. See `claimcheck.libs`.
 """
