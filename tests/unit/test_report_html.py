@@ -120,13 +120,14 @@ def test_violated_runs_are_marked_in_every_chart():
 
 def test_the_conclusion_names_the_fastest_that_held_and_what_the_others_cost():
     text = conclusion(DOC["runs"])
-    assert "3 of 4 run(s) held exactly-once" in text and "Violated: naive-subquery" in text
-    assert "lease mode: skip-locked · b10</b> is the fastest that held in every run: 3,000 jobs/s at 4" in text
+    assert "3 of 4 runs held exactly-once" in text and "Violated: naive-subquery" in text
+    assert "lease mode: pick skip-locked · b10</b>, the fastest that held in every run: 3,000 jobs/s at 4" in text
     # naive-subquery held at 1 worker but not at 4: it does not count, and is not offered as "the others".
     assert "Faster but violated" not in text and "naive-subquery · b10 900" not in text
     two = conclusion([run("skip-locked", 4, 3000.0), run("for-update", 4, 1500.0)])
     assert "for-update · b10 1,500 jobs/s at 4 (-50 %)" in two
-    assert "no strategy held" in conclusion([run("naive-subquery", 4, 1.0, doubles=3)])
+    assert "no strategy held" in conclusion([run("naive-subquery", 4, 1.0, doubles=3), run("cte-no-lock", 4, 1.0, doubles=2)])
+    assert "naive-subquery · b10 did not hold" in conclusion([run("naive-subquery", 4, 1.0, doubles=3)])
 
 
 def test_empty_columns_are_left_out():

@@ -18,6 +18,7 @@ from claimcheck.settings import above_zero, positive
 from claimcheck.verdict.knee import DEFAULT_LATENCY_SLO_MS, knees
 from claimcheck.verdict.result import RunResult
 from claimcheck.verdict.stats import median
+from claimcheck.report.publish import print_conclusion
 from claimcheck.report.render import print_server, server_title
 from claimcheck.server.session import run_all, run_schema
 from claimcheck.contract.strategy import Strategy, load_strategy
@@ -90,10 +91,11 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
             results = [dataclasses.replace(r, plan=shapes.get(r.strategy.name)) for r in results]
         if adapters:
             results += run_libraries(server, adapters, lib_grid, err, pgbench=args.pgbench)
-        report_runs(server, results, args, console, "bench",
+        doc = report_runs(server, results, args, console, "bench",
                     f"claimcheck bench: {server_title(server)}",
                     always_write=True, evidence=EVIDENCE_JOBS,
                     knees=None if args.rate is None else knees(results, args.latency_slo))
+    print_conclusion(console, doc)
     # A strategy believed unsafe showing its violation is the point of the table; a safe one
     # (or a user's file, which makes no claim) that violates is a finding.
     failed = [r for r in results if not r.exactly_once and r.strategy.expected != "unsafe"]

@@ -15,7 +15,7 @@ from claimcheck.plans.conditions import CHOICES as PLAN_CHOICES
 from claimcheck.plans.explore import run_with_plans
 from claimcheck.report.plans import print_conditions
 from claimcheck.server.provision import provide_server
-from claimcheck.report.publish import plain_settings
+from claimcheck.report.publish import plain_settings, print_conclusion
 from claimcheck.report.render import document, print_producer, print_server, print_stop, server_title, write_json
 from claimcheck.server.session import run_all
 from claimcheck import install_command
@@ -98,7 +98,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
             results, outcomes = run_with_plans(server, strategy, grid, conditions, err)
         else:
             results, outcomes = run_all(server, [strategy], grid, err), None
-        report_runs(server, results, args, console, "check",
+        doc = report_runs(server, results, args, console, "check",
                     f"claimcheck check {strategy.name}: {server_title(server)}",
                     always_write=False, evidence=EVIDENCE_JOBS, plans=outcomes)
         if outcomes is not None:
@@ -106,6 +106,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     for result in results:
         print_stop(console, result)
         print_producer(console, result)
+    print_conclusion(console, doc)
     held = all(r.exactly_once for r in results)
     console.print("[bold green]exactly-once held[/]" if held else "[bold red]exactly-once violated[/]")
     return 0 if held else 1

@@ -16,6 +16,7 @@ from claimcheck.libs import ADAPTERS, LibraryAdapter, load_adapter
 from claimcheck.libs.parity import check_cycles
 from claimcheck.libs.runner import FAULT_WORK_MS, LIB_WORK_MS, lib_settings, run_library
 from claimcheck.server.provision import Server
+from claimcheck.report.publish import print_conclusion
 from claimcheck.report.render import print_producer, print_server, server_title
 from claimcheck.verdict.result import RunResult
 from claimcheck.errors import UsageError
@@ -107,12 +108,13 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
         if args.pgbench:
             check_cycles([adapter], server.bin_dir, grid)  # before the first run, not after it
         results = run_libraries(server, [adapter], grid, err, pgbench=args.pgbench)
-        report_runs(server, results, args, console, "lib",
+        doc = report_runs(server, results, args, console, "lib",
                     f"claimcheck lib {adapter.name} {adapter.version()}: {server_title(server)}",
                     always_write=False, evidence=EVIDENCE_JOBS)
     print_library_notes(console, results)
     for result in results:
         print_producer(console, result)
+    print_conclusion(console, doc)
     held = all(r.exactly_once for r in results)
     console.print(f"promise ({adapter.docs}): {adapter.promise}", highlight=False, markup=False)
     console.print("[bold green]the library kept its promise[/]" if held else "[bold red]the library broke its promise[/]")

@@ -17,8 +17,8 @@ from __future__ import annotations
 from html import escape
 from pathlib import Path
 
-from claimcheck.plans import AS_SEEDED, run_condition
 from claimcheck.report import svg
+from claimcheck.report.conclusion import as_html, conclude
 from claimcheck.report.render import size_words
 from claimcheck.server.pooling import pooler_words
 from claimcheck.server.redaction import scrub_all
@@ -71,68 +71,9 @@ def lock_wait_seconds(runs: list[dict]) -> dict[str, list[float]]:
                 for run in runs] for e in events} or {"no lock waits sampled": [0.0] * len(runs)}
 
 
-def _pct(value: float, reference: float) -> str:
-    return f"{(value / reference - 1) * 100:+.0f} %" if reference else "-"
-
-
-def _rate(run: dict) -> str:
-    n = len(run.get("repetitions") or ())
-    return f"{run['throughput_jobs_per_s']:,.0f} jobs/s" + (f" (median of {n})" if n > 1 else "")
-
-
 def conclusion(runs: list[dict], knees: list[dict] | None = None) -> str:
-    """Which runs held, the fastest strategy that held in every run of a mode, and what the others cost.
-
-    A strategy (with its batch) counts for a mode only if every one of its runs in that mode held
-    exactly-once: a claim that breaks at 4 workers is not safe at 1. Its best run stands for it.
-    A rate sweep's (`knees`) runs are ranked by their knees instead: their jobs/s is the offered rate."""
-    if not runs:
-        return ""
-    held = [r for r in runs if r["exactly_once"]]
-    violated = [r for r in runs if not r["exactly_once"]]
-    head = f"<b>{len(held)} of {len(runs)} run(s) held exactly-once.</b>"
-    if violated:
-        doubles = sum(r["double_claimed_jobs"] for r in violated)
-        lost = sum(r["unclaimed_jobs"] for r in violated)
-        names = sorted({r["strategy"] for r in violated})
-        head += (f" Violated: {escape(', '.join(names))} ({len(violated)} run(s); {doubles:,} job(s) handed to more "
-                 f"than one worker{f', {lost:,} never claimed' if lost else ''}; the table and the JSON say what "
-                 "else failed): do not use them as run, however fast they were.")
-    items = [] if not knees else [
-        f"<li><b>{escape(k['strategy'])} · {escape(k['mode'])} · b{k['batch']} · {k['workers']}w</b>: knee "
-        f"{escape(k['summary'])} (pickup p99 ≤ {k['latency_slo_ms']:g} ms)</li>"
-        for k in sorted(knees, key=lambda k: -(k["knee_rate_per_s"] or 0))]
-    for mode in sorted({r["mode"] for r in runs}) if not knees else ():
-        groups: dict[str, list[dict]] = {}
-        for r in runs:
-            if r["mode"] == mode:
-                groups.setdefault(f"{r['strategy']} · b{r['batch']}", []).append(r)
-        # A planner condition's run counts for the verdict, not for speed (a short run on a small table).
-        safe = {name: max(rs, key=lambda r: (run_condition(r) == AS_SEEDED, r["throughput_jobs_per_s"]))
-                for name, rs in groups.items() if all(r["exactly_once"] for r in rs)}
-        if not safe:
-            items.append(f"<li><b>{escape(mode)} mode:</b> no strategy held exactly-once in every run.</li>")
-            continue
-        ranked = sorted(safe.items(), key=lambda kv: -kv[1]["throughput_jobs_per_s"])
-        (best_name, best), others = ranked[0], ranked[1:]
-        verdict = "is the fastest that held in every run" if len(groups) > 1 else "held in every run"
-        text = (f"<li><b>{escape(mode)} mode: {escape(best_name)}</b> {verdict}: "
-                f"{_rate(best)} at {best['workers']} worker(s).")
-        if others:
-            text += " The others that held, at their best: " + "; ".join(
-                f"{escape(name)} {_rate(r)} at {r['workers']} ({_pct(r['throughput_jobs_per_s'], best['throughput_jobs_per_s'])})"
-                for name, r in others) + "."
-        fast_but_bad = [name for name, rs in groups.items() if name not in safe
-                        and max(r["throughput_jobs_per_s"] for r in rs) > best["throughput_jobs_per_s"]]
-        if fast_but_bad:
-            text += f" Faster but violated: {escape(', '.join(fast_but_bad))} (does not count)."
-        believed_unsafe = [name for name, r in ranked if r.get("expected") == "unsafe"]
-        if believed_unsafe:
-            text += (f" Believed unsafe though no violation was seen here: {escape(', '.join(believed_unsafe))}; "
-                     "a run that did not catch a race is no proof there is none.")
-        items.append(text + "</li>")
-    css = "conclusion" if held else "conclusion none"
-    return f'<div class="{css}"><p>{head}</p><ul>{"".join(items)}</ul></div>'
+    """The summary box: what the terminal's last lines say (claimcheck.report.conclusion)."""
+    return as_html(conclude(runs, knees))
 
 
 def _figure(name: str, chart: str, caption: str) -> str:
