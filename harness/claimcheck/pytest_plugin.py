@@ -57,11 +57,15 @@ def claimcheck_server(request: pytest.FixtureRequest) -> Iterator["Server"]:
     from claimcheck.errors import ClaimcheckError
     from claimcheck.server.provision import provide_server
 
+    # pytest.fail outside the `except`: raised inside it, pytest prints the error, "During handling of the
+    # above exception, another exception occurred", then the error again.
     try:
         with provide_server(dsn=configured_dsn(request.config)) as server:
             yield server
+        return
     except ClaimcheckError as exc:
-        pytest.fail(f"claimcheck needs a PostgreSQL server: {exc}", pytrace=False)
+        failure = f"claimcheck needs a PostgreSQL server: {exc}"
+    pytest.fail(failure, pytrace=False)
 
 
 class Claimcheck:
@@ -93,9 +97,10 @@ class Claimcheck:
         try:
             return assert_exactly_once(self._locate(strategy), server=self.server, **settings)
         except ClaimcheckError as exc:
-            pytest.fail(f"claimcheck could not run {strategy}: {exc}", pytrace=False)
+            failure = f"claimcheck could not run {strategy}: {exc}"
         except ExactlyOnceViolated as exc:
-            pytest.fail(str(exc), pytrace=False)
+            failure = str(exc)
+        pytest.fail(failure, pytrace=False)  # outside the `except`, so the evidence is printed once
 
     def _locate(self, strategy: str | os.PathLike | None) -> str | None:
         if strategy is None:
