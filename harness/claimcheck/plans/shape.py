@@ -32,6 +32,8 @@ SAMPLE_VALUES = {"worker": "claimcheck-plans", "lease_seconds": 300.0, "ids": [1
 MATERIALIZE_ADVICE = ("wrap the limiting subquery in a MATERIALIZED CTE (WITH picked AS MATERIALIZED "
                       "(SELECT … LIMIT n FOR UPDATE SKIP LOCKED) … WHERE id IN (SELECT id FROM picked)), "
                       "or pick the ids first and claim them with = ANY")
+NO_LOCK_WHY = "no LockRows node: the claim picks its rows without a row lock, so two workers can pick the same rows"
+NO_LOCK_ADVICE = "add FOR UPDATE SKIP LOCKED to the SELECT that picks the rows (the plan guard's fix, `claimcheck explain`)"
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,13 @@ class PlanShape:
     opaque: bool = False
     """No Limit anywhere in the plan: the claim picks its rows out of sight (in a function, whose
     statements are planned when it runs), so the shape says nothing about how it picks them."""
+    locks: bool = True
+    """A LockRows node in the plan: the claim locks the rows it picks. Without one, a limit that runs
+    once is no safety: two workers read the same ready rows."""
+
+    @property
+    def unlocked(self) -> bool:
+        return not self.locks and not self.opaque
 
     @property
     def rescanned(self) -> tuple[str, ...]:
@@ -64,16 +73,16 @@ class PlanShape:
     @property
     def why(self) -> tuple[str, ...]:
         """Why the limiting subquery can run more than once, in words: the plan's reasons, then the loops measured."""
-        return (*self.rescanned, *self.loops)
+        return (*self.rescanned, *self.loops, *((NO_LOCK_WHY,) if self.unlocked else ()))
 
     @property
     def advice(self) -> str | None:
-        """What to change in the claim, or None when its limiting subquery runs once."""
-        return None if self.runs_once else MATERIALIZE_ADVICE
+        """What to change in the claim, or None when its limiting subquery runs once and locks its rows."""
+        return MATERIALIZE_ADVICE if not self.runs_once else NO_LOCK_ADVICE if self.unlocked else None
 
     def as_dict(self) -> dict:
         return {"shape": self.signature, "plan": self.text.splitlines(), "rescanned_limit": list(self.rescanned),
-                "limit_loops": list(self.loops), "opaque": self.opaque}
+                "limit_loops": list(self.loops), "opaque": self.opaque, "row_lock": self.locks}
 
 
 def from_explain(text: str, tree: dict, analyzed: dict | None = None) -> PlanShape:
@@ -84,7 +93,8 @@ def from_explain(text: str, tree: dict, analyzed: dict | None = None) -> PlanSha
         for node, path in _walk(analyzed)
         if node["Node Type"] == "Limit" and node.get("Actual Loops", 1) > 1 and _locks_with(node, path))
     opaque = not any(node["Node Type"] == "Limit" for node, _ in _walk(tree))
-    return PlanShape(signature(tree), text, tuple(rerun_nodes(tree)), loops, opaque)
+    locks = any(node["Node Type"] == "LockRows" for node, _ in _walk(tree))
+    return PlanShape(signature(tree), text, tuple(rerun_nodes(tree)), loops, opaque, locks)
 
 
 def json_plan(raw) -> dict:

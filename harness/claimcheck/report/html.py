@@ -194,8 +194,9 @@ def _conditions(conditions: list[dict]) -> str:
     for c in conditions:
         verdict = {"held": '<span class="ok">held</span>', "VIOLATED": '<span class="bad">✗ VIOLATED</span>'}.get(
             c["verdict"], escape(c["verdict"] + (f" (plan of {c['same_as']})" if c.get("same_as") else "")))
-        how = "; ".join(c["rescanned_limit"] + c["limit_loops"]) or ("the limiting subquery runs once"
-                                                                       if c["plan"] else "-")
+        how = "; ".join(c["rescanned_limit"] + c["limit_loops"]) or (
+            "no row lock: two workers can pick the same rows" if c.get("row_lock") is False and not c.get("opaque")
+            else "the limiting subquery runs once" if c["plan"] else "-")
         plan = (f'<details><summary>plan</summary><pre>{escape(chr(10).join(c["plan"]))}</pre></details>'
                 if c["plan"] else "")
         notes = "<br>".join(escape(x) for x in c["evidence"] + ([c["note"]] if c.get("note") else []))
