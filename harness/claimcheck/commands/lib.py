@@ -16,6 +16,7 @@ from claimcheck.libs import ADAPTERS, LibraryAdapter, load_adapter
 from claimcheck.libs.parity import check_cycles
 from claimcheck.libs.runner import FAULT_WORK_MS, LIB_WORK_MS, lib_settings, run_library
 from claimcheck.server.provision import Server
+from claimcheck.server.session import progress_bar, progress_callback
 from claimcheck.report.publish import print_conclusion
 from claimcheck.report.render import print_producer, print_server, server_title
 from claimcheck.verdict.result import RunResult
@@ -69,7 +70,11 @@ def run_libraries(server: Server, adapters: list[LibraryAdapter], grid: list[Run
         for settings in grid:
             label = f"{adapter.name} {adapter.version()} · {settings.workers}w" + (" · faults" if settings.faults else "")
             err.print(f"  {label}: enqueuing {settings.jobs:,} jobs, then {settings.workers} worker(s)", highlight=False)
-            result = run_library(server, adapter, settings, pgbench=pgbench)
+            with progress_bar(err) as progress:  # as check and bench show theirs: jobs done, the rate, the time
+                task = progress.add_task(label, total=settings.jobs, status="enqueuing")
+                progress.refresh()
+                result = run_library(server, adapter, settings, pgbench=pgbench,
+                                     progress=progress_callback(progress, task, settings.jobs))
             status = "[green]exactly-once[/]" if result.exactly_once else "[red]violated[/]"
             parity = "" if result.pgbench is None else (
                 f" · its SQL through pgbench {result.pgbench.jobs_per_s:,.0f} jobs/s "
