@@ -10,7 +10,7 @@ each rate run's queue depth, pickup latency and dead tuples over time.
 
 Everything is inline (CSS and SVG, no script, no fonts or CDN), so the file opens offline and
 can be attached to a ticket or a CI artifact. Charts scale with the window (checked in headless
-Chromium at 1400 and 800 px by the tests).
+Chromium at 1400 and 420 px by the tests).
 """
 from __future__ import annotations
 
@@ -36,12 +36,12 @@ body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1200px}
 h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:28px 0 6px}
 .meta{color:#666;font-size:13px;overflow-wrap:anywhere}figure{margin:8px 0 20px}
 figcaption{font-size:13px;color:#555;margin-top:2px}
-.conclusion{border:1px solid #ddd;border-left:4px solid #18794e;background:#f7fbf8;padding:8px 14px;font-size:14px}
+.conclusion{overflow-wrap:anywhere;border:1px solid #ddd;border-left:4px solid #18794e;background:#f7fbf8;padding:8px 14px;font-size:14px}
 .conclusion.none{border-left-color:#c62828;background:#fdf6f6}.conclusion li{margin:3px 0}
 .scroll{overflow-x:auto}
 table{border-collapse:collapse;font-size:12px}th,td{padding:3px 8px;border-bottom:1px solid #ddd;text-align:right}
 th{background:#f4f4f4}td.l,th.l{text-align:left}.ok{color:#18794e;font-weight:600}.bad{color:#c62828;font-weight:600}
-tr.violated td{background:#fdf0f0}.ok,.bad{white-space:nowrap}td.name{max-width:16em;overflow-wrap:anywhere}
+tr.violated td{background:#fdf0f0}.ok,.bad{white-space:nowrap}td.name{max-width:16em;overflow-wrap:break-word}
 details{margin:6px 0}summary{cursor:pointer;font-size:13px}
 @media (max-width:900px){body{margin:12px}th,td{padding:2px 4px}}
 """
@@ -52,6 +52,22 @@ def run_label(run: dict, *, workers: bool = True) -> str:
     parts = [run["strategy"], run["mode"], f"b{run['batch']}"]
     condition = [f"under {run['condition']}"] if run.get("condition") else []
     return " · ".join(parts + ([f"{run['workers']}w"] if workers else []) + condition)
+
+
+def chart_labels(runs: list[dict]) -> list[str]:
+    """Each run's label in the charts: its strategy, and of mode, batch, workers and planner condition
+    only what tells it from the report's other runs (what all share is in the table), so a label fits
+    its column whole instead of being cut mid-name."""
+    parts = [(r["strategy"], r["mode"], f"b{r['batch']}", f"{r['workers']}w",
+              r.get("condition") or "") for r in runs]
+    varying = [i for i in range(1, 5) if len({p[i] for p in parts}) > 1]
+    return [" · ".join([p[0], *(p[i] for i in varying if p[i])]) for p in parts]
+
+
+def report_verb(doc: dict) -> str:
+    """The verb that wrote the report (`bench`, `check`, `lib`, ...), from its command line."""
+    words = str(doc.get("tool", {}).get("command", "")).split()
+    return words[1] if len(words) > 1 and words[0].endswith("claimcheck") else "bench"
 
 
 def throughput_series(runs: list[dict]) -> dict[str, list[tuple[float, float]]]:
@@ -83,29 +99,35 @@ def _figure(name: str, chart: str, caption: str) -> str:
 VIOLATED_NOTE = " Runs marked ✗ in red violated exactly-once: their figures do not count."
 
 
-def _throughput_figure(runs: list[dict], labels: list[str], flagged: list[bool]) -> str:
+def _throughput_figure(runs: list[dict], labels: list[str], flagged: list[bool], sweep: bool) -> str:
     """Lines over the worker counts of a sweep; one bar per run when every run had the same count
-    (a column of dots in ten recycled colours would not say which is which)."""
+    (a column of dots in ten recycled colours would not say which is which), or in a check (`sweep`
+    false: its planner conditions' short runs on small tables are no sweep). A violated run's bar is
+    only an outline: its speed does not count."""
     caption = "Jobs done per second, from the workers' release to the last claim or end of a job"
     if any(len(r.get("repetitions") or ()) > 1 for r in runs):
         caption += " (median of the repetitions)"
     note = VIOLATED_NOTE if any(flagged) else ""
-    if len({r["workers"] for r in runs}) > 1:
+    if sweep and len({r["workers"] for r in runs}) > 1:
         bad = frozenset((run_label(r, workers=False), float(r["workers"])) for r in runs if not r["exactly_once"])
         chart = svg.line_chart(throughput_series(runs), "throughput against workers", "workers", "jobs done per second",
                                flagged=bad)
         return _figure("throughput", chart, caption + ", per strategy · mode · batch." + note)
     chart = svg.bar_chart(labels, {"jobs/s": [float(r["throughput_jobs_per_s"]) for r in runs]},
-                          "throughput per run", "jobs done per second", flagged=flagged)
-    return _figure("throughput", chart, caption + ". Sweep --workers (e.g. 1,2,4,8,16) to see it against workers."
-                   + note)
+                          "throughput per run", "jobs done per second", flagged=flagged, hollow_flagged=True)
+    hint = " `bench --workers 1,2,4,8,16` shows it against workers." if sweep else ""
+    return _figure("throughput", chart, caption + "." + hint + note.replace("marked ✗ in red", "marked ✗ in red, "
+                                                                            "drawn as outlines,"))
 
 
 def _latency_figure(runs: list[dict], labels: list[str], flagged: list[bool]) -> str:
     marks = {p: [r["claim_latency_ms"].get(p) for r in runs] for p in ("p50", "p95", "p99")}
     chart = svg.range_chart(labels, marks, "claim latency per run", "claim latency, ms (p50, p95, p99)", flagged)
+    clipped = ' A mark past the axis (▸, with its value) is an outlier the axis leaves out, so the others stay readable.' \
+        if 'class="clipped"' in chart else ""
     return _figure("claim-latency", chart, "Time from sending a claim to its commit, per run: half of the claims "
-                   "took less than p50, 95 % less than p95, 99 % less than p99." + (VIOLATED_NOTE if any(flagged) else ""))
+                   "took less than p50, 95 % less than p95, 99 % less than p99." + clipped
+                   + (VIOLATED_NOTE if any(flagged) else ""))
 
 
 def _lock_wait_figure(runs: list[dict], labels: list[str], flagged: list[bool]) -> str:
@@ -292,15 +314,23 @@ def _pooler(pooler: dict | None) -> str:
     return escape(f", workers through {pooler_words(pooler)}") if pooler else ""
 
 
+def _subject(runs: list[dict], verb: str) -> str:
+    """What a check checked, in its heading (a bench's many strategies are in its table)."""
+    names = sorted({r["strategy"] for r in runs})
+    return f": {escape(names[0])}" if verb == "check" and len(names) == 1 else ""
+
+
 def render(doc: dict) -> str:
     """The whole report as one HTML string."""
     runs = doc.get("runs", [])
     pg, tool = doc.get("postgres", {}), doc.get("tool", {})
-    labels = [run_label(r) for r in runs]
+    labels = chart_labels(runs)
     flagged = [not r["exactly_once"] for r in runs]
+    verb = report_verb(doc)
+    sweep = verb != "check"
     slo = doc["knees"][0]["latency_slo_ms"] if doc.get("knees") else None
     body = [
-        f"<h1>claimcheck report</h1><p class=meta>PostgreSQL {escape(str(pg.get('version', '?')))} "
+        f"<h1>claimcheck {escape(verb)}{_subject(runs, verb)}</h1><p class=meta>PostgreSQL {escape(str(pg.get('version', '?')))} "
         f"({escape(str(pg.get('source', '?')))}){_pooler(pg.get('pooler'))} · {escape(str(doc.get('created_at', '')))} · "
         f"<code>{escape(str(tool.get('command', '')))}</code></p>",
         conclusion(runs, doc.get("knees")),
@@ -309,7 +339,8 @@ def render(doc: dict) -> str:
         *(["<h2>Queue depth and latency over time</h2>", _over_time(runs, slo)]
           if any(r.get("queue_over_time") for r in runs) else []),
         *(["<h2>Planner conditions</h2>", _conditions(doc["conditions"])] if doc.get("conditions") else []),
-        "<h2>Throughput against workers</h2>", _throughput_figure(runs, labels, flagged),
+        "<h2>Throughput against workers</h2>" if sweep else "<h2>Throughput per run</h2>",
+        _throughput_figure(runs, labels, flagged, sweep),
         "<h2>Double claims</h2>",
         _figure("double-claims", svg.bar_chart(labels, {"jobs claimed twice or more": [
             float(r["double_claimed_jobs"]) for r in runs]}, "double claims per run", "jobs handed to more than one worker",
