@@ -82,3 +82,34 @@ def test_check_refuses_notify_where_it_does_not_apply(capsys, argv, words):
 ])
 def test_lib_refuses_a_rate_where_it_does_not_apply(capsys, argv, words):
     assert words in refused(capsys, *argv)
+
+
+OWN_TABLES = Path(__file__).parents[1] / "plans" / "own_tables_in_subquery.sql"
+
+
+@pytest.mark.parametrize("verb", [["check", str(OWN_TABLES), "--plans", "none"], ["bench", "--strategies", str(OWN_TABLES)]])
+def test_rate_on_own_tables_without_enqueue_is_refused_before_any_server(capsys, verb):
+    assert "--rate needs its `enqueue` section" in refused(capsys, *verb, "--rate", "10", "--duration", "1")
+
+
+def test_the_help_lists_the_built_in_strategies(capsys):
+    from claimcheck.scenarios import CATALOG
+
+    for verb in ("check", "bench"):
+        with pytest.raises(SystemExit):
+            main([verb, "--help"])
+        text = " ".join(capsys.readouterr().out.replace("-\n", "-").split())
+        assert all(name in text.replace("- ", "-") for name in CATALOG), (verb, text)
+
+
+def test_bench_and_lib_agree_on_their_defaults_and_a_rate_run_starts_nearly_empty():
+    from claimcheck.cli import build_parser
+    from claimcheck.commands import bench, lib
+    from claimcheck.libs.runner import LIB_JOBS, LIB_WORK_MS
+    from claimcheck.settings import RATE_BACKLOG_JOBS
+
+    b = build_parser().parse_args(["bench"])
+    assert (b.workers, bench.BENCH_JOBS, b.work_ms) == ([8], LIB_JOBS, LIB_WORK_MS) == ([8], 5_000, "1")
+    l = build_parser().parse_args(["lib", "procrastinate"])
+    assert l.workers == [8] and l.jobs is None and l.default_jobs == LIB_JOBS
+    assert RATE_BACKLOG_JOBS <= 100  # a backlog the workers drain in well under a second, not 20,000 jobs

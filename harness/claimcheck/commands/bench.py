@@ -14,7 +14,8 @@ from claimcheck.libs.parity import check_cycles
 from claimcheck.libs.runner import lib_settings
 from claimcheck.probes.explain import PlanVerdict, plan_verdict, prepare_plan_table
 from claimcheck.server.provision import Server
-from claimcheck.settings import above_zero, positive
+from claimcheck.engine.producer import check_feedable
+from claimcheck.settings import RATE_BACKLOG_JOBS, above_zero, positive
 from claimcheck.verdict.knee import DEFAULT_LATENCY_SLO_MS, knees
 from claimcheck.verdict.result import RunResult
 from claimcheck.verdict.stats import median
@@ -25,6 +26,8 @@ from claimcheck.contract.strategy import Strategy, load_strategy
 from claimcheck.errors import UsageError
 from claimcheck.scenarios import CATALOG
 
+BENCH_JOBS = 5_000
+"""A bench run's jobs (as lib's): enough for a steady rate at 8 workers in a few seconds a strategy."""
 MAX_REPEAT = 100
 MAX_LATENCY_SLO_MS = 3_600_000.0  # an hour: the latency histograms' range
 EVIDENCE_JOBS = 1  # per violating run: the table is the point, one story each is enough
@@ -36,10 +39,15 @@ def register(verbs: argparse._SubParsersAction) -> None:
                                      "print what each costs. Writes a JSON and an HTML report to reports/ under the "
                                      "current directory (created if needed), or to --json PATH.")
     p.add_argument("--strategies", type=str_list,
-                   help="built-in names or .sql files, comma-separated (default: the whole catalog, unless --libs)")
+                   help=f"built-in names or .sql files, comma-separated (default: the whole catalog, unless --libs: "
+                        f"{', '.join(CATALOG)})")
     p.add_argument("--libs", type=str_list, default=[],
                    help="queue libraries to run through their own workers (see `claimcheck lib`), comma-separated")
-    add_run_options(p, workers="8", jobs=5_000, modes="lease,lock", work_ms="1", faults=False, reports=True)
+    add_run_options(p, workers="8", jobs=BENCH_JOBS, modes="lease,lock", work_ms="1", faults=False, reports=True)
+    # Unset means the verb's default: BENCH_JOBS, or RATE_BACKLOG_JOBS for a rate sweep (run()).
+    p.set_defaults(jobs=None)
+    next(a for a in p._actions if a.dest == "jobs").help = (
+        f"jobs seeded per run (default {BENCH_JOBS:,}; {RATE_BACKLOG_JOBS} with --rate, whose producer feeds the rest)")
     p.add_argument("--repeat", type=int, default=1, metavar="N",
                    help="run every strategy x setting N times, back to back in rounds; the JSON keeps each "
                         "repetition, their median and spread, which `compare` tests for significance (5 or more "
@@ -62,12 +70,16 @@ def register(verbs: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, console: Console, err: Console) -> int:
+    if args.jobs is None:
+        args.jobs = BENCH_JOBS if args.rate is None else RATE_BACKLOG_JOBS
     positive("--repeat", args.repeat, maximum=MAX_REPEAT)
     above_zero("--latency-slo", args.latency_slo, MAX_LATENCY_SLO_MS)
     if args.rate is not None:
         refuse_with_rate(args)
     names = args.strategies if args.strategies is not None else ([] if args.libs else list(CATALOG))
     strategies = [load_strategy(name) for name in names]
+    for strategy in strategies:  # before any server starts
+        check_feedable(strategy, settings_grid(args)[0])
     adapters = [load_adapter(name) for name in args.libs]
     distinct_names(list(zip(names, strategies)), args.libs)
     grid = settings_grid(args)

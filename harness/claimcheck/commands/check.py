@@ -23,6 +23,8 @@ from claimcheck.errors import UsageError
 from claimcheck.settings import FaultPlan, positive
 from claimcheck.contract.strategy import load_strategy
 from claimcheck.engine.idle import check_wakeup
+from claimcheck.engine.producer import check_feedable
+from claimcheck.scenarios import CATALOG
 
 EVIDENCE_JOBS = 5
 DEFAULT_DATABASE = Path(".hypothesis") / "claimcheck"
@@ -31,7 +33,7 @@ MAX_EXAMPLES = 100_000
 
 def register(verbs: argparse._SubParsersAction) -> None:
     p = verbs.add_parser("check", help="the exactly-once verdict for one claim strategy")
-    p.add_argument("strategy", help="a .sql file in the strategy contract, or a built-in name")
+    p.add_argument("strategy", help=f"a .sql file in the strategy contract, or a built-in name: {', '.join(CATALOG)}")
     add_run_options(p, workers="16", jobs=20_000, modes="lease", work_ms="0", faults=True, reports=False,
                     sweeps=False)
     p.add_argument("--faults", action="store_true",
@@ -89,6 +91,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
         return run_search(args, strategy, console, err)
     # Before any server or pooler starts; a pooler found in front of --dsn is refused by the driver the same way.
     check_wakeup(strategy, grid[0], stateless_workers=bool(args.pooler))
+    check_feedable(strategy, grid[0])
     conditions = PLAN_CHOICES[args.plans]
     if args.rate is not None:
         conditions = rate_conditions(args, err)

@@ -14,14 +14,14 @@ from claimcheck.commands._options import (add_json_option, add_server_options, a
                                           report_runs)
 from claimcheck.libs import ADAPTERS, LibraryAdapter, load_adapter
 from claimcheck.libs.parity import check_cycles
-from claimcheck.libs.runner import FAULT_WORK_MS, LIB_WORK_MS, lib_settings, run_library
+from claimcheck.libs.runner import FAULT_WORK_MS, LIB_JOBS, LIB_WORK_MS, lib_settings, run_library
 from claimcheck.server.provision import Server
 from claimcheck.server.session import progress_bar, progress_callback
 from claimcheck.report.publish import print_conclusion
 from claimcheck.report.render import print_producer, print_server, server_title
 from claimcheck.verdict.result import RunResult
 from claimcheck.errors import UsageError
-from claimcheck.settings import RunSettings
+from claimcheck.settings import RATE_BACKLOG_JOBS, RunSettings
 
 EVIDENCE_JOBS = 5
 
@@ -29,7 +29,7 @@ EVIDENCE_JOBS = 5
 def register(verbs: argparse._SubParsersAction) -> None:
     p = verbs.add_parser("lib", help=f"a queue library's own workers ({', '.join(ADAPTERS)}) under the ledger")
     p.add_argument("library", help=f"one of: {', '.join(ADAPTERS)}")
-    add_lib_options(p, workers="8", jobs=20_000)
+    add_lib_options(p, workers="8", jobs=LIB_JOBS)
     p.add_argument("--faults", action="store_true",
                    help="SIGKILL workers mid-task, terminate worker backends, stall workers past the library's "
                         "heartbeat or lease, restart a server we started; and say what became of each job")
@@ -46,7 +46,10 @@ def add_lib_options(p: argparse.ArgumentParser, *, workers: str, jobs: int) -> N
     g = p.add_argument_group("load")
     g.add_argument("--workers", type=int_list, default=int_list(workers),
                    help=f"worker processes, or a comma list to sweep (default {workers})")
-    g.add_argument("--jobs", type=int, default=jobs, help=f"jobs enqueued per run (default {jobs:,})")
+    g.add_argument("--jobs", type=int, default=None,
+                   help=f"jobs enqueued per run (default {jobs:,}; {RATE_BACKLOG_JOBS} with --rate, whose producer "
+                        "enqueues the rest)")
+    p.set_defaults(default_jobs=jobs)
     g.add_argument("--work-ms", help=f"work per execution: 5, 1-10 or exp:5 (default {LIB_WORK_MS}; "
                                      f"{FAULT_WORK_MS} with --faults)")
     g.add_argument("--duration", type=float, help="stop after this many seconds even if jobs remain")
@@ -101,6 +104,8 @@ def print_library_notes(console: Console, results: list[RunResult]) -> None:
 
 
 def run(args: argparse.Namespace, console: Console, err: Console) -> int:
+    if args.jobs is None:
+        args.jobs = args.default_jobs if args.rate is None else RATE_BACKLOG_JOBS
     adapter = load_adapter(args.library)
     if args.rate is not None and (not adapter.feeds or args.pgbench):
         raise UsageError(f"claimcheck lib {adapter.name} --rate: " + (
