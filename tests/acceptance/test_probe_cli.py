@@ -101,14 +101,41 @@ def test_explain_of_a_file_the_server_rejects_exits_2(cli):
     cli.assert_nothing_left()
 
 
-def test_ctrl_c_during_a_soak_stops_cleanly(cli):
-    proc = cli.start("vacuum", "--soak", "20", "--jobs", "500")
+def interrupt_under_way(cli, *argv: str) -> None:
+    """Ctrl-C once the probe's schema exists (it is under way): exit 2, said, nothing left."""
+    proc = cli.start(*argv)
     deadline = time.monotonic() + 60
     while not any(item.startswith("schema") for item in cli.leftovers()) and time.monotonic() < deadline:
-        time.sleep(0.1)  # the run's schema exists: the probe is under way
+        time.sleep(0.1)
     time.sleep(1)
     os.killpg(proc.pid, signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 2, err
     assert "interrupted" in " ".join(err.split())
     cli.assert_nothing_left()
+
+
+def test_ctrl_c_during_a_soak_stops_cleanly(cli):
+    interrupt_under_way(cli, "vacuum", "--soak", "20", "--jobs", "500")
+
+
+def test_idle_compares_the_seeds_three_options_and_writes_json_and_html(cli):
+    out = cli.scratch / "idle.json"
+    result = cli("idle", "--window", "2", "--wakeup", "poll,drain,notify", "--poll-ms", "200,60000,60000",
+                 "--suspend-after", "30", "--json", str(out))
+    assert result.code == 0, result.stderr
+    for text in ("poll every 0.2s", "drain every 60s", "LISTEN, poll 60s", "own sessions only"):
+        assert text in " ".join(result.stdout.split())
+    doc = json.loads(out.read_text())
+    assert doc["probe"] == "idle"
+    poll, drain, listen = doc["idle"]
+    assert poll["would_suspend"] is False and poll["wakes_per_hour"] == 0
+    assert drain["would_suspend"] is True and listen["would_suspend"] is True
+    assert listen["resume"]["job_claimed_after_s"] is not None
+    assert [v["suspend_after_s"] for v in poll["verdicts"]] == [30, 300]
+    assert "<svg" in out.with_suffix(".html").read_text()
+    cli.assert_nothing_left()
+
+
+def test_ctrl_c_during_an_idle_window_stops_cleanly(cli):
+    interrupt_under_way(cli, "idle", "--window", "60", "--wakeup", "notify")

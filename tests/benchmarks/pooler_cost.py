@@ -23,7 +23,7 @@ from rich.console import Console
 from claimcheck.server.pgbouncer import PoolerSpec
 from claimcheck.server.provision import provide_server
 from claimcheck.server.runcontext import Route, route
-from claimcheck.server.session import run_all
+from claimcheck.app.runs import run_all
 from claimcheck.settings import RunSettings
 from claimcheck.contract.strategy import load_strategy
 

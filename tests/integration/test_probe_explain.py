@@ -2,7 +2,8 @@
 import pytest
 
 from claimcheck.errors import SqlFileError
-from claimcheck.probes.explain import plan_verdict, prepare_plan_table
+from claimcheck.plans.shape import prepare_plan_table
+from claimcheck.probes.explain import plan_verdict
 from claimcheck.server.session import run_schema
 from claimcheck.contract.strategy import load_strategy
 from claimcheck.scenarios import builtin_names

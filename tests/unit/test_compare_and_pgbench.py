@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from claimcheck.verdict.compare import compare, load_report
+from claimcheck.report.compare import compare, load_report
 from claimcheck.errors import UsageError
 from claimcheck.engine.pgbench import build_script
 from claimcheck.settings import RunSettings, WorkTime

@@ -2,8 +2,8 @@
 outcome, and a plan without a row lock called that, with its fix."""
 from types import SimpleNamespace
 
-from claimcheck.plans.shape import NO_LOCK_ADVICE, PlanShape
-from claimcheck.report.plans import plan_words
+from claimcheck.verdict.planshape import NO_LOCK_ADVICE, PlanShape
+from claimcheck.plans.table import plan_words
 from claimcheck.server.schema import job_words, key_base
 from claimcheck.verdict.ledger import OUTCOME_NAMES, STALE
 

@@ -11,7 +11,7 @@ from claimcheck.cli import main
 from claimcheck.engine.feedfigures import ProducerOutcome
 from claimcheck.engine.sampler import QueueSamples, queue_interval_s
 from claimcheck.report import svg
-from claimcheck.report.timeline import latency_over_time
+from claimcheck.verdict.timeline import latency_over_time
 from claimcheck.verdict.knee import knees, shortfalls
 from claimcheck.verdict.ledger import DONE, WorkerLog
 
@@ -124,7 +124,7 @@ def test_bench_rate_refuses_what_it_does_not_combine_with_before_anything_starts
 def test_compare_matches_a_sweeps_runs_by_their_offered_rate(tmp_path):
     from rich.console import Console
 
-    from claimcheck.verdict.compare import compare, comparison_table
+    from claimcheck.report.compare import compare, comparison_table
     from sample_reports import report, run_object
 
     base = report(*(run_object(offered_rate_per_s=r) for r in (200.0, 500.0)))

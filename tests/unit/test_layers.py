@@ -1,5 +1,7 @@
-"""The package's layering, read from its source (ast, nothing imported): no module below the front
-ends imports one of them, and no module grows past 500 lines unnoticed.
+"""The package's layering: the layer order of docs/architecture.md, checked by import-linter's layers
+contract (`[tool.importlinter]` in pyproject.toml, imports under TYPE_CHECKING and inside functions
+included); read from the source (ast, nothing imported): no module below the front ends imports one
+of them, and no module grows past 500 lines unnoticed; and the verdict loads no database driver.
 
 The front ends are what users call: the `claimcheck` command (`cli`, `__main__`, one module per
 verb in `commands/`) and the pytest plugin. What a lower layer needs from them (the report's
@@ -9,9 +11,15 @@ console width, the JSON's `settings`, printing a verb's runs) lives below them, 
 from __future__ import annotations
 
 import ast
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[2] / "harness" / "claimcheck"
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "harness" / "claimcheck"
 FRONT_ENDS = ("claimcheck.cli", "claimcheck.__main__", "claimcheck.commands", "claimcheck.pytest_plugin")
 MAX_LINES = 500
 KNOWN_LONG: set[str] = set()
@@ -70,3 +78,44 @@ def test_the_walk_catches_every_form_of_import(tmp_path: Path) -> None:
 def test_no_module_over_500_lines_but_the_known_ones() -> None:
     long = {name for name, path in modules().items() if len(path.read_text().splitlines()) > MAX_LINES}
     assert long <= KNOWN_LONG, f"modules over {MAX_LINES} lines: {sorted(long - KNOWN_LONG)}"
+
+
+def lint_imports(*args: str) -> subprocess.CompletedProcess:
+    tool = shutil.which("lint-imports", path=str(Path(sys.executable).parent)) or shutil.which("lint-imports")
+    if tool is None:
+        pytest.skip("import-linter is not installed (the test extra has it)")
+    return subprocess.run([tool, "--no-cache", *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def test_every_import_goes_down_the_layer_order() -> None:
+    done = lint_imports()
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "1 kept, 0 broken" in done.stdout
+
+
+def test_the_layer_contract_fails_on_an_upward_import(tmp_path: Path) -> None:
+    """The same contract over a copy of the package with one upward import planted, under
+    TYPE_CHECKING (the weakest form): import-linter reports it."""
+    copy = tmp_path / "harness"
+    shutil.copytree(PACKAGE, copy / "claimcheck", ignore=shutil.ignore_patterns("__pycache__"))
+    planted = copy / "claimcheck" / "verdict" / "ledger.py"
+    planted.write_text(planted.read_text() + "\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                       "    from claimcheck.engine.driver import run_strategy  # noqa: F401\n")
+    config = tmp_path / "pyproject.toml"
+    config.write_text((ROOT / "pyproject.toml").read_text())
+    tool = shutil.which("lint-imports", path=str(Path(sys.executable).parent)) or shutil.which("lint-imports")
+    if tool is None:
+        pytest.skip("import-linter is not installed (the test extra has it)")
+    done = subprocess.run([tool, "--no-cache", "--config", str(config)], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300, env={"PYTHONPATH": str(copy), "PATH": str(Path(sys.executable).parent)})
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "claimcheck.verdict.ledger -> claimcheck.engine.driver" in done.stdout
+
+
+def test_the_verdict_loads_no_database_driver() -> None:
+    """`claimcheck.verdict` is pure: its result and ledger load neither psycopg nor the engine."""
+    code = ("import sys, claimcheck.verdict.result, claimcheck.verdict.ledger; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'psycopg' or m.startswith('claimcheck.engine')"
+            " or m.startswith('claimcheck.server')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "[]"

@@ -5,7 +5,7 @@ from html.parser import HTMLParser
 from claimcheck.report import svg
 from claimcheck.verdict.ledger import WorkerLog
 from claimcheck.report.html import conclusion, lock_wait_seconds, render, throughput_series
-from claimcheck.report.timeline import claims_over_time
+from claimcheck.verdict.timeline import claims_over_time
 
 
 def run(strategy, workers, jobs_per_s, doubles=0, waits=None, mode="lease", timeline=True):

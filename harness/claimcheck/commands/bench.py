@@ -12,7 +12,8 @@ from claimcheck.commands.lib import run_libraries
 from claimcheck.libs import load_adapter
 from claimcheck.libs.parity import check_cycles
 from claimcheck.libs.runner import lib_settings
-from claimcheck.probes.explain import PlanVerdict, plan_verdict, prepare_plan_table
+from claimcheck.plans.shape import prepare_plan_table
+from claimcheck.probes.explain import PlanVerdict, plan_verdict
 from claimcheck.server.provision import Server
 from claimcheck.engine.producer import check_feedable
 from claimcheck.settings import RATE_BACKLOG_JOBS, above_zero, positive
@@ -21,7 +22,8 @@ from claimcheck.verdict.result import RunResult
 from claimcheck.verdict.stats import median
 from claimcheck.report.publish import print_conclusion
 from claimcheck.report.render import print_server, server_title
-from claimcheck.server.session import run_all, run_schema
+from claimcheck.app.runs import run_all
+from claimcheck.server.session import run_schema
 from claimcheck.contract.strategy import Strategy, load_strategy
 from claimcheck.errors import UsageError
 from claimcheck.scenarios import CATALOG

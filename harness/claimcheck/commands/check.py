@@ -13,11 +13,11 @@ from claimcheck.interleave.search import DEFAULT_EXAMPLES, search
 from claimcheck.interleave.trace import render
 from claimcheck.plans.conditions import CHOICES as PLAN_CHOICES
 from claimcheck.plans.explore import run_with_plans
-from claimcheck.report.plans import print_conditions
+from claimcheck.plans.table import print_conditions
 from claimcheck.server.provision import provide_server
 from claimcheck.report.publish import plain_settings, print_conclusion
 from claimcheck.report.render import document, print_producer, print_server, print_stop, server_title, write_json
-from claimcheck.server.session import run_all
+from claimcheck.app.runs import run_all
 from claimcheck import install_command
 from claimcheck.errors import UsageError
 from claimcheck.settings import FaultPlan, positive

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.text import Text
 
 from claimcheck.commands._options import add_wide_option
-from claimcheck.verdict.compare import DEFAULT_ALPHA, DEFAULT_MAX_DROP_PCT, compare, comparison_table, load_report
+from claimcheck.report.compare import DEFAULT_ALPHA, DEFAULT_MAX_DROP_PCT, compare, comparison_table, load_report
 
 
 def percent(text: str) -> float:

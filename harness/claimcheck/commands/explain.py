@@ -14,8 +14,8 @@ from claimcheck.commands._options import add_json_option, add_server_options, pr
 from claimcheck.probes._report import maybe_write, probe_document
 from claimcheck.plans.conditions import CHOICES, CONDITION_JOBS, HISTORY, TablesUnavailable, build_tables
 from claimcheck.plans.explore import plan_under
-from claimcheck.probes.explain import (FINISHED_JOBS, READY_JOBS, PlanVerdict, plan_verdict, prepare_plan_table,
-                                       with_conditions)
+from claimcheck.plans.shape import FINISHED_JOBS, READY_JOBS, prepare_plan_table
+from claimcheck.probes.explain import PlanVerdict, plan_verdict, with_conditions
 from claimcheck.report.render import print_server, server_title
 from claimcheck.server.session import run_schema
 from claimcheck.errors import UsageError

@@ -12,7 +12,7 @@ from claimcheck.commands._options import (add_run_options, add_server_options, p
                                           str_list)
 from claimcheck.engine.faults import recovery_s
 from claimcheck.report.render import print_server, server_title
-from claimcheck.server.session import run_all
+from claimcheck.app.runs import run_all
 from claimcheck.settings import FaultPlan
 from claimcheck.contract.strategy import load_strategy
 

@@ -10,13 +10,14 @@ import argparse
 
 from rich.console import Console
 
+from claimcheck.commands.idle import DEFAULT_SUSPEND_AFTER_S, run_idle
 from claimcheck.commands._options import (add_json_option, add_server_options, add_wide_option, int_list, provide,
                                           report_runs)
 from claimcheck.libs import ADAPTERS, LibraryAdapter, load_adapter
 from claimcheck.libs.parity import check_cycles
 from claimcheck.libs.runner import FAULT_WORK_MS, LIB_JOBS, LIB_WORK_MS, lib_settings, run_library
 from claimcheck.server.provision import Server
-from claimcheck.server.session import progress_bar, progress_callback
+from claimcheck.app.runs import progress_bar, progress_callback
 from claimcheck.report.publish import print_conclusion
 from claimcheck.report.render import print_producer, print_server, server_title
 from claimcheck.verdict.result import RunResult
@@ -37,6 +38,14 @@ def register(verbs: argparse._SubParsersAction) -> None:
                    help="open loop: enqueue this many jobs per second through the library's own enqueue API for "
                         "--duration seconds while its workers run (after the --jobs enqueued first), then drain "
                         "(procrastinate, pgqueuer, saq; see docs/producers.md)")
+    p.add_argument("--idle", type=float, metavar="WINDOW",
+                   help="instead of a run: the library's own worker, at its documented defaults, on its empty queue "
+                        "for WINDOW seconds, sampled as a serverless compute's monitor samples (docs/idle.md)")
+    p.add_argument("--suspend-after", type=float, default=DEFAULT_SUSPEND_AFTER_S, metavar="SECONDS",
+                   help=f"with --idle: the compute's suspend-after-idle threshold (default {DEFAULT_SUSPEND_AFTER_S:g})")
+    p.add_argument("--idle-setting", choices=("defaults", "suspendable"), default="defaults",
+                   help="with --idle: the library's documented defaults, or the settings under which, by its source, "
+                        "it would let a compute suspend (docs/idle.md)")
     add_pgbench_option(p)
     add_server_options(p)
     p.set_defaults(func=run)
@@ -106,6 +115,8 @@ def print_library_notes(console: Console, results: list[RunResult]) -> None:
 def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     if args.jobs is None:
         args.jobs = args.default_jobs if args.rate is None else RATE_BACKLOG_JOBS
+    if args.idle is not None:
+        return run_idle(args, console, err)
     adapter = load_adapter(args.library)
     if args.rate is not None and (not adapter.feeds or args.pgbench):
         raise UsageError(f"claimcheck lib {adapter.name} --rate: " + (

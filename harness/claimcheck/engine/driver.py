@@ -35,7 +35,6 @@ from claimcheck.settings import RunSettings
 from claimcheck.contract.strategy import ClaimShape, Strategy, validate_on_server
 from claimcheck.engine.shared import STALLED, Shared
 from claimcheck.engine.supervisor import MAX_REPLACEMENTS, TICK_S, Supervisor, check_headroom, drained
-from claimcheck.report.timeline import rate_over_time
 from claimcheck.engine.watch import RunWatch
 from claimcheck.engine.worker import BARRIER_TIMEOUT_S, WorkerPlan, worker_main
 
@@ -176,8 +175,8 @@ class _Run:
                                        if e.kind == "stall" and stall[e.worker] == STALLED})
         record.stop_reason = self.stop_reason(record.origin)
         if self.plan.feed is not None and self.sampler is not None:
-            record.over_time = rate_over_time(record.logs, record.origin, self.sampler.queue, self.plan.feed,
-                                              self.producer.started_at)
+            record.over_time = feedfigures.rate_over_time(record.logs, record.origin, self.sampler.queue, self.plan.feed,
+                                                          self.producer.started_at)
         return record
 
     def _spawn(self, index: int, barrier) -> None:

@@ -13,7 +13,6 @@ import os
 import random
 import signal
 import time
-from dataclasses import dataclass, field
 from typing import Callable
 
 from claimcheck.verdict.ledger import LIVE, OUTCOME_NAMES, WorkerLog
@@ -21,26 +20,12 @@ from claimcheck.contract.queries import QUERIES
 from claimcheck.engine.shared import STALL_ASKED, Slots
 from claimcheck.server.runcontext import RunContext
 from claimcheck.settings import FaultPlan
+from claimcheck.verdict.observed import FaultEvent
 
 FIRST_AT, LAST_AT = 0.08, 0.75
 """Faults land between these fractions of the jobs claimed."""
 TERMINATE_LOOKS = 100
 TERMINATE_LOOK_PAUSE_S = 0.002
-
-
-@dataclass
-class FaultEvent:
-    """One injected fault and, after the run, what became of its jobs."""
-
-    kind: str
-    at_s: float
-    worker: int | None
-    detail: str
-    jobs: list[dict] = field(default_factory=list)
-
-    def as_dict(self) -> dict:
-        return {"kind": self.kind, "at_s": round(self.at_s, 3), "worker": self.worker, "detail": self.detail,
-                "jobs": self.jobs}
 
 
 def schedule(plan: FaultPlan) -> list[str]:

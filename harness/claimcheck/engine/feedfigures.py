@@ -9,7 +9,6 @@ end; for keys learnt at the end, :func:`outcome` records them per worker log her
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from hdrh.histogram import HdrHistogram
@@ -17,93 +16,15 @@ from hdrh.histogram import HdrHistogram
 from claimcheck.contract.keys import KeySpace, key_of
 from claimcheck.engine.idle import WAKES
 from claimcheck.verdict.ledger import CLAIM_IS_COMPLETION, DONE, WorkerLog
+from claimcheck.verdict.observed import ProducerFigures, ProducerOutcome, QueueSamples
+from claimcheck.verdict.result import OverTime
+from claimcheck.verdict.timeline import latency_over_time
 
 if TYPE_CHECKING:
     from claimcheck.engine.producer import ProducerLog, ProducerPlan
 
-LAG_LIMIT_S = 1.0
-"""A producer whose lag (commit time past the due time) exceeded this did not keep up."""
 HISTOGRAM_MAX_US = 3_600_000_000  # an hour, in microseconds
 HISTOGRAM_DIGITS = 3
-
-
-@dataclass(frozen=True)
-class ProducerFigures:
-    """One producer's share of the schedule, and how it kept to it."""
-
-    producer: int
-    scheduled: int
-    enqueued: int
-    max_lag_ms: float
-    """Its latest commit past its due time (0 when it enqueued nothing)."""
-
-    @property
-    def kept_up(self) -> bool:
-        return self.enqueued == self.scheduled and self.max_lag_ms <= LAG_LIMIT_S * 1000
-
-    def as_dict(self) -> dict:
-        return {"producer": self.producer, "scheduled_jobs": self.scheduled, "enqueued_jobs": self.enqueued,
-                "max_lag_ms": round(self.max_lag_ms, 3), "kept_up": self.kept_up}
-
-
-@dataclass(frozen=True)
-class ProducerOutcome:
-    """The producers' figures for the report."""
-
-    rate_per_s: float
-    duration_s: float
-    scheduled: int
-    enqueued: int
-    achieved_rate_per_s: float
-    max_lag_ms: float
-    kept_up: bool
-    claimed_before_last_enqueue: int
-    """Produced jobs whose first claim committed before the producers' last commit: jobs that arrived mid-run."""
-    pickup_latency_ms: dict
-    end_to_end_latency_ms: dict
-    producers: tuple[ProducerFigures, ...] = ()
-    """Each producer's share and lag, by index."""
-    wakeups: dict | None = None
-    """--wakeup notify: how the workers' waits after an empty claim ended, summed (claimcheck.engine.idle); None: poll."""
-    committed: list = field(default_factory=list, repr=False, compare=False)
-    """The keys the producers committed, sorted (see the module's docstring): the jobs judged beside the seeded ones."""
-    clock: str = "this host's monotonic clock: the producers and the workers are processes on it"
-
-    @property
-    def behind(self) -> str | None:
-        """Why the producers did not keep up, in words, or None."""
-        if self.kept_up:
-            return None
-        if len(self.producers) <= 1:
-            return (f"the producer could not keep up with --rate {self.rate_per_s:g}: "
-                    + _lagging(self.scheduled, self.enqueued, self.max_lag_ms)
-                    + f" (achieved {self.achieved_rate_per_s:,.1f} jobs/s)")
-        late = [f for f in self.producers if not f.kept_up]
-        n = len(self.producers)
-        return (f"{len(late)} of {n} producers could not keep up with --rate {self.rate_per_s:g} "
-                f"({self.rate_per_s / n:g} jobs/s each): "
-                + "; ".join(f"producer {f.producer}: {_lagging(f.scheduled, f.enqueued, f.max_lag_ms)}" for f in late)
-                + f" (achieved {self.achieved_rate_per_s:,.1f} jobs/s in all)")
-
-    def as_dict(self) -> dict:
-        return {"offered_rate_per_s": self.rate_per_s, "achieved_rate_per_s": round(self.achieved_rate_per_s, 3),
-                "producer_duration_s": self.duration_s, "scheduled_jobs": self.scheduled,
-                "enqueued_jobs": self.enqueued, "producer_max_lag_ms": round(self.max_lag_ms, 3),
-                "producer_kept_up": self.kept_up, "producer_behind": self.behind,
-                "producers": [f.as_dict() for f in self.producers],
-                "wakeup": {"kind": "poll"} if self.wakeups is None else {"kind": "notify", **self.wakeups},
-                "claimed_before_last_enqueue": self.claimed_before_last_enqueue,
-                "pickup_latency_ms": self.pickup_latency_ms, "end_to_end_latency_ms": self.end_to_end_latency_ms,
-                "latency_clock": self.clock}
-
-
-def _lagging(scheduled: int, enqueued: int, max_lag_ms: float) -> str:
-    missing = scheduled - enqueued
-    parts = [f"{missing:,} of {scheduled:,} scheduled jobs were not enqueued by the end of --duration "
-             f"plus {LAG_LIMIT_S:g} s"] if missing else []
-    if max_lag_ms > LAG_LIMIT_S * 1000:
-        parts.append(f"its lag behind the schedule reached {max_lag_ms:,.0f} ms")
-    return "; ".join(parts)
 
 
 def _histogram() -> HdrHistogram:
@@ -198,3 +119,13 @@ def outcome(plan: ProducerPlan, logs: list[ProducerLog], worker_logs: list[Worke
                            producers=tuple(figures), committed=committed,
                            wakeups=None if plan.channel is None else
                            {k: sum(w.wakeups.get(k, 0) for w in worker_logs) for k in WAKES})
+
+
+def rate_over_time(logs: list[WorkerLog], origin: float, queue: QueueSamples | None, feed: "ProducerPlan",
+                   feed_start: float) -> OverTime | None:
+    """A rate run's series from its start (`origin`): the queue sampler's, and the pickup latency per sampling
+    interval from each produced job's scheduled time (`feed`'s schedule from `feed_start`). None without samples."""
+    if queue is None:
+        return None
+    return OverTime(queue=queue.series(origin), summary=queue.summary(),
+                    latency=latency_over_time(logs, origin, queue.interval_s, lambda job: feed.due_at(feed_start, job)))

@@ -20,7 +20,7 @@ from claimcheck.contract.strategy import Strategy, execute_section
 from claimcheck.engine import feedfigures, fedkeys
 from claimcheck.engine.faults import FaultEvent, fates
 from claimcheck.engine.sampler import WaitSamples
-from claimcheck.report.timeline import claims_over_time
+from claimcheck.verdict.timeline import claims_over_time
 from claimcheck.server.schema import SeededJobs
 from claimcheck.settings import RunSettings
 from claimcheck.verdict.ledger import Verdict, WorkerLog, judge
@@ -63,7 +63,7 @@ class RunRecord:
     workers_replaced: int = 0
     """Workers that exited on their own and were started again (a library's, see RunResult)."""
     over_time: OverTime | None = None
-    """A rate run's queue and pickup latency over time (see claimcheck.report.timeline.rate_over_time)."""
+    """A rate run's queue and pickup latency over time (see claimcheck.engine.feedfigures.rate_over_time)."""
 
     @classmethod
     def of(cls, logs: list[WorkerLog], stopped_by: str, drained: bool, **rest) -> RunRecord:

@@ -53,6 +53,7 @@ from claimcheck.contract.queries import QUERIES
 from claimcheck.server.redaction import scrub, split_password
 from claimcheck.server.runcontext import RunContext
 from claimcheck.settings import RunSettings
+from claimcheck.verdict.observed import PgbenchResult
 from claimcheck.contract.strategy import Strategy, sample_params
 
 PGBENCH_TIMEOUT_S = 600
@@ -62,35 +63,6 @@ MAX_TRIES = 100
 _TPS_RE = re.compile(r"^tps = (?P<tps>[0-9.]+) \(without initial connection time\)", re.MULTILINE)
 _PROCESSED_RE = re.compile(r"^number of transactions actually processed: (?P<n>\d+)", re.MULTILINE)
 _FAILED_RE = re.compile(r"^number of failed transactions: (?P<n>\d+)", re.MULTILINE)
-
-
-@dataclass(frozen=True)
-class PgbenchResult:
-    """One pgbench run of a strategy x setting, or of a library's worker cycle (`claimcheck.libs.parity`)."""
-
-    clients: int
-    scripts_per_client: int
-    scripts: int
-    """Script executions pgbench reports as processed (its 'transactions')."""
-    failed: int
-    tps: float
-    """pgbench's scripts per second, without initial connection time."""
-    jobs_done: int
-    """Jobs the table shows finished afterwards (status 'done'; a library's own table in its words)."""
-    jobs_per_s: float
-    script: str
-    statements: str = ""
-    """For a library: which of its statements the script runs, and where they came from."""
-    cpu_s: float = 0.0
-    """CPU time (user + system) of the pgbench process: its client cost, next to our workers'."""
-
-    def as_dict(self) -> dict:
-        out = {"clients": self.clients, "scripts_per_client": self.scripts_per_client, "scripts": self.scripts,
-               "failed": self.failed, "tps": round(self.tps, 1), "jobs_done": self.jobs_done,
-               "jobs_per_s": round(self.jobs_per_s, 1), "cpu_s": round(self.cpu_s, 4)}
-        if self.statements:
-            out["statements"] = self.statements
-        return out
 
 
 def pgbench_path(bin_dir: Path | None) -> Path:

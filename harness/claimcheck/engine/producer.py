@@ -39,7 +39,8 @@ import psycopg
 from claimcheck.contract.keys import canonical
 from claimcheck.contract.queries import QUERIES
 from claimcheck.contract.strategy import Strategy, execute_section
-from claimcheck.engine.feedfigures import LAG_LIMIT_S, latencies, schedule_start
+from claimcheck.engine.feedfigures import latencies, schedule_start
+from claimcheck.verdict.observed import LAG_LIMIT_S
 from claimcheck.engine.worker import BARRIER_TIMEOUT_S
 from claimcheck.errors import UsageError
 from claimcheck.server import interrupts

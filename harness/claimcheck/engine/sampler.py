@@ -17,43 +17,20 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import psycopg
 
 from claimcheck.contract.queries import QUERIES
 from claimcheck.server.runcontext import RunContext
+from claimcheck.verdict.observed import SAMPLE_INTERVAL_S, QueueSamples, WaitSamples
 
-SAMPLE_INTERVAL_S = 0.05
 QUEUE_SAMPLES = 200
 """Queue samples a rate run's --duration is cut into (its drain adds some): enough to chart, small in the JSON."""
 QUEUE_INTERVAL_S = (0.1, 5.0)
 """The queue sampler's interval, seconds, at least and at most. Each sample scans the table (the ready index is
 partial, and a fed table's statistics are too stale for the planner to use it): 180,000 rows took 40-80 ms on
 PostgreSQL 15 here at a load of 19 on 2 cores, so a 600 s run is sampled every 3 s, not every second."""
-
-
-@dataclass
-class WaitSamples:
-    """What the sampler saw."""
-
-    samples: int = 0
-    events: Counter = field(default_factory=Counter)
-    """`"Type/Event"` -> number of (sample, backend) pairs seen waiting on it."""
-    max_waiting_workers: int = 0
-    """The most backends waiting on a heavyweight lock (`Lock/*`) in one sample."""
-    error: str | None = None
-
-    def add(self, waits: list[tuple]) -> None:
-        """One sample: rows of sample_activity, (wait_event_type, wait_event)."""
-        self.samples += 1
-        on_lock = 0
-        for wait_type, wait_event in waits:
-            if wait_type:
-                self.events[f"{wait_type}/{wait_event}"] += 1
-                on_lock += wait_type == "Lock"
-        self.max_waiting_workers = max(self.max_waiting_workers, on_lock)
 
 
 class Sampling:
@@ -122,39 +99,6 @@ class LockWaitSampler(Sampling):
 
     def sample(self, conn: psycopg.Connection) -> None:
         self.result.add(conn.execute(QUERIES["sample_activity"], self.params).fetchall())
-
-
-QUEUE_FIELDS = ("queued", "running", "dead_tuples", "table_bytes", "vacuums")
-"""One queue sample's figures, in the order of the `sample_queue` query."""
-
-
-@dataclass
-class QueueSamples:
-    """What the queue sampler saw: one entry per sample in each list, in time order."""
-
-    at: list[float] = field(default_factory=list)
-    """When each sample was taken, on this host's monotonic clock (the workers' clock)."""
-    rows: list[tuple[int, ...]] = field(default_factory=list)
-    """Each sample's QUEUE_FIELDS."""
-    interval_s: float = 0.0
-    error: str | None = None
-
-    def series(self, origin: float) -> dict:
-        """The JSON's `queue_over_time`: `t_s` (seconds from `origin`, the run's start) and one list per field."""
-        columns = list(zip(*self.rows)) if self.rows else [()] * len(QUEUE_FIELDS)
-        return {"interval_s": self.interval_s, "t_s": [round(t - origin, 3) for t in self.at],
-                **{name: list(values) for name, values in zip(QUEUE_FIELDS, columns)}}
-
-    def summary(self) -> dict:
-        """The JSON's `queue_summary`: the deepest queue, the dead tuples at the end and at most, the largest table."""
-        if not self.rows:
-            return {"samples": 0, "max_depth": None, "final_depth": None, "max_dead_tuples": None,
-                    "final_dead_tuples": None, "max_table_bytes": None, "final_table_bytes": None}
-        depth, dead, size = ([r[QUEUE_FIELDS.index(name)] for r in self.rows]
-                             for name in ("queued", "dead_tuples", "table_bytes"))
-        return {"samples": len(self.rows), "max_depth": max(depth), "final_depth": depth[-1],
-                "max_dead_tuples": max(dead), "final_dead_tuples": dead[-1],
-                "max_table_bytes": max(size), "final_table_bytes": size[-1]}
 
 
 def queue_interval_s(duration_s: float) -> float:

@@ -58,6 +58,10 @@ class WorkerConfig:
     stall_s: float
     faults: bool
     """Run with the short lease / heartbeat settings the fault kinds need to be seen in a short run."""
+    idle: str = ""
+    """`lib NAME --idle` (claimcheck.libs.idle), on an empty queue: `defaults` runs the library's worker
+    with its documented defaults, none of the adapter's own knobs (poll intervals, heartbeats, maintenance);
+    `suspendable` with the settings of LibraryAdapter.suspendable. Empty: a run with jobs."""
 
 
 class Recorder:
@@ -147,6 +151,11 @@ class LibraryAdapter:
     """Under --faults: how long after a stall began the library may, at the earliest, take the
     job for abandoned (its lease minus one heartbeat interval). A re-execution earlier than that
     while the stalled one still runs is a double execution, later it is a redelivery."""
+
+    suspendable: ClassVar[str | None] = None
+    """The library's settings that come nearest to an idle worker sending nothing more often than every 15
+    minutes, by its source, so a compute suspending after 10 could (`lib NAME --idle W --idle-setting suspendable` runs
+    them, when the adapter's `work` honours `WorkerConfig.idle`); in words, with the source. None: none known."""
 
     completion_lag_s: ClassVar[float] = 0.1
     """How long after the task returns the library may still not have recorded the job finished

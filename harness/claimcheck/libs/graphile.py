@@ -60,6 +60,8 @@ class GraphileWorkerAdapter(ExternalAdapter):
     package = "graphile-worker"
     pinned = "0.17.3"
     script = "graphile-worker.mjs"
+    suspendable = ("pollInterval: 900000 (default 2000 ms: graphile-worker dist/config.js); new jobs still wake it "
+                   "by LISTEN \"jobs:insert\"")
     promise = ("\"each job will execute at least once. Most jobs will execute exactly once\" (get_job with FOR "
                "UPDATE SKIP LOCKED, locked for 4 hours); a crashed worker's job runs again after forceUnlockWorkers")
     docs = "https://github.com/graphile/worker/blob/v0.17.3/website/docs/index.md"

@@ -59,6 +59,9 @@ class PgBossAdapter(ExternalAdapter):
     pinned = "10.4.2"
     script = "pg-boss.mjs"
     runtime_floor = 20
+    suspendable = ("new PgBoss({supervise: false, schedule: false}) and work(..., {pollingIntervalSeconds: 900}) "
+                   "(defaults: maintenance every 120 s, the cron monitor at most every 45 s, a poll every 2 s: "
+                   "pg-boss src/attorney.js); it has no LISTEN, so a job waits up to the poll")
     promise = ("\"exactly-once delivery\" (fetch with FOR UPDATE SKIP LOCKED); a job active past expireInSeconds "
                "is retried by maintenance: a worker that died or blocked past the expiry may see its job again, "
                "a live handler must not run beside its own retry")

@@ -53,6 +53,9 @@ FAULT_LEASE_S = 2.0
 """Under --faults: heartbeat_timeout (pgqueuer's default is 30 s)."""
 DEQUEUE_TIMEOUT = timedelta(seconds=1)
 """How long a worker waits for a NOTIFY before polling again."""
+SUSPENDABLE = {"dequeue_timeout": timedelta(minutes=15), "log_aggregation_interval": timedelta(0)}
+"""`--idle-setting suspendable`: the longest waits QueueManager.run takes (defaults 30 s each; 0 turns the log
+aggregation off). Its listener health check (a NOTIFY every 10 s) is not a setting of run()."""
 
 
 async def _connect(dsn: str) -> psycopg.AsyncConnection:
@@ -62,6 +65,9 @@ async def _connect(dsn: str) -> psycopg.AsyncConnection:
 class PgqueuerAdapter(LibraryAdapter):
     name = "pgqueuer"
     distribution = "pgqueuer"
+    suspendable = ("none known: dequeue_timeout=15 min and log_aggregation_interval=0 (defaults 30 s each: "
+                   "pgqueuer/core/qm.py, QueueManager.run) leave its listener health check, a NOTIFY every 10 s "
+                   "that is no argument of run()")
     promise = ("one worker per job while its heartbeat is fresh (dequeue with FOR UPDATE SKIP LOCKED); a picked "
                "job whose heartbeat is older than heartbeat_timeout is picked again: at-least-once")
     docs = "https://pgqueuer.readthedocs.io/en/latest/ (Heartbeat guide; QueueManager.run)"
@@ -120,8 +126,8 @@ class PgqueuerAdapter(LibraryAdapter):
                 await recorder.execute(int(job.payload), job.id, job.attempts, job.heartbeat.timestamp())
 
             timeout = {"heartbeat_timeout": timedelta(seconds=FAULT_LEASE_S)} if config.faults else {}
-            worker = asyncio.create_task(qm.run(dequeue_timeout=DEQUEUE_TIMEOUT, mode=QueueExecutionMode.continuous,
-                                                **timeout))
+            poll = {"": {"dequeue_timeout": DEQUEUE_TIMEOUT}, "defaults": {}, "suspendable": SUSPENDABLE}[config.idle]
+            worker = asyncio.create_task(qm.run(mode=QueueExecutionMode.continuous, **poll, **timeout))
             stopping = asyncio.create_task(stop.wait())
             await asyncio.wait({worker, stopping}, return_when=asyncio.FIRST_COMPLETED)
             qm.shutdown.set()  # pgqueuer's graceful stop: in-flight jobs finish first

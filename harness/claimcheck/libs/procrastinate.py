@@ -51,15 +51,28 @@ FAULT_HEARTBEAT_S = 0.5
 """Under --faults: the worker's heartbeat interval (procrastinate's default is 10 s)."""
 POLL_S = 0.5
 """fetch_job_polling_interval: LISTEN/NOTIFY wakes workers; the poll is the fallback."""
+QUIET_S = 900.0
+SUSPENDABLE = {"fetch_job_polling_interval": QUIET_S, "update_heartbeat_interval": QUIET_S,
+               "stalled_worker_timeout": 3 * QUIET_S}
+"""`lib procrastinate --idle W --idle-setting suspendable`: Worker's fallback poll (default 5 s) and heartbeat (10 s)
+every 15 min, the stall timeout (30 s) kept above the heartbeat (procrastinate/worker.py, Worker.__init__)."""
 
 
 def _app(dsn: str) -> procrastinate.App:
     return procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=dsn))
 
 
+def _knobs(config: WorkerConfig) -> dict:
+    """Ours for a run with jobs; none for `--idle` (the library's defaults), or SUSPENDABLE."""
+    return {"": {"fetch_job_polling_interval": POLL_S}, "defaults": {}, "suspendable": SUSPENDABLE}[config.idle]
+
+
 class ProcrastinateAdapter(LibraryAdapter):
     name = "procrastinate"
     distribution = "procrastinate"
+    suspendable = ("fetch_job_polling_interval=900, update_heartbeat_interval=900, stalled_worker_timeout=2700 "
+                   "(defaults 5, 10 and 30 s: procrastinate/worker.py, Worker.__init__); new jobs still wake it by "
+                   "LISTEN/NOTIFY (listen_notify=True)")
     promise = ("one worker per job (fetch with FOR UPDATE SKIP LOCKED); a job of a worker whose heartbeat "
                "stopped is retried by the user's periodic get_stalled_jobs + retry_job: at-least-once")
     docs = "https://procrastinate.readthedocs.io/en/stable/howto/production/retry_stalled_jobs.html"
@@ -108,7 +121,7 @@ class ProcrastinateAdapter(LibraryAdapter):
         async with app.open_async():
             worker = asyncio.create_task(app.run_worker_async(
                 name=f"w{config.worker:02d}", wait=True, install_signal_handlers=False,
-                fetch_job_polling_interval=POLL_S, **heartbeat))
+                **_knobs(config), **heartbeat))
             stopping = asyncio.create_task(stop.wait())
             await asyncio.wait({worker, stopping}, return_when=asyncio.FIRST_COMPLETED)
             if not worker.done():

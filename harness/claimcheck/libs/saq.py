@@ -63,6 +63,9 @@ QUEUE_NAME = "default"
 SQL_COPIED_FROM = "0.26.4"
 """The saq version whose saq/queue/postgres.py the statements of sql/saq.sql were copied from."""
 SAQ_SQL: dict[str, str] = load_queries(Path(__file__).parent.parent / "sql" / "saq.sql")
+SUSPENDABLE_TIMERS = {"schedule": 900, "worker_info": 900, "sweep": 900}
+"""`--idle-setting suspendable`: the Worker's timers (defaults 1, 10 and 60 s: saq/worker.py, Worker.__init__;
+PostgresQueue.schedule dequeues, so its timer is the poll). New jobs still wake it by LISTEN/NOTIFY."""
 
 
 def _queue(dsn: str) -> PostgresQueue:
@@ -72,6 +75,8 @@ def _queue(dsn: str) -> PostgresQueue:
 class SaqAdapter(LibraryAdapter):
     name = "saq"
     distribution = "saq"
+    suspendable = ("Worker(timers={'schedule': 900, 'worker_info': 900, 'sweep': 900}) (defaults 1, 10 and 60 s: "
+                   "saq/worker.py); its psycopg pool still replaces idle connections (max_idle 10 min)")
     promise = ("one worker per job (dequeue with FOR UPDATE SKIP LOCKED); an active job past its timeout or "
                "heartbeat is swept and retried while attempts < retries: at-least-once")
     docs = "https://saq-py.readthedocs.io/ (Job timeout/heartbeat/retries; PostgresQueue.sweep)"
@@ -132,8 +137,9 @@ class SaqAdapter(LibraryAdapter):
 
         queue = _queue(config.dsn)
         await queue.connect()
-        timers = {"sweep": FAULT_SWEEP_S} if config.faults else {}
-        worker = Worker(queue, functions=[(TASK_NAME, claimcheck_record)], timers=timers, dequeue_timeout=1.0)
+        timers = {"sweep": FAULT_SWEEP_S} if config.faults else SUSPENDABLE_TIMERS if config.idle == "suspendable" else {}
+        poll = {} if config.idle else {"dequeue_timeout": 1.0}
+        worker = Worker(queue, functions=[(TASK_NAME, claimcheck_record)], timers=timers, **poll)
         running = asyncio.create_task(worker.start())
         stopping = asyncio.create_task(stop.wait())
         await asyncio.wait({running, stopping}, return_when=asyncio.FIRST_COMPLETED)

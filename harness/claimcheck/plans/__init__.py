@@ -7,15 +7,9 @@ conditions for `check` and the pytest plugin.
 from pathlib import Path
 
 from claimcheck.contract.sqlfile import load_queries
+from claimcheck.verdict.result import AS_SEEDED, run_condition
+
+__all__ = ["AS_SEEDED", "PLAN_QUERIES", "run_condition"]
 
 PLAN_QUERIES: dict[str, str] = load_queries(Path(__file__).parents[1] / "sql" / "plans.sql")
 """The plans' SQL, by name, from `harness/claimcheck/sql/plans.sql`."""
-AS_SEEDED = "as-seeded"
-"""The condition of the run as seeded (the run `check --plans none` makes): compare matches a run of
-a report without conditions to it."""
-
-
-def run_condition(run: dict) -> str:
-    """The planner condition a report's run object was made under: a run that names none (schema
-    version 1, `--plans none`, bench) is the as-seeded run."""
-    return run.get("condition") or AS_SEEDED

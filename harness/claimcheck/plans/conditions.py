@@ -18,7 +18,7 @@ from claimcheck.contract.strategy import Strategy
 from claimcheck.errors import ClaimcheckError
 from claimcheck.engine.driver import seed
 from claimcheck.plans import AS_SEEDED as AS_SEEDED_NAME, PLAN_QUERIES
-from claimcheck.probes.explain import prepare_plan_table
+from claimcheck.plans.shape import prepare_plan_table
 from claimcheck.server.runcontext import RunContext, refuses_blocks
 from claimcheck.server.schema import SeededJobs, key_base, reset_schema
 

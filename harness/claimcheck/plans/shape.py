@@ -15,10 +15,15 @@ without new parameters, and a CTE or InitPlan runs once: below those, the subque
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Iterator
 
 import psycopg
+
+from claimcheck.contract.queries import QUERIES
+from claimcheck.plans import PLAN_QUERIES
+from claimcheck.server.schema import build_jobs_table
+from claimcheck.verdict.observed import SeededJobs
+from claimcheck.verdict.planshape import PlanShape, rescan_sentence
 
 STORES = ("Materialize", "Hash")
 """Nodes that keep their child's rows: a rescan replays them instead of running the child again."""
@@ -29,60 +34,20 @@ EXPLAIN_TIMEOUT_MS = 10_000
 SAMPLE_VALUES = {"worker": "claimcheck-plans", "lease_seconds": 300.0, "ids": [1, 2, 3], "id": 1, "attempts": 1,
                  "error": "claimcheck", "backoff_unit_s": 10.0, "backoff_cap_s": 3600.0}
 """The values an EXPLAINed statement's parameters get (bar `batch`, the caller's)."""
-MATERIALIZE_ADVICE = ("wrap the limiting subquery in a MATERIALIZED CTE (WITH picked AS MATERIALIZED "
-                      "(SELECT … LIMIT n FOR UPDATE SKIP LOCKED) … WHERE id IN (SELECT id FROM picked)), "
-                      "or pick the ids first and claim them with = ANY")
-NO_LOCK_WHY = "no LockRows node: the claim picks its rows without a row lock, so two workers can pick the same rows"
-NO_LOCK_ADVICE = "add FOR UPDATE SKIP LOCKED to the SELECT that picks the rows (the plan guard's fix, `claimcheck explain`)"
+FINISHED_JOBS = 50_000
+READY_JOBS = 20
+"""The plan guard's table by default (`claimcheck explain`): a queue with a history, see prepare_plan_table."""
 
 
-@dataclass(frozen=True)
-class PlanShape:
-    """One EXPLAIN of the claim's picking statement, reduced to what decides whether it is safe."""
 
-    signature: str
-    """The tree of node types (join types, relations, parent relationships), without costs or
-    estimates: two plans with one signature run the claim the same way."""
-    text: str
-    """EXPLAIN (COSTS OFF) as psql prints it."""
-    rerun_by: tuple[str, ...] = ()
-    """For each limiting node that can run more than once in one statement, the node that reruns it,
-    in words ("the inner side of a Nested Loop Semi"; none when it runs once): see `rescanned`."""
-    loops: tuple[str, ...] = field(default=())
-    """Under EXPLAIN ANALYZE: each limiting node whose actual loops exceeded 1."""
-    opaque: bool = False
-    """No Limit anywhere in the plan: the claim picks its rows out of sight (in a function, whose
-    statements are planned when it runs), so the shape says nothing about how it picks them."""
-    locks: bool = True
-    """A LockRows node in the plan: the claim locks the rows it picks. Without one, a limit that runs
-    once is no safety: two workers read the same ready rows."""
-
-    @property
-    def unlocked(self) -> bool:
-        return not self.locks and not self.opaque
-
-    @property
-    def rescanned(self) -> tuple[str, ...]:
-        """Each limiting node that can run more than once in one statement, in a sentence."""
-        return tuple(rescan_sentence(by) for by in self.rerun_by)
-
-    @property
-    def runs_once(self) -> bool:
-        return not self.rescanned and not self.loops
-
-    @property
-    def why(self) -> tuple[str, ...]:
-        """Why the limiting subquery can run more than once, in words: the plan's reasons, then the loops measured."""
-        return (*self.rescanned, *self.loops, *((NO_LOCK_WHY,) if self.unlocked else ()))
-
-    @property
-    def advice(self) -> str | None:
-        """What to change in the claim, or None when its limiting subquery runs once and locks its rows."""
-        return MATERIALIZE_ADVICE if not self.runs_once else NO_LOCK_ADVICE if self.unlocked else None
-
-    def as_dict(self) -> dict:
-        return {"shape": self.signature, "plan": self.text.splitlines(), "rescanned_limit": list(self.rescanned),
-                "limit_loops": list(self.loops), "opaque": self.opaque, "row_lock": self.locks}
+def prepare_plan_table(conn: psycopg.Connection, schema: str, finished: int = FINISHED_JOBS,
+                       ready: int = READY_JOBS, first_key: int = 1) -> SeededJobs:
+    """(Re)build `schema.jobs` as a queue with history: `ready` queued jobs, ids from `first_key`,
+    then `finished` done ones after them, analyzed; the ready jobs are the ones seeded."""
+    seeded = build_jobs_table(conn, schema, ready, first_key)
+    conn.execute(PLAN_QUERIES["seed_finished_jobs"], {"jobs": finished})
+    conn.execute(QUERIES["analyze_jobs"])
+    return seeded
 
 
 def from_explain(text: str, tree: dict, analyzed: dict | None = None) -> PlanShape:
@@ -137,12 +102,6 @@ def signature(node: dict) -> str:
         head = f"{node['Parent Relationship']}:{head}"
     children = node.get("Plans", [])
     return head + (f"[{', '.join(signature(c) for c in children)}]" if children else "")
-
-
-def rescan_sentence(rerun_by: str) -> str:
-    """A rescanned limit in words, from the node that reruns it (rerun_nodes)."""
-    return (f"Limit below {rerun_by}: the limiting subquery runs again for every row, and each run "
-            "locks rows the earlier ones did not take")
 
 
 def rescanned_limits(tree: dict) -> list[str]:

@@ -10,7 +10,6 @@ and fails; a Seq Scan of jobs under the Limit fails.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterator
 
 import psycopg
@@ -18,46 +17,16 @@ from psycopg import ClientCursor, sql
 
 from claimcheck.errors import SqlFileError
 from claimcheck.plans.shape import EXPLAIN_TIMEOUT_MS, SAMPLE_VALUES, json_plan
-from claimcheck.probes import PROBE_QUERIES
-from claimcheck.server.schema import SeededJobs, build_jobs_table
 from claimcheck.contract.strategy import Strategy, sample_params
-from claimcheck.contract.queries import QUERIES
+from claimcheck.verdict.planshape import PlanVerdict
 
 if TYPE_CHECKING:
-    from claimcheck.plans.shape import PlanShape
+    from claimcheck.verdict.planshape import PlanShape
 
-FINISHED_JOBS = 50_000
-READY_JOBS = 20
 BATCH = 10
 """The batch the guard's claim is planned for."""
 INDEX_ACCESS = ("Index Scan", "Index Only Scan", "Bitmap Heap Scan")
 TABLE = "jobs"
-
-
-@dataclass(frozen=True)
-class PlanVerdict:
-    """What the guard found in one strategy's plan."""
-
-    strategy: str
-    section: str
-    """The statement planned: `pick` when the strategy has one (it chooses the rows), else `claim`."""
-    shape_ok: bool
-    reasons: list[str] = field(default_factory=list)
-    """Why the shape holds or fails, one finding per line."""
-    plan: str = ""
-    """EXPLAIN (COSTS OFF) text, as psql prints it."""
-    conditions: tuple = ()
-    """(condition name, claimcheck.plans.shape.PlanShape): the plan under each planner condition,
-    EXPLAIN ANALYZEd in a rolled-back transaction (see with_conditions)."""
-
-    def as_dict(self) -> dict:
-        return {"strategy": self.strategy, "section": self.section, "shape_ok": self.shape_ok,
-                "reasons": self.reasons, "plan": self.plan.splitlines(),
-                "conditions": [{"condition": name, **shape.as_dict()} for name, shape in self.conditions]}
-
-    def rescanned(self) -> list[tuple[str, "PlanShape"]]:
-        """The conditions under which the limiting subquery can run more than once per statement."""
-        return [(name, shape) for name, shape in self.conditions if not shape.runs_once]
 
 
 def with_conditions(verdict: PlanVerdict, shapes: list[tuple[str, "PlanShape"]]) -> PlanVerdict:
@@ -77,20 +46,10 @@ def with_conditions(verdict: PlanVerdict, shapes: list[tuple[str, "PlanShape"]])
                           f"Fix: {shape.advice}"])
 
 
-def prepare_plan_table(conn: psycopg.Connection, schema: str, finished: int = FINISHED_JOBS,
-                       ready: int = READY_JOBS, first_key: int = 1) -> SeededJobs:
-    """(Re)build `schema.jobs` as a queue with history: `ready` queued jobs, ids from `first_key`,
-    then `finished` done ones after them, analyzed; the ready jobs are the ones seeded."""
-    seeded = build_jobs_table(conn, schema, ready, first_key)
-    conn.execute(PROBE_QUERIES["seed_finished_jobs"], {"jobs": finished})
-    conn.execute(QUERIES["analyze_jobs"])
-    return seeded
-
-
 def plan_verdict(conn: psycopg.Connection, strategy: Strategy) -> PlanVerdict:
     """Plan the strategy's picking statement against the `jobs` on conn's search_path and judge it.
 
-    Build that table first with :func:`prepare_plan_table` (the shape depends on the data:
+    Build that table first with :func:`claimcheck.plans.shape.prepare_plan_table` (the shape depends on the data:
     on a table of only ready jobs a Seq Scan is the right plan). Nothing is executed.
     """
     section = strategy.picking_section

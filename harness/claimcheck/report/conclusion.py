@@ -14,7 +14,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from claimcheck.plans import AS_SEEDED, run_condition
+from claimcheck.verdict.result import AS_SEEDED, run_condition
 
 Part = tuple[str, bool]
 """A piece of a line: its text and whether it is strong (bold)."""

@@ -9,7 +9,6 @@ import hashlib
 import itertools
 import secrets
 import time
-from dataclasses import dataclass
 from typing import Callable
 
 import psycopg
@@ -23,6 +22,7 @@ from claimcheck.contract.queries import QUERIES
 from claimcheck.server.runcontext import (SCHEMA_PREFIX, failing_statement, in_one_transaction, refuses_blocks,
                                           schema_name, use_schema)
 from claimcheck.contract.strategy import INT_TYPES, server_message
+from claimcheck.verdict.observed import SeededJobs
 
 __all__ = ["SCHEMA_PREFIX", "schema_name"]
 
@@ -55,19 +55,6 @@ def key_base(run_id: str) -> int:
     if slot is None:
         slot = int.from_bytes(hashlib.blake2b(run_id.encode(), digest_size=4).digest(), "big")
     return (slot << KEY_RANGE_BITS) + 1
-
-
-@dataclass(frozen=True)
-class SeededJobs:
-    """What seeding produced: ids `first_id..last_id`, every one of them a job."""
-
-    first_id: int
-    last_id: int
-    count: int
-    seconds: float
-    """Wall time of the whole table build: create, seed, index, analyze."""
-    keys: KeySpace | None = None
-    """The seeded keys; None: the integers first_id..last_id."""
 
 
 def owned_schema_sql(schema: str) -> list[sql.Composed]:

@@ -1,40 +1,25 @@
-"""A session of runs on one server: a schema of our own, the runs, and the schema dropped after.
-
-Used by the CLI and by tests; progress goes to the console given (stderr for the CLI).
-"""
+"""A run's schema on one server: a schema of our own, and dropped after (the runs in it:
+claimcheck.app.runs)."""
 from __future__ import annotations
 
-import itertools
 import os
 import re
-from collections import deque
 from contextlib import contextmanager
-from dataclasses import replace
 from typing import Iterator
 
 import psycopg
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Column
 
-from claimcheck.engine.driver import run_strategy, seed
-from claimcheck.verdict.result import RunResult
 from claimcheck.errors import UsageError
 from claimcheck.server import interrupts
 from claimcheck.server.interrupts import shielded
-from claimcheck.server.pooling import refuse_transaction_blocks
 from claimcheck.server.provision import Server
 from claimcheck.contract.queries import QUERIES
 from claimcheck.server.redaction import scrub
 from claimcheck.server.runcontext import RunContext
-from claimcheck.engine.pgbench import pgbench_path, run_pgbench
 from claimcheck.server.schema import create_schema, drop_schema, new_run_id, sweep_leftovers
-from claimcheck.settings import RunSettings
-from claimcheck.contract.strategy import Strategy
 
 CLEANUP_LOCK_TIMEOUT = "10s"
-RATE_WINDOW_S = 1.0
-"""The progress line's "now" rate is over this trailing window: the average hides a stall."""
 RUN_ID_ENV = "CLAIMCHECK_RUN_ID"
 """Names the run's schema `claimcheck_<id>`, to find it in logs or in pg_stat_activity."""
 _RUN_ID_RE = re.compile(r"^[a-z0-9_]{1,24}$")
@@ -88,85 +73,3 @@ def _drop_quietly(run: RunContext) -> None:
     except psycopg.Error as exc:
         Console(stderr=True).print(f"claimcheck: warning: could not drop schema {schema}: {scrub(str(exc).strip())}; "
                                    f"drop it by hand with DROP SCHEMA {schema} CASCADE", markup=False, soft_wrap=True)
-
-
-def progress_bar(err: Console) -> Progress:
-    """The live line of a run: label, bar, jobs done and the current rate, elapsed time. It fits 80
-    columns: the description gives way (with an ellipsis) before the figures do."""
-    return Progress(TextColumn("{task.description}", table_column=Column(no_wrap=True, overflow="ellipsis", ratio=2)),
-                    BarColumn(bar_width=None, table_column=Column(ratio=1)),
-                    TextColumn("{task.fields[status]}", table_column=Column(no_wrap=True)),
-                    TimeElapsedColumn(), console=err, transient=True, auto_refresh=False, expand=True)
-
-
-def progress_callback(progress: Progress, task, jobs: int):
-    """Show jobs drained (claims, capped at the seeded count), the current rate and, via the
-    elapsed column, the time: what someone watching a long run needs to see it is still moving."""
-    window: deque[tuple[float, int]] = deque()
-
-    def show(claims: int, elapsed: float) -> None:
-        window.append((elapsed, claims))
-        while len(window) > 2 and elapsed - window[0][0] > RATE_WINDOW_S:
-            window.popleft()
-        then, before = window[0]
-        rate = (claims - before) / (elapsed - then) if elapsed > then else 0.0
-        progress.update(task, completed=min(claims, jobs),
-                        status=f"{min(claims, jobs):,}/{jobs:,} jobs · {rate:,.0f}/s")
-        progress.refresh()
-
-    return show
-
-
-def _client_cpu(result: RunResult) -> str:
-    """What each job cost the client's CPU, ours against pgbench's: says whether a low ratio is our
-    driver's cost (a 2-core machine gives the server what the clients do not take)."""
-    workers, jobs = result.cpu_s.get("workers"), result.jobs_done
-    if workers is None or not jobs or not result.pgbench.jobs_done:
-        return ""
-    return (f" (client CPU per job: {workers / jobs * 1e6:.0f} us, pgbench's "
-            f"{result.pgbench.cpu_s / result.pgbench.jobs_done * 1e6:.0f} us)")
-
-
-def run_all(server: Server, strategies: list[Strategy], grid: list[RunSettings], err: Console,
-            pgbench: bool = False) -> list[RunResult]:
-    """Every strategy x setting in one schema; with `pgbench`, each also through pgbench on a reseeded table."""
-    if pgbench:
-        pgbench_path(server.bin_dir)  # fail before the first run, not after it
-        own = [s.source for s in strategies if s.own_schema]
-        if own:
-            raise UsageError(f"--pgbench runs the SQL on claimcheck's jobs table; {own[0]} brings its own tables")
-    refuse_transaction_blocks(server.pooler, strategies, [settings.mode for settings in grid])  # before the schema
-    results = []
-    with run_schema(server) as (original, run):
-        conn = original
-        progress = progress_bar(err)
-        with progress:
-            runs = list(itertools.product(strategies, grid))
-            for number, (strategy, settings) in enumerate(runs, start=1):
-                # A sweep says where it is: "run 3 of 18" before the run's own progress.
-                label = (f"run {number} of {len(runs)}: " if len(runs) > 1 else "") + \
-                    f"{strategy.name} {settings.mode} {settings.workers}w"
-                task = progress.add_task(label, total=settings.jobs, status="seeding")
-                progress.refresh()
-
-                show = progress_callback(progress, task, settings.jobs)
-                conn = run.reconnected(conn)  # a restart fault may have closed it
-                result = run_strategy(conn, server, run, strategy, settings, show)
-                if pgbench:
-                    progress.update(task, status="pgbench: reseeding and running the same SQL")
-                    progress.refresh()
-                    seed(conn, run, strategy, settings.jobs)  # the run's own key range, as its run
-                    result = replace(result, pgbench=run_pgbench(conn, run, server.bin_dir, strategy, settings))
-                progress.remove_task(task)
-                status = "[green]exactly-once[/]" if result.exactly_once else "[red]violated[/]"
-                parity = "" if result.pgbench is None else (
-                    f" · pgbench {result.pgbench.jobs_per_s:,.0f} jobs/s, ratio {result.pgbench_ratio:.2f}"
-                    + _client_cpu(result))
-                err.print(f"  {label}: {result.jobs_done:,} done in {result.elapsed_s:.2f}s "
-                          f"({result.throughput_jobs_per_s:,.0f} jobs/s){parity} {status}")
-                results.append(result)
-        if conn is not original:  # replaced after a restart fault; run_schema closes the original
-            conn.close()
-    return results
-
-

@@ -12,3 +12,9 @@ ORDER BY c.relname;
 -- Off for the table: autovacuum would otherwise analyze it once the seed commits and end the
 -- stale statistics the condition is about (autoanalyze is part of autovacuum).
 ALTER TABLE {table} SET (autovacuum_enabled = off);
+
+-- name: seed_finished_jobs
+-- The plan guard's history: many finished jobs, older than the ready ones.
+INSERT INTO jobs (payload, status, run_at, attempts)
+SELECT jsonb_build_object('n', g), 'done', now() - interval '1 day' + g * interval '1 millisecond', 1
+FROM generate_series(1, %(jobs)s) AS g;

@@ -83,12 +83,6 @@ WHERE id IN (
     LIMIT %(batch)s
 );
 
--- name: seed_finished_jobs
--- The plan guard's history: many finished jobs, older than the ready ones.
-INSERT INTO jobs (payload, status, run_at, attempts)
-SELECT jsonb_build_object('n', g), 'done', now() - interval '1 day' + g * interval '1 millisecond', 1
-FROM generate_series(1, %(jobs)s) AS g;
-
 -- name: notify_function
 -- Seed 003's trigger, with the channel given as the trigger's argument so each run listens on
 -- a channel of its own. Created in the run's schema (the caller qualifies the name).

@@ -214,3 +214,32 @@ SELECT extract(epoch FROM clock_timestamp())::float8;
 -- Between interleaving permutations: session advisory locks outlive a ROLLBACK, and a spec's
 -- steps may take them (the que / good_job family); every permutation starts with none.
 SELECT pg_advisory_unlock_all();
+
+-- name: idle_sample
+-- `claimcheck idle`: one look of seed 003's activity monitor at this run's own sessions (its
+-- application_name prefix; the sampler itself left out), autovacuum workers on the run's own tables
+-- (its schema in their query, or its database), and the server's replication connections, counted only.
+SELECT t.at, s.kind, s.pid, s.application_name, s.state, s.state_change, s.backend_start, s.query
+FROM (SELECT clock_timestamp() AS at) AS t
+LEFT JOIN (
+    SELECT 'session' AS kind, pid, application_name, coalesce(state, '') AS state, state_change, backend_start,
+           left(query, 1024) AS query
+    FROM pg_stat_activity
+    WHERE application_name LIKE %(pattern)s AND pid <> pg_backend_pid() AND backend_type = 'client backend'
+    UNION ALL
+    SELECT 'autovacuum', pid, '', coalesce(state, ''), state_change, backend_start, left(query, 1024)
+    FROM pg_stat_activity
+    WHERE backend_type = 'autovacuum worker'
+      AND (datname = %(database)s OR strpos(query, %(schema_dot)s) > 0)
+    UNION ALL
+    SELECT 'replication', NULL, '', coalesce(state, ''), NULL, NULL, ''
+    FROM pg_stat_activity
+    WHERE backend_type = 'walsender' AND state = 'active'
+) AS s ON true;
+
+-- name: idle_suspend
+-- A simulated suspend: close the run's own sessions of the roles given, as a suspend closes every
+-- connection (the sampler and the coordinator, claimcheck's own, are not the design's and stay).
+SELECT pid, pg_terminate_backend(pid)
+FROM pg_stat_activity
+WHERE application_name LIKE %(pattern)s AND pid <> pg_backend_pid() AND application_name = ANY(%(names)s);

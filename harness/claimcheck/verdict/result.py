@@ -6,19 +6,25 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from claimcheck.contract.limit import BATCH, ClaimLimit, claim_limit
-from claimcheck.engine.faults import FaultEvent
 from claimcheck.verdict.ledger import Verdict
-from claimcheck.engine.sampler import SAMPLE_INTERVAL_S, WaitSamples
-from claimcheck.server.schema import SeededJobs
-from claimcheck.settings import RunSettings
+from claimcheck.verdict.observed import (SAMPLE_INTERVAL_S, FaultEvent, PgbenchResult, ProducerOutcome, SeededJobs,
+                                         WaitSamples)
+from claimcheck.verdict.planshape import PlanShape, PlanVerdict
 from claimcheck.verdict.stats import spread
-from claimcheck.contract.strategy import Strategy
 
-if TYPE_CHECKING:
-    from claimcheck.engine.pgbench import PgbenchResult
-    from claimcheck.engine.feedfigures import ProducerOutcome
-    from claimcheck.plans.shape import PlanShape
-    from claimcheck.probes.explain import PlanVerdict
+if TYPE_CHECKING:  # only annotations: loading the strategy's module would load psycopg
+    from claimcheck.contract.strategy import Strategy
+    from claimcheck.settings import RunSettings
+
+AS_SEEDED = "as-seeded"
+"""The condition of the run as seeded (the run `check --plans none` makes): compare matches a run of
+a report without conditions to it."""
+
+
+def run_condition(run: dict) -> str:
+    """The planner condition a report's run object was made under: a run that names none (schema
+    version 1, `--plans none`, bench) is the as-seeded run."""
+    return run.get("condition") or AS_SEEDED
 
 
 @dataclass(frozen=True)
@@ -43,7 +49,7 @@ class OverTime:
     summary: dict
     """`queue_summary`: the deepest queue, the dead tuples at the end and at most, the largest table."""
     latency: dict
-    """`latency_over_time`: pickup latency per sampling interval (claimcheck.report.timeline.latency_over_time)."""
+    """`latency_over_time`: pickup latency per sampling interval (claimcheck.verdict.timeline.latency_over_time)."""
 
     def as_dict(self) -> dict:
         return {"queue_over_time": self.queue, "queue_summary": self.summary, "latency_over_time": self.latency}
@@ -78,7 +84,7 @@ class RunResult:
     reaped: int = 0
     faults: list[FaultEvent] = field(default_factory=list)
     claims_over_time: dict = field(default_factory=dict)
-    """Per-worker claims per time bucket (see :mod:`claimcheck.report.timeline`)."""
+    """Per-worker claims per time bucket (see :mod:`claimcheck.verdict.timeline`)."""
     pgbench: "PgbenchResult | None" = None
     """The same SQL through pgbench on the same table size, when asked for (`bench --pgbench`)."""
     empty_claims: int = 0

@@ -52,7 +52,9 @@ async function work() {
   events.on("pool:create", ({ workerPool }) => { pool = workerPool.id; });
   const runner = await gw.run({
     events,
-    connectionString: config.dsn, concurrency: 1, pollInterval: o.poll_ms,
+    connectionString: config.dsn, concurrency: 1,
+    // claimcheck lib graphile-worker --idle: its defaults, or the poll of its `suspendable` (graphile.py)
+    ...({ "": { pollInterval: o.poll_ms }, defaults: {}, suspendable: { pollInterval: 900000 } })[config.idle ?? ""],
     maxPoolSize: o.pool_size, noHandleSignals: true, logger: silent,
     taskList: {
       // job.attempts counts this attempt (get_job increments it); locked_at is its own claim time

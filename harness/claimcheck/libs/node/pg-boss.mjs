@@ -49,10 +49,15 @@ async function feed() {  // one job per key read from stdin, each its own send (
 async function work() {
   const recorder = new Recorder(config);
   const { version } = library(config, "pg-boss/package.json");
-  const b = boss({ supervise: true, schedule: false, maintenanceIntervalSeconds: o.maintenance_s });
+  // claimcheck lib pg-boss --idle: pg-boss's own defaults, or the settings of its `suspendable` (pgboss.py)
+  const idle = config.idle ?? "";
+  const b = boss(({ "": { supervise: true, schedule: false, maintenanceIntervalSeconds: o.maintenance_s },
+    defaults: {}, suspendable: { supervise: false, schedule: false } })[idle]);
   await b.start();
   recorder.hello("pg-boss", version);
-  await b.work(QUEUE, { batchSize: o.batch_size, pollingIntervalSeconds: o.polling_s, includeMetadata: true },
+  const knobs = ({ "": { batchSize: o.batch_size, pollingIntervalSeconds: o.polling_s }, defaults: {},
+    suspendable: { pollingIntervalSeconds: 900 } })[idle];
+  await b.work(QUEUE, { ...knobs, includeMetadata: true },
     async (jobs) => {
       // retryCount is pg-boss's count of earlier attempts; startedOn its own time of the claim
       await Promise.all(jobs.map((job) => recorder.execution(job.data.key, job.id, job.retryCount + 1, job.startedOn)));

@@ -7,15 +7,10 @@ the pickup latency of the claims committed in each interval (:func:`latency_over
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import Callable, Iterable
 
-from claimcheck.engine.sampler import QueueSamples
 from claimcheck.verdict.ledger import WorkerLog
-from claimcheck.verdict.result import OverTime
 from claimcheck.verdict.stats import percentile
-
-if TYPE_CHECKING:
-    from claimcheck.engine.producer import ProducerPlan
 
 TIMELINE_BUCKETS = 60
 """Buckets per run, whatever its length: enough to see stalls and hand-offs, small in the JSON."""
@@ -64,13 +59,3 @@ def latency_over_time(logs: Iterable[WorkerLog], origin: float, bucket_s: float,
             **{name: [round(percentile(ranked[slot], q), 3) if slot in ranked else None for slot in slots]
                for name, q in (("p50", 50), ("p99", 99))},
             "max": [round(ranked[slot][-1], 3) if slot in ranked else None for slot in slots]}
-
-
-def rate_over_time(logs: list[WorkerLog], origin: float, queue: QueueSamples | None, feed: "ProducerPlan",
-                   feed_start: float) -> OverTime | None:
-    """A rate run's series from its start (`origin`): the queue sampler's, and the pickup latency per sampling
-    interval from each produced job's scheduled time (`feed`'s schedule from `feed_start`). None without samples."""
-    if queue is None:
-        return None
-    return OverTime(queue=queue.series(origin), summary=queue.summary(),
-                    latency=latency_over_time(logs, origin, queue.interval_s, lambda job: feed.due_at(feed_start, job)))

@@ -26,7 +26,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from claimcheck.plans import AS_SEEDED, run_condition
+from claimcheck.verdict.result import AS_SEEDED, run_condition
 from claimcheck.report import schema as report_schema
 from claimcheck.errors import UsageError, read_input
 from claimcheck.verdict.stats import mann_whitney_less, median, spread

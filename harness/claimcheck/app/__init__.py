@@ -1,0 +1,1 @@
+"""The use cases: what a verb runs, assembled from the layers below (docs/architecture.md)."""
