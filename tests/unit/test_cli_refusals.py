@@ -104,7 +104,7 @@ def test_the_help_lists_the_built_in_strategies(capsys):
 
 def test_bench_and_lib_agree_on_their_defaults_and_a_rate_run_starts_nearly_empty():
     from claimcheck.cli import build_parser
-    from claimcheck.commands import bench, lib
+    from claimcheck.commands import bench
     from claimcheck.libs.runner import LIB_JOBS, LIB_WORK_MS
     from claimcheck.settings import RATE_BACKLOG_JOBS
 
