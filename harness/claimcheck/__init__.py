@@ -25,14 +25,14 @@ try:
 except PackageNotFoundError:  # run from a source tree that was never installed
     __version__ = "0+unknown"
 
-__all__ = ["run", "assert_exactly_once", "ExactlyOnceViolated", "RunResult", "__version__"]
+__all__ = ["run", "assert_exactly_once", "ExactlyOnceViolated", "NoProgress", "RunResult", "__version__"]
 
 if TYPE_CHECKING:
-    from claimcheck.api import ExactlyOnceViolated, assert_exactly_once, run
+    from claimcheck.api import ExactlyOnceViolated, NoProgress, assert_exactly_once, run
     from claimcheck.verdict.result import RunResult
 
 _LAZY = {"run": "claimcheck.api", "assert_exactly_once": "claimcheck.api",
-         "ExactlyOnceViolated": "claimcheck.api", "RunResult": "claimcheck.verdict.result"}
+         "ExactlyOnceViolated": "claimcheck.api", "NoProgress": "claimcheck.api", "RunResult": "claimcheck.verdict.result"}
 
 
 def __getattr__(name: str):

@@ -9,29 +9,32 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import sys
 import time
-from typing import Sequence
-
-import psycopg
-from rich.console import Console
+from typing import TYPE_CHECKING, Sequence
 
 from claimcheck import __version__
+from claimcheck.commands import VERBS, load
 from claimcheck.server import interrupts
-from claimcheck.commands import VERBS
-from claimcheck.commands._options import check_writable
-from claimcheck.errors import ClaimcheckError, Interrupted
-from claimcheck.report.publish import report_console
-from claimcheck.server.provision import DSN_ENV
-from claimcheck.server.redaction import remember, scrub
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The command line's parser, with the options of the verb `argv` names (its module imported);
+    every other verb is listed by name and help line only. Without `argv`, every verb's options."""
     parser = argparse.ArgumentParser(prog="claimcheck", description="Is a PostgreSQL job queue's claim "
                                      "exactly-once, and what does each claim strategy cost?")
     parser.add_argument("--version", action="version", version=f"claimcheck {__version__}")
     verbs = parser.add_subparsers(dest="verb", required=True)
-    for verb in VERBS:
-        verb.register(verbs)
+    # The top level takes no option with a value, so the first word not starting with `-` is the verb.
+    chosen = None if argv is None else next((a for a in argv if not a.startswith("-")), "")
+    for name, line in VERBS.items():
+        if chosen is None or name == chosen:
+            load(name).register(verbs)
+        else:
+            verbs.add_parser(name, help=line)
     return parser
 
 
@@ -41,6 +44,8 @@ def _terminate_as_interrupt(signum: int, frame: object) -> None:
 
 def _say(err: Console, text: str) -> None:
     """One error paragraph, password-free; one line in a CI log (wrapped only on a terminal)."""
+    from claimcheck.server.redaction import scrub
+
     err.print(scrub(text), highlight=False, markup=False, soft_wrap=not err.is_terminal)
 
 
@@ -57,8 +62,18 @@ def _cleanup_account() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(argv).parse_args(argv)
+    # The verb's module has loaded what it needs; what the CLI itself needs comes after `--help`.
+    import psycopg
+    from rich.console import Console
+
+    from claimcheck.commands._options import check_writable
+    from claimcheck.errors import ClaimcheckError, Interrupted
+    from claimcheck.report.publish import report_console
+    from claimcheck.server.provision import DSN_ENV
+    from claimcheck.server.redaction import remember
+
     interrupts.reset()  # the closing message reports this invocation's cleanup only
     remember(getattr(args, "dsn", None))
     remember(os.environ.get(DSN_ENV))

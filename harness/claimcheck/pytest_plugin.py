@@ -9,7 +9,9 @@ The `claimcheck` fixture runs your `.sql` file (the SQL file contract of docs/co
 worker processes against a real server, as `claimcheck check` does (under the default planner
 conditions too, docs/plans.md; `plans="none"` for the run as seeded only), and fails the test with
 the evidence (job id, workers, attempts, claim times; the planner condition and its plan) when a
-job was handed to more than one worker or a claim took more than its limit. The server is
+job was handed to more than one worker or a claim took more than its limit ("EXACTLY-ONCE
+VIOLATED"), and with its cause when none was but the queue made no progress within the run's limits
+("NO PROGRESS": a liveness failure, e.g. the server's idle_in_transaction_session_timeout). The server is
 `--claimcheck-dsn`, else `$CLAIMCHECK_DSN`, else the `claimcheck_dsn` ini key, else an embedded
 PostgreSQL started once per session (once per xdist worker). Every call works in a schema of
 its own, so xdist workers sharing one server never see each other's tables.
@@ -90,7 +92,7 @@ class Claimcheck:
         >>> claimcheck.assert_exactly_once("sql/claim.sql", workers=16, jobs=20_000)  # doctest: +SKIP
         >>> claimcheck.assert_exactly_once(lib="pgqueuer", workers=4, jobs=2_000, faults=True)  # doctest: +SKIP
         """
-        from claimcheck.api import ExactlyOnceViolated, assert_exactly_once
+        from claimcheck.api import ExactlyOnceViolated, NoProgress, assert_exactly_once
         from claimcheck.errors import ClaimcheckError
 
         __tracebackhide__ = True
@@ -99,7 +101,9 @@ class Claimcheck:
         except ClaimcheckError as exc:
             failure = f"claimcheck could not run {strategy}: {exc}"
         except ExactlyOnceViolated as exc:
-            failure = str(exc)
+            failure = f"EXACTLY-ONCE VIOLATED: {exc}"
+        except NoProgress as exc:
+            failure = f"NO PROGRESS (liveness, not a double claim): {exc}"
         pytest.fail(failure, pytrace=False)  # outside the `except`, so the evidence is printed once
 
     def _locate(self, strategy: str | os.PathLike | None) -> str | None:

@@ -4,11 +4,37 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import asdict, dataclass
+from enum import StrEnum
 from typing import ClassVar
 
 from claimcheck.errors import UsageError
 
-MODES = ("lease", "lock")
+
+class Mode(StrEnum):
+    """How a worker holds a job (docs/contracts.md): a lease on the row, or a lock held across the
+    work. A StrEnum: it equals its string (`Mode.LEASE == "lease"`) and is written as it in the JSON."""
+
+    LEASE = "lease"
+    LOCK = "lock"
+
+
+class StopReason(StrEnum):
+    """Why a run ended, the JSON's `stopped_by`: its own limit (RunSettings.limit_kind: drained, duration,
+    claims-per-worker), or what its coordinator saw (claimcheck.engine.supervisor: stalled, no-progress;
+    a proven violation; `time-cap`, the cap a drained run's time has, and `budget`, a run's share of
+    `check`'s budget, both reported as `duration`)."""
+
+    DRAINED = "drained"
+    DURATION = "duration"
+    CLAIMS_PER_WORKER = "claims-per-worker"
+    STALLED = "stalled"
+    NO_PROGRESS = "no-progress"
+    VIOLATION = "violation"
+    TIME_CAP = "time-cap"
+    BUDGET = "budget"
+
+
+MODES = tuple(Mode)
 WAKEUPS = ("poll", "notify")
 MAX_WORKERS = 64
 # The bounds of every load option (docs/contracts.md, section 6). Each is far beyond what a run on
@@ -125,7 +151,7 @@ class RunSettings:
     workers: int = 16
     jobs: int = 20_000
     batch: int = 10
-    mode: str = "lease"
+    mode: Mode = Mode.LEASE
     """`lease`: claim and commit, work outside, complete in a second short transaction.
     `lock`: claim, work and complete in one transaction."""
     work: WorkTime = WorkTime("fixed", 0.0)
@@ -171,6 +197,7 @@ class RunSettings:
         positive("--batch", self.batch, maximum=MAX_BATCH)
         if self.mode not in MODES:
             raise UsageError(f"--mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+        object.__setattr__(self, "mode", Mode(self.mode))  # given as a string by the CLI and the API
         positive("--poll-ms", self.poll_ms, minimum=0, maximum=MAX_MS)
         above_zero("--lease-seconds", self.lease_seconds, MAX_SECONDS)
         if self.duration_s is not None:
@@ -210,9 +237,10 @@ class RunSettings:
         return self.fail_rate > 0 or self.reap_every_s is not None or self.faults is not None
 
     @property
-    def limit_kind(self) -> str:
+    def limit_kind(self) -> StopReason:
         """How a run that was not stopped ends: `drained`, `duration` or `claims-per-worker`."""
-        return "drained" if self.drains else ("duration" if self.duration_s is not None else "claims-per-worker")
+        return (StopReason.DRAINED if self.drains
+                else StopReason.DURATION if self.duration_s is not None else StopReason.CLAIMS_PER_WORKER)
 
     def stall_limit_s(self, base_s: float) -> float:
         """Seconds without a claim (or a finished job) before a run counts as stalled: `base_s`

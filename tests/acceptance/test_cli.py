@@ -75,6 +75,21 @@ def test_bad_sql_file_exits_2_and_leaves_nothing(cli, text, message):
     cli.assert_nothing_left()
 
 
+def test_a_queue_that_makes_no_progress_exits_3_with_its_cause_not_as_a_violation(cli):
+    """Safety and liveness are different verdicts (issue 31, item 6): a claim that never takes a job
+    hands none out twice and loses none; the run's time runs out with every job still queued."""
+    never = "-- name: claim\nSELECT id, attempts FROM jobs WHERE false LIMIT %(batch)s;\n"
+    out = cli.scratch / "report.json"
+    result = cli("check", write(cli, never), "--workers", "2", "--jobs", "20", "--duration", "1", "--plans", "none",
+                 "--json", str(out))
+    assert result.code == 3, result.stderr
+    assert "NO PROGRESS" in result.stdout and "VIOLATED" not in result.stdout
+    assert "no job was finished in the run's" in " ".join(result.stdout.split())
+    run = json.loads(out.read_text())["runs"][0]
+    assert run["outcome"] == "no-progress" and run["exactly_once"] is False and run["double_claimed_jobs"] == 0
+    cli.assert_nothing_left()
+
+
 NULL_KEY_CLAIM = """-- name: claim
 UPDATE jobs SET status = 'running', attempts = attempts + 1
 WHERE id = (SELECT id FROM jobs WHERE status = 'queued' ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)

@@ -17,7 +17,7 @@ def test_a_plain_check_catches_the_rescanned_subquery_and_names_the_condition(cl
     assert "VIOLATED under stale-stats" in result.stdout and "Nested Loop Semi Join" in result.stdout
     assert "MATERIALIZED CTE" in result.stdout
     doc = json.loads(out.read_text())
-    assert doc["schema_version"] == 3
+    assert doc["schema_version"] == 4
     (failed,) = [c for c in doc["conditions"] if c["verdict"] == "VIOLATED"]
     assert failed["condition"] == "stale-stats" and failed["rescanned_limit"]
     assert any("rows for LIMIT 10" in line for line in failed["evidence"])

@@ -41,7 +41,8 @@ def test_unsafe_claim_fails_with_the_evidence(server, tmp_path):
                           "-k", "lease")
     assert done.returncode == 1, done.stdout + done.stderr
     out = done.stdout
-    assert "sql/claim.sql is not exactly-once" in out and "handed to more than one worker" in out
+    assert "EXACTLY-ONCE VIOLATED: " in out and "sql/claim.sql is not exactly-once" in out
+    assert "handed to more than one worker" in out
     assert "worker w" in out and "attempt 1" in out and "attempt 2" in out and "claimed +" in out
     # Printed once: no chained "During handling of the above exception" repeating the evidence.
     assert out.count("sql/claim.sql is not exactly-once") == 1 and "During handling" not in out
@@ -64,3 +65,25 @@ def test_public_api_from_a_plain_script(server, tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert "naive_subquery.sql is not exactly-once" in done.stdout
     assert "version 0" in done.stdout
+
+
+NO_PROGRESS_TEST = '''
+def test_claim_is_exactly_once(claimcheck):
+    claimcheck.assert_exactly_once("sql/claim.sql", workers=2, jobs=20, duration_s=1, plans="none")
+'''
+
+
+def test_a_queue_that_makes_no_progress_fails_as_such_not_as_a_violation(server, tmp_path):
+    """Safety and liveness apart in the plugin (issue 31, item 6): a claim that never takes a job is
+    reported NO PROGRESS with its cause, never as an exactly-once violation."""
+    (tmp_path / "sql").mkdir()
+    (tmp_path / "sql" / "claim.sql").write_text("-- name: claim\nSELECT id, attempts FROM jobs WHERE false;\n")
+    (tmp_path / "test_queue.py").write_text(NO_PROGRESS_TEST)
+    env = dict(os.environ, CLAIMCHECK_DSN=server.dsn)
+    env.pop("PYTEST_XDIST_WORKER", None)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=PYTEST_TIMEOUT_S)
+    assert done.returncode == 1, done.stdout + done.stderr
+    out = " ".join(done.stdout.split())
+    assert "NO PROGRESS (liveness, not a double claim)" in out and "no job was finished in the run's" in out
+    assert "EXACTLY-ONCE VIOLATED" not in out

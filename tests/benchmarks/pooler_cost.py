@@ -15,6 +15,7 @@ workers, lease and lock mode, in four set-ups run one after the other, round aft
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 from contextlib import contextmanager
 
@@ -22,7 +23,7 @@ from rich.console import Console
 
 from claimcheck.server.pgbouncer import PoolerSpec
 from claimcheck.server.provision import provide_server
-from claimcheck.server.runcontext import Route, route
+from claimcheck.server.runcontext import Topology
 from claimcheck.app.runs import run_all
 from claimcheck.settings import RunSettings
 from claimcheck.contract.strategy import load_strategy
@@ -41,12 +42,9 @@ def setup(name: str, dsn: str | None, workers: int):
             yield server
         return
     with provide_server(dsn=dsn) as server:
-        if name == "stateless":
-            route(server.dsn, Route(pooled=True))  # every connection as through a pooler, none in between
-        try:
-            yield server
-        finally:
-            route(server.dsn, None)
+        if name == "stateless":  # every connection as through a pooler, none in between
+            server = dataclasses.replace(server, topology=Topology(pooled=True))
+        yield server
 
 
 def main() -> None:

@@ -25,7 +25,7 @@ from claimcheck.server.provision import provide_server
 from claimcheck.engine.logstream import LogStream
 from claimcheck.engine.shared import Shared
 from claimcheck.engine.worker import Loop, WorkerPlan, connect_worker, worker_role
-from claimcheck.server.runcontext import Route, RunContext, StatelessConnection, route, route_of
+from claimcheck.server.runcontext import RunContext, StatelessConnection, Topology
 from claimcheck.server.schema import build_jobs_table
 from claimcheck.server.session import run_schema
 from claimcheck.settings import RunSettings
@@ -247,7 +247,7 @@ def test_a_step_that_needs_a_transaction_block_through_a_statement_pool_says_so(
     """A transaction that commits and reads between its statements has no one-message form: refused in
     words, not with PgBouncer's 08P01 and a closed connection."""
     with foreign_statement_pool(server) as foreign:
-        with RunContext(foreign.dsn, "blocks").connect("coordinator", in_schema=False) as conn:
+        with RunContext(foreign.dsn, "blocks", foreign.topology).connect("coordinator", in_schema=False) as conn:
             with pytest.raises(UsageError, match="needs a transaction block across statements"):
                 with conn.transaction():
                     pass
@@ -281,7 +281,7 @@ def test_a_design_that_needs_a_transaction_block_is_refused_behind_a_statement_p
         assert why in str(refused.value) and "Nothing was run" in str(refused.value)
         with psycopg.connect(through.dsn, autocommit=True) as direct:
             assert not direct.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (run.schema,)).fetchone()
-        with psycopg.connect(route_of(through.dsn).workers, autocommit=True) as worker:
+        with psycopg.connect(through.topology.workers, autocommit=True) as worker:
             with pytest.raises(psycopg.errors.ProtocolViolation, match="statement pooling"):
                 worker.execute("BEGIN")
             assert worker.closed
@@ -314,60 +314,48 @@ def test_an_inline_statement_binds_quoted_literals_where_psycopg_reads_placehold
     """The worker's fast path through a pooler: `%(name)s` as psycopg reads it (a `$1` or `%%` inside the
     SQL's own literal is text), each value quoted, the run's search path and isolation in the same
     message, the backend recorded."""
-    run = RunContext(server.dsn, "inline")
-    route(server.dsn, Route(pooled=True))  # as through a pooler, none in between
-    try:
-        with run.connect("w00", in_schema=False, worker=True, isolation="repeatable read") as conn:
-            conn.schema = "pg_catalog"
-            statement = InlineStatement(conn, "SELECT %(n)s::int + 1, %(text)s, '$1 100%%', current_setting("
-                                              "'search_path'), current_setting('transaction_isolation')")
-            rows = statement.rows(statement.bind({"n": 41, "text": "it's"}))
-            assert rows == [(b"42", b"it's", b"$1 100%", b"pg_catalog", b"repeatable read")]
-            assert conn.backend_pid == conn.info.backend_pid  # directly, the connection's own backend
-            counts, _, error = statement.rowcount_each([[b"1", b"a"], [b"x", b"b"]])
-            assert counts == [1] and error is not None and error.sqlstate == "22P02"
-    finally:
-        route(server.dsn, None)
+    run = RunContext(server.dsn, "inline", Topology(pooled=True))  # as through a pooler, none in between
+    with run.connect("w00", in_schema=False, worker=True, isolation="repeatable read") as conn:
+        conn.schema = "pg_catalog"
+        statement = InlineStatement(conn, "SELECT %(n)s::int + 1, %(text)s, '$1 100%%', current_setting("
+                                          "'search_path'), current_setting('transaction_isolation')")
+        rows = statement.rows(statement.bind({"n": 41, "text": "it's"}))
+        assert rows == [(b"42", b"it's", b"$1 100%", b"pg_catalog", b"repeatable read")]
+        assert conn.backend_pid == conn.info.backend_pid  # directly, the connection's own backend
+        counts, _, error = statement.rowcount_each([[b"1", b"a"], [b"x", b"b"]])
+        assert counts == [1] and error is not None and error.sqlstate == "22P02"
 
 
 def test_a_libpq_transaction_through_a_pooler_begins_with_the_connections_prelude(server):
     """The BEGIN message of a worker's explicit transaction sets its isolation and search path for all
     of it, and records the backend that runs it."""
-    run = RunContext(server.dsn, "inline")
-    route(server.dsn, Route(pooled=True))
-    try:
-        with run.connect("w00", in_schema=False, worker=True, isolation="serializable") as conn:
-            conn.schema = "pg_catalog"
-            transaction = Transaction(conn)
-            statement = InlineStatement(conn, "SELECT current_setting('search_path'), "
-                                              "current_setting('transaction_isolation')")
-            with transaction:
-                assert conn.backend_pid == conn.info.backend_pid
-                assert statement.rows([]) == [(b"pg_catalog", b"serializable")]
-    finally:
-        route(server.dsn, None)
+    run = RunContext(server.dsn, "inline", Topology(pooled=True))  # as through a pooler, none in between
+    with run.connect("w00", in_schema=False, worker=True, isolation="serializable") as conn:
+        conn.schema = "pg_catalog"
+        transaction = Transaction(conn)
+        statement = InlineStatement(conn, "SELECT current_setting('search_path'), "
+                                          "current_setting('transaction_isolation')")
+        with transaction:
+            assert conn.backend_pid == conn.info.backend_pid
+            assert statement.rows([]) == [(b"pg_catalog", b"serializable")]
 
 
 def test_a_statement_inside_an_explicit_transaction_carries_no_prelude(server):
     """Its transaction's start set the search path for all of it, on one backend: no statement inside
     sets it again (an extra statement per job on the pooled lock path). Both kinds of transaction record
     the backend that runs them."""
-    run = RunContext(server.dsn, "inline")
-    route(server.dsn, Route(pooled=True))
-    try:
-        with run.connect("w00", in_schema=False, worker=True, isolation="read committed") as conn:
-            conn.schema = "pg_catalog"
-            statement = InlineStatement(conn, "SELECT current_setting('search_path')")
-            with Transaction(conn):
-                conn.pgconn.exec_(b"SELECT set_config('search_path', 'public', true)")
-                assert statement.rows([]) == [(b"public",)]
-                assert conn.execute("SELECT current_setting('search_path')").fetchone() == ("public",)
-            conn.backend_pid = None
-            with conn.transaction():
-                assert conn.backend_pid == conn.info.backend_pid
-                assert conn.execute("SELECT current_setting('search_path')").fetchone() == ("pg_catalog",)
-    finally:
-        route(server.dsn, None)
+    run = RunContext(server.dsn, "inline", Topology(pooled=True))  # as through a pooler, none in between
+    with run.connect("w00", in_schema=False, worker=True, isolation="read committed") as conn:
+        conn.schema = "pg_catalog"
+        statement = InlineStatement(conn, "SELECT current_setting('search_path')")
+        with Transaction(conn):
+            conn.pgconn.exec_(b"SELECT set_config('search_path', 'public', true)")
+            assert statement.rows([]) == [(b"public",)]
+            assert conn.execute("SELECT current_setting('search_path')").fetchone() == ("public",)
+        conn.backend_pid = None
+        with conn.transaction():
+            assert conn.backend_pid == conn.info.backend_pid
+            assert conn.execute("SELECT current_setting('search_path')").fetchone() == ("pg_catalog",)
 
 
 def test_interleave_refuses_a_pooler_found_in_front_of_the_dsn(server, capsys):
@@ -381,16 +369,12 @@ def test_interleave_refuses_a_pooler_found_in_front_of_the_dsn(server, capsys):
 
 
 def test_an_inline_statement_quotes_a_value_right_without_standard_conforming_strings(server):
-    run = RunContext(server.dsn, "inline")
-    route(server.dsn, Route(pooled=True))
-    try:
-        with run.connect("w00", in_schema=False, worker=True) as conn:
-            conn.execute("SET standard_conforming_strings TO off")
-            statement = InlineStatement(conn, "SELECT %(text)s::text")
-            value = "a\\'b\\"
-            assert statement.rows(statement.bind({"text": value})) == [(value.encode(),)]
-    finally:
-        route(server.dsn, None)
+    run = RunContext(server.dsn, "inline", Topology(pooled=True))  # as through a pooler, none in between
+    with run.connect("w00", in_schema=False, worker=True) as conn:
+        conn.execute("SET standard_conforming_strings TO off")
+        statement = InlineStatement(conn, "SELECT %(text)s::text")
+        value = "a\\'b\\"
+        assert statement.rows(statement.bind({"text": value})) == [(value.encode(),)]
 
 
 def test_wakeup_notify_is_refused_through_a_pooler_found_in_front_of_the_dsn(server):

@@ -12,6 +12,12 @@ def test_seed_003_pgbench_naive_statement(run):
     assert result.table.done < 0.8 * v.claims, (result.table.done, v.claims)
     assert result.table.max_attempts >= 3
     assert v.double_claimed_jobs > 0
+    # The seed's own table: status | count | max_attempts, as --claims-per-worker prints it.
+    by_status = {status: (count, most) for status, count, most in result.table.by_status}
+    assert set(by_status) == {"done", "queued"} and sum(c for c, _ in by_status.values()) == 10_000
+    assert by_status["done"] == (result.table.done, result.table.max_attempts) and by_status["queued"][1] == 0
+    assert result.as_dict()["table_by_status"][0] == {"status": "done", "count": result.table.done,
+                                                      "max_attempts": result.table.max_attempts}
 
 
 def test_seed_003_pgbench_with_skip_locked(run):

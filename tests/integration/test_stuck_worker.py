@@ -55,3 +55,26 @@ def test_a_worker_stuck_in_a_statement_ends_the_run_as_no_progress_naming_it(run
         sleeping = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep' "
                                 "AND query LIKE '%%w01%%3600%%'").fetchone()[0]
     assert sleeping == 0
+
+
+def test_a_stuck_claim_never_hangs_a_planner_condition(server, tmp_path, monkeypatch):
+    """Issue 31, item 5: under planner conditions (each a short run stopped at its slice of the budget)
+    a claim asleep for an hour hung `check` (the same file ended in 37 s with `--plans none`). Each
+    condition's run now ends its stuck worker's backend a grace after its stop, and says so: no
+    progress (a liveness failure), naming the worker, not a violation."""
+    import claimcheck
+    from claimcheck.engine import driver
+
+    monkeypatch.setattr(driver, "STOP_GRACE_S", 1.0)
+    path = tmp_path / "stuck_claim.sql"
+    path.write_text(FILES["claim"])
+    started = time.monotonic()
+    result = claimcheck.run(str(path), server=server, plans="default", workers=4, batch=10, budget_s=8)
+    assert time.monotonic() - started < 120  # not the sleep's hour, nor 310 s per condition
+    assert result.condition is not None and result.outcome == "no-progress" and not result.violated
+    assert "the run's time was up" in result.liveness and "worker w01 (backend pid " in result.liveness
+    assert "its backend was terminated" in result.liveness
+    with psycopg.connect(server.dsn, autocommit=True) as conn:
+        sleeping = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep' "
+                                "AND query LIKE '%%w01%%3600%%'").fetchone()[0]
+    assert sleeping == 0

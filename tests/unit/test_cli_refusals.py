@@ -84,6 +84,16 @@ def test_lib_refuses_a_rate_where_it_does_not_apply(capsys, argv, words):
     assert words in refused(capsys, *argv)
 
 
+@pytest.mark.parametrize("argv,message", [
+    (["--budget", "10", "--jobs", "100"], "--budget sizes the check by time; --jobs asks for a fixed size"),
+    (["--budget", "10", "--drain"], "--drain asks for a fixed size"),
+    (["--budget", "1"], "--budget must be between 2 and 86,400 seconds, got 1.0"),
+    (["--budget", "nan"], "--budget must be between 2 and 86,400 seconds, got nan"),
+])
+def test_check_refuses_a_budget_it_cannot_keep(capsys, argv, message):
+    assert message in refused(capsys, "check", "skip-locked", *argv)
+
+
 OWN_TABLES = Path(__file__).parents[1] / "plans" / "own_tables_in_subquery.sql"
 
 
@@ -110,6 +120,6 @@ def test_bench_and_lib_agree_on_their_defaults_and_a_rate_run_starts_nearly_empt
 
     b = build_parser().parse_args(["bench"])
     assert (b.workers, bench.BENCH_JOBS, b.work_ms) == ([8], LIB_JOBS, LIB_WORK_MS) == ([8], 5_000, "1")
-    l = build_parser().parse_args(["lib", "procrastinate"])
-    assert l.workers == [8] and l.jobs is None and l.default_jobs == LIB_JOBS
+    lib = build_parser().parse_args(["lib", "procrastinate"])
+    assert lib.workers == [8] and lib.jobs is None and lib.default_jobs == LIB_JOBS
     assert RATE_BACKLOG_JOBS <= 100  # a backlog the workers drain in well under a second, not 20,000 jobs

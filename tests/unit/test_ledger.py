@@ -153,3 +153,16 @@ def test_a_job_handed_out_thousands_of_times_is_judged_quickly_with_capped_evide
     (violation,) = v.violations
     assert v.double_claimed_jobs == 1 and violation.kind == "after-done"
     assert violation.times_claimed == 20_000 and len(violation.claims) == 50
+
+
+def test_evidence_of_text_keys_shows_the_key_and_finds_the_reap_by_job_number():
+    """The reaper's returns are by job number; the evidence shows the job's key. With text keys the two
+    differ, and the reap must still be found (it was looked up by the key once)."""
+    from claimcheck.contract.keys import KeySpace
+
+    keys = KeySpace.of(["a", "b"], key_is_int=False)
+    logs = [log(0, (1, 1, 0.1, 7.0, DONE)), log(1, (1, 2, 5.5, 6.0, DONE))]
+    v = judge(logs, 1, 2, drained=False, reaps=[Reap(1, 1, 5.0)], keys=keys)
+    (violation,) = v.violations
+    assert violation.job == "a" and violation.kind == "stale-completion"
+    assert violation.claims[0].reaped_at_s == 5.0

@@ -99,3 +99,13 @@ def test_one_record_one_judge_each_job_once_holds():
     result = judge_run(record, _Table(done=3), STRATEGY, RunSettings(workers=2, jobs=3, batch=1), seeded,
                        releases=False)
     assert result.exactly_once and result.jobs_done == 3 and result.stopped_by == "drained"
+
+
+def test_a_budgets_deadline_stops_a_run_but_never_before_it_ran_its_minimum():
+    from claimcheck.engine.supervisor import MIN_BUDGET_RUN_S
+
+    early = Supervisor(RunSettings(), started=100.0, deadline=100.5)  # the share was spent before the release
+    assert early.limit(100.0 + MIN_BUDGET_RUN_S - 0.1) is None
+    assert early.limit(100.0 + MIN_BUDGET_RUN_S) == "budget"
+    late = Supervisor(RunSettings(), started=100.0, deadline=110.0)
+    assert late.limit(109.9) is None and late.limit(110.0) == "budget"

@@ -6,6 +6,7 @@ Progress goes to the console given (stderr for the CLI).
 from __future__ import annotations
 
 import itertools
+import time
 from collections import deque
 from dataclasses import replace
 
@@ -14,6 +15,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Column
 
 from claimcheck.contract.strategy import Strategy
+from claimcheck.engine.budget import Budget
 from claimcheck.engine.driver import run_strategy, seed
 from claimcheck.engine.pgbench import pgbench_path, run_pgbench
 from claimcheck.errors import UsageError
@@ -21,6 +23,7 @@ from claimcheck.server.pooling import refuse_transaction_blocks
 from claimcheck.server.provision import Server
 from claimcheck.server.session import run_schema
 from claimcheck.settings import RunSettings
+from claimcheck.verdict.liveness import HELD, NO_PROGRESS, VIOLATED
 from claimcheck.verdict.result import RunResult
 
 RATE_WINDOW_S = 1.0
@@ -65,8 +68,9 @@ def _client_cpu(result: RunResult) -> str:
 
 
 def run_all(server: Server, strategies: list[Strategy], grid: list[RunSettings], err: Console,
-            pgbench: bool = False) -> list[RunResult]:
-    """Every strategy x setting in one schema; with `pgbench`, each also through pgbench on a reseeded table."""
+            pgbench: bool = False, budget: Budget | None = None) -> list[RunResult]:
+    """Every strategy x setting in one schema; with `pgbench`, each also through pgbench on a reseeded table.
+    With a `budget` (`check --plans none`), each run is sized by it and stops at its end."""
     if pgbench:
         pgbench_path(server.bin_dir)  # fail before the first run, not after it
         own = [s.source for s in strategies if s.own_schema]
@@ -80,6 +84,8 @@ def run_all(server: Server, strategies: list[Strategy], grid: list[RunSettings],
         with progress:
             runs = list(itertools.product(strategies, grid))
             for number, (strategy, settings) in enumerate(runs, start=1):
+                started = time.perf_counter()
+                settings = budget.sized(settings) if budget else settings
                 # A sweep says where it is: "run 3 of 18" before the run's own progress.
                 label = (f"run {number} of {len(runs)}: " if len(runs) > 1 else "") + \
                     f"{strategy.name} {settings.mode} {settings.workers}w"
@@ -88,14 +94,18 @@ def run_all(server: Server, strategies: list[Strategy], grid: list[RunSettings],
 
                 show = progress_callback(progress, task, settings.jobs)
                 conn = run.reconnected(conn)  # a restart fault may have closed it
-                result = run_strategy(conn, server, run, strategy, settings, show)
+                result = run_strategy(conn, server, run, strategy, settings, show,
+                                      deadline=budget and budget.final_deadline())
+                if budget is not None:
+                    budget.record(strategy.name, time.perf_counter() - started, result)
                 if pgbench:
                     progress.update(task, status="pgbench: reseeding and running the same SQL")
                     progress.refresh()
                     seed(conn, run, strategy, settings.jobs)  # the run's own key range, as its run
                     result = replace(result, pgbench=run_pgbench(conn, run, server.bin_dir, strategy, settings))
                 progress.remove_task(task)
-                status = "[green]exactly-once[/]" if result.exactly_once else "[red]violated[/]"
+                status = {HELD: "[green]exactly-once[/]", VIOLATED: "[red]violated[/]",
+                          NO_PROGRESS: "[yellow]no progress[/]"}[result.outcome]
                 parity = "" if result.pgbench is None else (
                     f" · pgbench {result.pgbench.jobs_per_s:,.0f} jobs/s, ratio {result.pgbench_ratio:.2f}"
                     + _client_cpu(result))

@@ -116,16 +116,17 @@ def add_json_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", type=Path, help="write the JSON report here")
 
 
-def add_run_options(p: argparse.ArgumentParser, *, workers: str, jobs: int, modes: str, work_ms: str,
-                    faults: bool, reports: bool, sweeps: bool = True) -> None:
+def add_run_options(p: argparse.ArgumentParser, *, workers: str, jobs: int | None, modes: str, work_ms: str,
+                    faults: bool, reports: bool, sweeps: bool = True, jobs_help: str | None = None) -> None:
     """The load and lifecycle options of check, bench and faults. `faults`: the verb injects faults
     (so defaults that change under them are worded so); `reports`: it always writes its reports;
-    `sweeps`: --workers, --batch and --mode take comma lists (bench, faults), else one value (check)."""
+    `sweeps`: --workers, --batch and --mode take comma lists (bench, faults), else one value (check).
+    `jobs` None: the verb sizes its runs itself (check's time budget), `jobs_help` says how."""
     g = p.add_argument_group("load")
     ints, strs = (int_list, str_list) if sweeps else (one(int_list), one(str_list))
     g.add_argument("--workers", type=ints, default=int_list(workers),
                    help=f"worker processes{', or a comma list to sweep' if sweeps else ''} (default {workers})")
-    g.add_argument("--jobs", type=int, default=jobs, help=f"jobs seeded per run (default {jobs:,})")
+    g.add_argument("--jobs", type=int, default=jobs, help=jobs_help or f"jobs seeded per run (default {jobs:,})")
     g.add_argument("--batch", type=ints, default=[10],
                    help=f"jobs per claim{', or a comma list' if sweeps else ''} (default 10)")
     g.add_argument("--mode", type=strs, default=str_list(modes),
@@ -199,9 +200,9 @@ def add_wide_option(g) -> None:
 
 def report_runs(server: Server, results: list[RunResult], args: argparse.Namespace, console: Console,
                 verb: str, title: str, always_write: bool, evidence: int, command: str | None = None,
-                plans=None, knees=None) -> dict:
+                plans=None, knees=None, budget=None) -> dict:
     """A verb's runs, printed and written as its command line asks (see claimcheck.report.publish); the
     JSON document, whose runs the verb's conclusion reads (publish.print_conclusion)."""
     return publish.report_runs(server, results, console, verb=verb, title=title, settings=publish.plain_settings(vars(args)),
                         json_path=args.json, wide=args.wide, always_write=always_write, evidence=evidence,
-                        command=command, plans=plans, knees=knees)
+                        command=command, plans=plans, knees=knees, budget=budget)

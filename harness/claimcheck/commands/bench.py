@@ -6,6 +6,7 @@ import dataclasses
 
 from rich.console import Console
 
+from claimcheck.commands import VERBS
 from claimcheck.commands._options import (add_producers_option, add_run_options, add_server_options, provide,
                                           rate_list, report_runs, settings_grid, str_list)
 from claimcheck.commands.lib import run_libraries
@@ -36,7 +37,7 @@ EVIDENCE_JOBS = 1  # per violating run: the table is the point, one story each i
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
-    p = verbs.add_parser("bench", help="claim strategies side by side on one server",
+    p = verbs.add_parser("bench", help=VERBS["bench"],
                          description="Run claim strategies (and queue libraries) side by side on one server and "
                                      "print what each costs. Writes a JSON and an HTML report to reports/ under the "
                                      "current directory (created if needed), or to --json PATH.")

@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 from rich.console import Console
 
+from claimcheck.commands import VERBS
 from claimcheck.commands._options import (add_producers_option, add_run_options, add_server_options, provide,
                                           refuse_pooler, report_runs, settings_grid)
 from claimcheck.interleave.search import DEFAULT_EXAMPLES, search
@@ -22,9 +24,11 @@ from claimcheck import install_command
 from claimcheck.errors import UsageError
 from claimcheck.settings import FaultPlan, positive
 from claimcheck.contract.strategy import load_strategy
+from claimcheck.engine.budget import DEFAULT_BUDGET_S, UNMEASURED_JOBS, Budget
 from claimcheck.engine.idle import check_wakeup
 from claimcheck.engine.producer import check_feedable
 from claimcheck.scenarios import CATALOG
+from claimcheck.verdict.liveness import EXIT_CODES, HELD, NO_PROGRESS, VIOLATED, worst_outcome
 
 EVIDENCE_JOBS = 5
 DEFAULT_DATABASE = Path(".hypothesis") / "claimcheck"
@@ -32,10 +36,15 @@ MAX_EXAMPLES = 100_000
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
-    p = verbs.add_parser("check", help="the exactly-once verdict for one claim strategy")
+    p = verbs.add_parser("check", help=VERBS["check"])
     p.add_argument("strategy", help=f"a .sql file in the strategy contract, or a built-in name: {', '.join(CATALOG)}")
-    add_run_options(p, workers="16", jobs=20_000, modes="lease", work_ms="0", faults=True, reports=False,
-                    sweeps=False)
+    add_run_options(p, workers="16", jobs=None, modes="lease", work_ms="0", faults=True, reports=False,
+                    sweeps=False, jobs_help="seed this many jobs and drain them, a fixed size instead of the time "
+                                            "budget (default: as many as fit in --budget)")
+    p.add_argument("--budget", type=float, metavar="SECONDS",
+                   help=f"seconds for the whole check, server start and every planner condition included "
+                        f"(default {DEFAULT_BUDGET_S:g}; not with --jobs, --drain, --duration, --claims-per-worker, "
+                        "--rate or --faults, which ask for a fixed size): a slow claim gets fewer jobs, a fast one more")
     p.add_argument("--faults", action="store_true",
                    help="inject faults while the load runs: SIGKILL workers, terminate backends, stall workers "
                         "past their lease, restart a server we started")
@@ -78,6 +87,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     if args.rate is not None and (args.engine == "locust" or args.search):
         raise UsageError("--rate runs the fork engine's load run: it does not combine with --engine locust or --search")
+    budget = check_budget_option(args)  # from here: the server's start is in it
     if args.engine == "locust":
         from claimcheck.locust.engine import run_check
 
@@ -97,22 +107,46 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
         conditions = rate_conditions(args, err)
     with provide(args) as server:
         print_server(err, server)
+        if budget is not None:
+            budget.record("server", time.monotonic() - budget.started)
         if conditions:
-            results, outcomes = run_with_plans(server, strategy, grid, conditions, err)
+            results, outcomes = run_with_plans(server, strategy, grid, conditions, err, budget=budget)
         else:
-            results, outcomes = run_all(server, [strategy], grid, err), None
+            results, outcomes = run_all(server, [strategy], grid, err, budget=budget), None
         doc = report_runs(server, results, args, console, "check",
                     f"claimcheck check {strategy.name}: {server_title(server)}",
-                    always_write=False, evidence=EVIDENCE_JOBS, plans=outcomes)
+                    always_write=False, evidence=EVIDENCE_JOBS, plans=outcomes, budget=budget)
         if outcomes is not None:
             print_conditions(console, outcomes, strategy.name)
     for result in results:
         print_stop(console, result)
         print_producer(console, result)
     print_conclusion(console, doc)
-    held = all(r.exactly_once for r in results)
-    console.print("[bold green]exactly-once held[/]" if held else "[bold red]exactly-once violated[/]")
-    return 0 if held else 1
+    outcome = worst_outcome(results)
+    console.print({HELD: "[bold green]exactly-once held[/]", VIOLATED: "[bold red]exactly-once violated[/]",
+                   NO_PROGRESS: "[bold yellow]no progress[/] (a liveness failure: no job was handed out twice or "
+                                "lost, but the queue did not finish its jobs within the limits; see above)"}[outcome])
+    return EXIT_CODES[outcome]
+
+
+FIXED_SIZE = (("--jobs", "jobs"), ("--drain", "drain"), ("--duration", "duration"),
+              ("--claims-per-worker", "claims_per_worker"), ("--rate", "rate"), ("--faults", "faults"))
+"""Options that ask for a run of a fixed size (or shape) instead of the time budget."""
+
+
+def check_budget_option(args: argparse.Namespace) -> Budget | None:
+    """The check's time budget, started now, or None for a fixed size. --jobs keeps its old default
+    (20,000) where a fixed size is asked for without it."""
+    fixed = [flag for flag, dest in FIXED_SIZE if getattr(args, dest, None) not in (None, False)]
+    if args.jobs is None:
+        args.jobs = UNMEASURED_JOBS
+    if args.engine == "locust" or args.search:
+        return None
+    if args.budget is None:
+        return None if fixed else Budget(DEFAULT_BUDGET_S)
+    if fixed:
+        raise UsageError(f"--budget sizes the check by time; {fixed[0]} asks for a fixed size: give one of them")
+    return Budget(args.budget)
 
 
 def rate_conditions(args: argparse.Namespace, err: Console) -> tuple:

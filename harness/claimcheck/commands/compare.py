@@ -14,6 +14,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
+from claimcheck.commands import VERBS
 from claimcheck.commands._options import add_wide_option
 from claimcheck.report.compare import DEFAULT_ALPHA, DEFAULT_MAX_DROP_PCT, compare, comparison_table, load_report
 
@@ -39,7 +40,7 @@ def probability(text: str) -> float:
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
-    p = verbs.add_parser("compare", help="differences between two JSON reports; exit 1 on a regression",
+    p = verbs.add_parser("compare", help=VERBS["compare"],
                          description="Exit 0: no regression; 1: a verdict went from exactly-once to violated, or "
                                      "throughput fell past --max-drop and significantly; 2: a file is missing or "
                                      "not a valid report, or the reports share no run.")

@@ -10,6 +10,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from claimcheck.commands import VERBS
 from claimcheck.commands._options import add_json_option, add_server_options, provide
 from claimcheck.probes._report import maybe_write, probe_document
 from claimcheck.plans.conditions import CHOICES, CONDITION_JOBS, HISTORY, TablesUnavailable, build_tables
@@ -31,7 +32,7 @@ GUARD_CONDITIONS = tuple(c for c in CHOICES["all"] if c.table not in ("seeded", 
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
-    p = verbs.add_parser("explain", help="the plan guard: does the claim lock as it picks, through an index?")
+    p = verbs.add_parser("explain", help=VERBS["explain"])
     p.add_argument("strategies", nargs="+", metavar="STRATEGY",
                    help="a .sql file in the strategy contract, or a built-in name (several allowed)")
     p.add_argument("--finished", type=int, default=FINISHED_JOBS,

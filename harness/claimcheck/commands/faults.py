@@ -8,6 +8,7 @@ import dataclasses
 from rich.console import Console
 from rich.table import Table
 
+from claimcheck.commands import VERBS
 from claimcheck.commands._options import (add_run_options, add_server_options, provide, report_runs, settings_grid,
                                           str_list)
 from claimcheck.engine.faults import recovery_s
@@ -21,7 +22,7 @@ EVIDENCE_JOBS = 3
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
-    p = verbs.add_parser("faults", help="lifecycle under injected faults, lock vs lease, against a fault-free run")
+    p = verbs.add_parser("faults", help=VERBS["faults"])
     p.add_argument("--strategies", type=str_list, default=list(DEFAULT_STRATEGIES),
                    help="built-in names or .sql files, comma-separated (default: skip-locked alone, in lease and "
                         "lock mode)")

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from claimcheck.commands import VERBS
 from claimcheck.commands._options import add_json_option, add_server_options, int_list, provide, str_list
 from claimcheck.contract.strategy import load_strategy
 from claimcheck.engine.driver import seed, validate
@@ -45,7 +46,7 @@ SCOPE = ("reads pg_stat_activity for this run's own sessions only (application_n
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
-    p = verbs.add_parser("idle", help="a worker design against an empty queue: would a serverless compute suspend?")
+    p = verbs.add_parser("idle", help=VERBS["idle"])
     p.add_argument("strategy", nargs="?", default=PROBE_STRATEGY,
                    help=f"the claim the workers run: a built-in or a .sql file (default {PROBE_STRATEGY})")
     add_idle_options(p)

@@ -5,6 +5,7 @@ import argparse
 
 from rich.console import Console
 
+from claimcheck.commands import VERBS
 from claimcheck.commands._options import add_json_option, add_server_options, refuse_pooler
 from claimcheck.interleave.spec import DEFAULT_MAX_PERMUTATIONS
 from claimcheck.interleave.session import load_spec, run_spec
@@ -17,7 +18,7 @@ from claimcheck.settings import positive
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
-    p = verbs.add_parser("interleave", help="run a spec's sessions step by step and print the trace")
+    p = verbs.add_parser("interleave", help=VERBS["interleave"])
     p.add_argument("spec", help="a .spec file, or a built-in (e.g. seed000_naive_subquery)")
     p.add_argument("--max-permutations", type=int, default=DEFAULT_MAX_PERMUTATIONS,
                    help=f"refuse a spec with more permutations than this (default {DEFAULT_MAX_PERMUTATIONS:,}); "

@@ -10,10 +10,12 @@ import argparse
 
 from rich.console import Console
 
+from claimcheck.commands import VERBS
 from claimcheck.commands.idle import DEFAULT_SUSPEND_AFTER_S, run_idle
 from claimcheck.commands._options import (add_json_option, add_server_options, add_wide_option, int_list, provide,
                                           report_runs)
-from claimcheck.libs import ADAPTERS, LibraryAdapter, load_adapter
+from claimcheck.libs import ADAPTERS, load_adapter
+from claimcheck.libs._adapter import LibraryAdapter
 from claimcheck.libs.parity import check_cycles
 from claimcheck.libs.runner import FAULT_WORK_MS, LIB_JOBS, LIB_WORK_MS, lib_settings, run_library
 from claimcheck.server.provision import Server
@@ -28,7 +30,7 @@ EVIDENCE_JOBS = 5
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
-    p = verbs.add_parser("lib", help=f"a queue library's own workers ({', '.join(ADAPTERS)}) under the ledger")
+    p = verbs.add_parser("lib", help=VERBS["lib"])
     p.add_argument("library", help=f"one of: {', '.join(ADAPTERS)}")
     add_lib_options(p, workers="8", jobs=LIB_JOBS)
     p.add_argument("--faults", action="store_true",

@@ -6,11 +6,12 @@ import argparse
 
 from rich.console import Console
 
+from claimcheck.commands import VERBS
 from claimcheck.locust.engine import LOCUSTFILE, require_locust
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
-    p = verbs.add_parser("locustfile", help="print the path of claimcheck's locustfile (for locust -f)")
+    p = verbs.add_parser("locustfile", help=VERBS["locustfile"])
     p.set_defaults(func=run)
 
 

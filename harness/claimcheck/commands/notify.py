@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from claimcheck.commands import VERBS
 from claimcheck.commands._options import add_json_option, add_server_options, provide, int_list
 from claimcheck.probes._report import maybe_write, probe_document
 from claimcheck.probes._work import PROBE_STRATEGY
@@ -27,7 +28,7 @@ MAX_INTERVAL_MS = 60_000
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
-    p = verbs.add_parser("notify", help="LISTEN/NOTIFY: delivery at commit, folding, payload limit, wake-up latency")
+    p = verbs.add_parser("notify", help=VERBS["notify"])
     p.add_argument("--enqueues", type=int, default=DEFAULT_ENQUEUES,
                    help=f"jobs enqueued per wake-up variant (default {DEFAULT_ENQUEUES})")
     p.add_argument("--poll-ms", type=int_list, default=int_list(DEFAULT_POLL_MS),

@@ -6,6 +6,7 @@ import argparse
 
 from rich.console import Console
 
+from claimcheck.commands import VERBS
 from claimcheck.commands._options import add_json_option, add_server_options, provide, str_list
 from claimcheck.engine.driver import validate
 from claimcheck.errors import UsageError
@@ -30,7 +31,7 @@ VALIDATION_JOBS = 10  # a small table to run the strategy's statements on once, 
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
-    p = verbs.add_parser("vacuum", help="dead tuples kept by held transactions (VACUUM VERBOSE), the archive step")
+    p = verbs.add_parser("vacuum", help=VERBS["vacuum"])
     p.add_argument("--jobs", type=int, default=DEFAULT_JOBS,
                    help=f"jobs the other workers process while each holder is open (default {DEFAULT_JOBS:,})")
     p.add_argument("--holders", type=str_list, default=list(HOLDERS),

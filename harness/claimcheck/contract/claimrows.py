@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from operator import itemgetter
+from typing import Any
 
 from claimcheck.contract.keys import KeySpace, canonical, number_of
 from claimcheck.contract.strategy import ClaimShape
@@ -23,12 +24,12 @@ MAX_OVER_CLAIM_KEYS = 20
 class Notes:
     """What one claim's rows showed beyond (job, attempt)."""
 
-    unknown_keys: dict = field(default_factory=dict)
-    over_attempts: list = field(default_factory=list)
+    unknown_keys: dict[int, str] = field(default_factory=dict)
+    over_attempts: list[Any] = field(default_factory=list)
     """(job, attempt, max_attempts)."""
-    over_claims: list = field(default_factory=list)
+    over_claims: list[Any] = field(default_factory=list)
     """(claimed_at, rows returned, job numbers)."""
-    leases: list = field(default_factory=list)
+    leases: list[Any] = field(default_factory=list)
     """lease_until (epoch seconds) per row, in row order, for claims that return it."""
     plain: bool = False
     """Read by the plain reading (`ClaimRows.plain`): every key and attempt was a number, no NULL."""
@@ -50,7 +51,7 @@ class ClaimRows:
         `claimcheck.engine.fastpath.PreparedStatement.rowcount_each`)."""
         self._key, self._attempt = itemgetter(0), itemgetter(shape.attempt_index or 0)
 
-    def read(self, rows: list[tuple], started: float) -> tuple[list[tuple[int, int]], Notes]:
+    def read(self, rows: list[tuple[Any, ...]], started: float) -> tuple[list[tuple[int, int]], Notes]:
         """(job number, attempt) per row, and the notes. Values may be psycopg's or libpq's text."""
         if self.plain and len(rows) <= self.limit:
             try:
@@ -82,14 +83,14 @@ class ClaimRows:
         return out, notes
 
 
-def attempt_of(row: tuple, index: int | None) -> int:
+def attempt_of(row: tuple[Any, ...], index: int | None) -> int:
     """A row's attempt number: its column `index` (psycopg's value or libpq's text); 0 for none or NULL.
     How every claim-like row is read: the workers' claims, the reaper's and interleave's."""
     value = row[index] if index is not None else None
     return int(value) if value is not None else 0
 
 
-def epoch(value: object) -> float:
+def epoch(value: Any) -> float:
     """A server timestamp (datetime from psycopg) as seconds since the epoch; NaN when NULL."""
     if value is None:
         return math.nan

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import hashlib
 from bisect import bisect_left
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 
-def canonical(value: object, key_is_int: bool) -> object:
+def canonical(value: Any, key_is_int: bool) -> Any:
     return int(value) if key_is_int else (value.decode() if isinstance(value, bytes) else str(value))
 
 
@@ -29,7 +31,7 @@ def number_of(raw: object, keys: "KeySpace | None", key_is_int: bool) -> int:
     return keys.number(key) if keys is not None else key
 
 
-def key_of(keys: "KeySpace | None", number: int, unknown: dict, key_is_int: bool) -> object:
+def key_of(keys: "KeySpace | None", number: int, unknown: dict[int, str], key_is_int: bool) -> object:
     """The canonical key of a job number a claimer recorded in `keys` (None: an integer key is its own
     number); `unknown`: its log's numbers of keys never seeded, with their text."""
     if keys is None or keys.keys is None:
@@ -49,18 +51,18 @@ class KeySpace:
     first: int
     last: int
     key_is_int: bool = True
-    keys: list | None = None
+    keys: list[Any] | None = None
     """Number - 1 -> key, sorted, so a key's number is found by bisection: no second table (and no
     million int objects) next to the keys themselves. None when the keys are `first..last`."""
     duplicates: int = 0
     """Rows `collect` read whose key an earlier row had already given (a seed must return none)."""
 
     @classmethod
-    def of(cls, keys: list, key_is_int: bool) -> "KeySpace":
+    def of(cls, keys: list[Any], key_is_int: bool) -> "KeySpace":
         return cls.collect(((k,) for k in keys), key_is_int)
 
     @classmethod
-    def collect(cls, rows, key_is_int: bool) -> "KeySpace":
+    def collect(cls, rows: Iterable[Sequence[Any]], key_is_int: bool) -> "KeySpace":
         """From rows whose first value is a key, read once (a seed's result, streamed); a key seeded
         twice is one job."""
         keys = [canonical(row[0], key_is_int) for row in rows]
@@ -74,14 +76,15 @@ class KeySpace:
             return cls(first=keys[0], last=keys[-1], duplicates=duplicates)  # a contiguous range: its own numbers
         return cls(first=1, last=len(keys), key_is_int=key_is_int, keys=keys, duplicates=duplicates)
 
-    def number(self, key: object) -> int:
+    def number(self, key: Any) -> int:
         """The dense number of a canonical key; a negative one for a key never seeded."""
         if self.keys is None:
-            return key  # out of first..last: the ledger counts it as unexpected
+            number: int = key  # out of first..last: the ledger counts it as unexpected
+            return number
         i = bisect_left(self.keys, key)
         return i + 1 if i < len(self.keys) and self.keys[i] == key else unknown_number(key)
 
-    def shown(self, number: int, unknown: dict | None = None) -> object:
+    def shown(self, number: int, unknown: dict[int, str] | None = None) -> object:
         """The key of a dense number, as evidence shows it."""
         if self.keys is None:
             return number

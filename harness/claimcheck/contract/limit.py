@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from claimcheck.contract.dialect import code_only, placeholders
 
@@ -38,7 +39,7 @@ class ClaimLimit:
             return f"{self.rows} (the LIMIT written in the claim)"
         return "unknown"
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"rows": self.rows, "from": self.source}
 
 
@@ -60,8 +61,9 @@ def claim_limit(statements: dict[str, str], batch: int) -> ClaimLimit:
     if any("batch" in placeholders(text) for text in texts):
         return ClaimLimit(batch, BATCH)
     limits = [n for text in texts for n in literal_limits(text)]
-    if not limits or None in limits:
+    known = [n for n in limits if n is not None]
+    if not limits or len(known) < len(limits):
         return ClaimLimit(None, UNKNOWN)
     # The largest: a claim may hold a small scalar subquery (`= (SELECT ... LIMIT 1)`) beside the
     # limit of the jobs it takes; never judged against less than any number it was written with.
-    return ClaimLimit(max(limits), LITERAL)
+    return ClaimLimit(max(known), LITERAL)

@@ -103,8 +103,9 @@ def parse_sql_text(text: str, path: Path, header_keys: frozenset[str] = frozense
     return SqlFile(path=path, headers=headers, sections=sections)
 
 
-def _section_name(match: re.Match, path: Path, number: int) -> str:
-    name, rest = match.group("name"), match.group("rest")
+def _section_name(match: re.Match[str], path: Path, number: int) -> str:
+    name: str | None = match.group("name")
+    rest: str | None = match.group("rest")
     if not name or rest:
         found = f"{name} {rest}".strip()
         raise SqlFileError(f"{path}:{number}: a section line is `-- name: SECTION` and nothing else; this one has "

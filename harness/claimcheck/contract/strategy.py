@@ -6,16 +6,18 @@ worker starts: here against the contract, and by :func:`validate_on_server` agai
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import psycopg
 from psycopg import sql as pgsql
 
 from claimcheck.contract.dialect import placeholders, split_statements, to_positional
-from claimcheck.errors import SqlFileError, UsageError
 from claimcheck.contract.sqlfile import SqlFile, check_params, read_sql_file
+from claimcheck.errors import SqlFileError, UsageError
 from claimcheck.scenarios import SHARED_LIFECYCLE, builtin_names, scenario_path
 
 ISOLATION_LEVELS = ("read committed", "repeatable read", "serializable")
@@ -63,7 +65,7 @@ class ClaimShape:
     """The pick's columns; the claim receives each as an array parameter of that name."""
 
 
-def shape_of(description, pick_columns: tuple[str, ...] = ()) -> ClaimShape:
+def shape_of(description: Sequence[Any], pick_columns: tuple[str, ...] = ()) -> ClaimShape:
     names = tuple(c.name for c in description)
     lower = [n.lower() for n in names]
 
@@ -219,16 +221,17 @@ def sample_params(strategy: Strategy, section: str, **values: object) -> dict[st
     return {k: values[k] for k in placeholders(strategy.statements[section])}
 
 
-def execute_section(conn: psycopg.Connection, strategy: Strategy, section: str, values: dict,
+def execute_section(conn: psycopg.Connection, strategy: Strategy, section: str, values: dict[str, Any],
                     prepare: bool | None = None) -> psycopg.Cursor:
     """Run a section's statements in order, each with the parameters it uses; the last one's cursor."""
     cur = None
     for statement, names in strategy.bound_steps[section]:
         cur = conn.execute(statement, {k: values[k] for k in names}, prepare=prepare)
+    assert cur is not None, f"section {section} has no statement"  # the contract: every section has one
     return cur
 
 
-def pick_params(pick_columns: tuple[str, ...], rows: list) -> dict[str, list]:
+def pick_params(pick_columns: tuple[str, ...], rows: list[Any]) -> dict[str, list[Any]]:
     """The pick's rows as the claim's parameters: one array per column, and `ids` (the first)."""
     columns = list(zip(*rows)) if rows else [()] * len(pick_columns)
     arrays = {name: list(values) for name, values in zip(pick_columns, columns)}
@@ -250,7 +253,7 @@ def validate_on_server(conn: psycopg.Connection, strategy: Strategy, seeded: int
                                  "backoff_unit_s": 10.0, "backoff_cap_s": 3600.0}
     shape = DEFAULT_SHAPE
     pick_columns: tuple[str, ...] = ()
-    picked: dict[str, list] = {}
+    picked: dict[str, list[Any]] = {}
     section, step = "claim", [0]
     # The BEGIN names the isolation level: through a pooler the transaction's first statement sets its
     # search path (claimcheck.server.runcontext.StatelessConnection), a query, after which a SET
@@ -290,13 +293,14 @@ def validate_on_server(conn: psycopg.Connection, strategy: Strategy, seeded: int
     return shape
 
 
-def _run_section(conn: psycopg.Connection, strategy: Strategy, section: str, values: dict,
+def _run_section(conn: psycopg.Connection, strategy: Strategy, section: str, values: dict[str, Any],
                  step: list[int]) -> psycopg.Cursor:
     """execute_section, noting in `step` which statement runs (a failure is placed on its line).
     prepare=True: the extended protocol, as the workers use it, one statement at a time."""
     cur = None
     for step[0], (statement, names) in enumerate(strategy.bound_steps[section]):
         cur = conn.execute(statement, {k: values[k] for k in names}, prepare=True)
+    assert cur is not None, f"section {section} has no statement"  # the contract: every section has one
     return cur
 
 
@@ -321,7 +325,7 @@ def _check_remaining(strategy: Strategy, cur: psycopg.Cursor, seeded: int | None
 
 
 def _check_claim_result(strategy: Strategy, cur: psycopg.Cursor, pick_columns: tuple[str, ...]
-                        ) -> tuple[ClaimShape, tuple | None]:
+                        ) -> tuple[ClaimShape, tuple[Any, ...] | None]:
     if not cur.description:
         raise SqlFileError(f"{strategy.where('claim')}: section 'claim' returns no rows; its last statement must "
                            "return the claimed jobs (RETURNING id, attempts: the job's key first)")

@@ -89,6 +89,10 @@ class Backend(Protocol):
     def lost(self, exc: psycopg.Error) -> bool:
         """Is this error the connection going away (reconnect) rather than the server's answer?"""
 
+    def heard(self) -> None:
+        """After a pause in a transaction (work time): read what the server sent meanwhile, so that a
+        session it ended is known by the FATAL it sent (`ended_by`), not only as a broken connection."""
+
     def reconnect(self) -> None:
         """Close what is left of the connection and open a new one (raises Stopping if the run ends meanwhile)."""
 
@@ -152,6 +156,20 @@ class PsycopgBackend:
         """Set up what belongs to one connection (again after each reconnect)."""
         self.pooled = isinstance(self.conn, StatelessConnection)
         """Through a pooler (decided once per connection): the backend of each claim is recorded."""
+        self.ended_by: str | None = None
+        """The SQLSTATE of the FATAL the server sent as it ended this session (25P03: its
+        idle_in_transaction_session_timeout), once read; libpq reports the broken connection without it."""
+        self.conn.add_notice_handler(self._ended)
+
+    def _ended(self, diag) -> None:
+        if diag.severity_nonlocalized == "FATAL" or diag.severity == "FATAL":
+            self.ended_by = diag.sqlstate
+
+    def heard(self) -> None:
+        try:
+            self.conn.pgconn.consume_input()  # a FATAL read now reaches _ended with the next statement
+        except psycopg.Error:
+            pass
 
     def claim(self) -> list[tuple]:
         params = self.params["claim"]

@@ -129,7 +129,7 @@ class Cycle:
                 self.backend.change("after_commit", job, attempt)
             except psycopg.Error as exc:
                 if self.backend.lost(exc):
-                    self.reconnect()  # the session, and what it held, is gone anyway
+                    self.reconnect(exc)  # the session, and what it held, is gone anyway
                     return
                 self.count_retry(exc)
 
@@ -158,6 +158,8 @@ class Cycle:
         if pause <= lease / 2 or not self.strategy.has("extend") or s.mode == "lock":
             if pause > 0:
                 time.sleep(pause)
+                if s.mode == "lock":  # idle in the claim's transaction: the server may have ended it
+                    self.backend.heard()
             return True
         # Longer than half a lease: extend it every third of a lease while working, and stop if
         # an extension changes no row (another worker owns the job now).
@@ -178,12 +180,17 @@ class Cycle:
             return STALE
         return FAILED if fails else DONE
 
-    def reconnect(self) -> None:
+    def reconnect(self, cause: psycopg.Error | None = None) -> None:
         """The connection is gone (terminated backend, restarting server): open a new one, unless
         the run is stopping (the coordinator ends the backend of a worker stuck in a statement, see
-        claimcheck.engine.sampler.stuck_backends: reconnecting would run that statement again)."""
+        claimcheck.engine.sampler.stuck_backends: reconnecting would run that statement again).
+        `cause`: the error that showed it; the SQLSTATE the server sent as it ended the session (a
+        timeout of its own) is counted, to be named if the run makes no progress."""
         if self.shared.stop.value:
             raise Stopping
+        state = getattr(cause, "sqlstate", None) or getattr(self.backend, "ended_by", None)
+        if state:
+            self.log.lost_sqlstates[state] = self.log.lost_sqlstates.get(state, 0) + 1
         self.log.reconnects += 1
         self.backend.reconnect()
 
@@ -298,7 +305,7 @@ class LeaseCycle(Cycle):
                     self.count_retry(exc)
                     self.back_off()
                     continue
-                self.reconnect()
+                self.reconnect(exc)
                 if self.strategy.own_schema:
                     continue  # no status column we know of: the completion is run again, fenced or not
                 # The lost statement may have committed: the row says whether it did.

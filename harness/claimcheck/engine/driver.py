@@ -31,7 +31,7 @@ from claimcheck.verdict.result import RunResult
 from claimcheck.engine.sampler import RunSamplers, StuckBackend, stuck_backends, WaitSamples
 from claimcheck.server.runcontext import RunContext
 from claimcheck.server.schema import SeededJobs, build_jobs_table, build_own_tables, key_base
-from claimcheck.settings import RunSettings
+from claimcheck.settings import RunSettings, StopReason
 from claimcheck.contract.strategy import ClaimShape, Strategy, validate_on_server
 from claimcheck.engine.shared import STALLED, Shared
 from claimcheck.engine.supervisor import MAX_REPLACEMENTS, TICK_S, Supervisor, check_headroom, drained
@@ -39,13 +39,19 @@ from claimcheck.engine.watch import RunWatch
 from claimcheck.engine.worker import BARRIER_TIMEOUT_S, WorkerPlan, worker_main
 
 JOIN_TIMEOUT_S = 10.0
+STOP_GRACE_S = 5.0
+"""After a stop at a time limit (the budget, --duration, a condition's cap), the time a worker has to
+end the statement it was in, besides its work time: one still in it then is stuck, and its backend is
+ended (a claim asleep for an hour would hold the run, and a planner condition, that hour)."""
 
 
 def run_strategy(conn: psycopg.Connection, server: Server, run: RunContext, strategy: Strategy,
-                 settings: RunSettings, on_progress=None, seeded: SeededJobs | None = None) -> RunResult:
+                 settings: RunSettings, on_progress=None, seeded: SeededJobs | None = None,
+                 deadline: float | None = None) -> RunResult:
     """Seed, check, run and judge one strategy x setting. `conn` is the coordinator's, in the run's
     schema; `run` makes every other connection of the run. `seeded`: the tables are built already (a
-    planner condition's, see claimcheck.plans)."""
+    planner condition's, see claimcheck.plans). `deadline`: when its share of a check's time budget
+    ends (monotonic, claimcheck.engine.budget): the run stops there as at a time cap."""
     check_fail_rate(strategy, settings)
     producing.check_feedable(strategy, settings)
     idle.check_wakeup(strategy, settings, run.stateless(worker=True))
@@ -61,7 +67,7 @@ def run_strategy(conn: psycopg.Connection, server: Server, run: RunContext, stra
         first_key=seeded.last_id + 1, producers=settings.producers, learns_keys=strategy.own_schema,
         key_is_int=shape.key_is_int, channel=idle.channel_name(run.run_id) if settings.wakeup == "notify" else None)
     plan = WorkerPlan(run=run, strategy=strategy, settings=settings, shape=shape, keys=seeded.keys, feed=feed)
-    going = _Run(plan, server.restart, on_progress, RunWatch(seeded.first_id, feed.last_key if feed else seeded.last_id,
+    going = _Run(plan, server.restart, on_progress, deadline, RunWatch(seeded.first_id, feed.last_key if feed else seeded.last_id,
                                                              proves=plan.stops_on_proof,
                                                              knows_keys=not (feed and feed.learns_keys)))
     going.go()
@@ -115,14 +121,19 @@ def seed(conn: psycopg.Connection, run: RunContext, strategy: Strategy, jobs: in
 class _Run:
     """The processes, shared memory and background threads of one run."""
 
-    def __init__(self, plan: WorkerPlan, restart, on_progress, watch: RunWatch) -> None:
+    def __init__(self, plan: WorkerPlan, restart, on_progress, deadline: float | None, watch: RunWatch) -> None:
         self.plan, self.settings, self.restart, self.on_progress = plan, plan.settings, restart, on_progress
+        self.deadline = deadline
+        self.budget_spent_at: float | None = None
+        """Seconds into the run at which its share of the budget was spent (it stopped there), or None."""
         self.watch = watch
         """Progress and proven violations, from the records as they arrive."""
         self.no_progress_s: float | None = None
         self.sampler: RunSamplers | None = None
         self.stuck: list[StuckBackend] = []
         """Workers' backends found stuck in one statement when the run was ended for want of progress."""
+        self.stuck_after_stop: float | None = None
+        """Seconds after a time stop at which `stuck` were found still in their statement, or None."""
         self.coordinator_cpu_s: float | None = None
         """The coordinator's CPU (all its threads: sampler, reaper, progress) from release to the end."""
         # fork: workers start in milliseconds. No thread of ours runs when the first ones are forked
@@ -152,6 +163,10 @@ class _Run:
         """Why the run ended before its drain, in words, for the report."""
         if self.stopped_by == "violation":
             return f"{self.watch.proof} at +{self.watch.proof_at - started:.2f}s"
+        if self.stopped_by == "no-progress" and self.stuck and self.stuck_after_stop is not None:
+            others = f"; {len(self.stuck) - 1} more worker(s) with it" if len(self.stuck) > 1 else ""
+            return (f"the run's time was up, but {self.stuck_after_stop:.0f}s later {self.stuck[0]}{others}; "
+                    "its backend was terminated to end the run")
         if self.stopped_by == "no-progress" and self.stuck:
             others = f"; {len(self.stuck) - 1} more worker(s) stuck with it" if len(self.stuck) > 1 else ""
             return (f"no job was finished for {self.no_progress_s:.0f}s: {self.stuck[0]}{others}; "
@@ -159,6 +174,11 @@ class _Run:
         if self.stopped_by == "no-progress":
             return (f"workers kept claiming but no job was finished for {self.no_progress_s:.0f}s: the claim "
                     "hands out jobs it does not take, or `complete` never changes a row")
+        if self.stopped_by == "duration" and self.budget_spent_at is not None:
+            return (f"its share of the check's time budget was spent at +{self.budget_spent_at:.1f}s (--budget); "
+                    "jobs not reached are not lost")
+        if self.stopped_by == "stalled" and self.no_progress_s is not None:
+            return f"no claim was committed for {self.no_progress_s:.0f}s"
         return None
 
     @property
@@ -234,7 +254,7 @@ class _Run:
             if self.producer is not None:
                 self.producer.receive(JOIN_TIMEOUT_S)
             if not self.shared.stop.value and any(log.drained for log in self.logs):
-                self.stopped_by = "drained"  # before its --duration or --claims-per-worker
+                self.stopped_by = StopReason.DRAINED  # before its --duration or --claims-per-worker
             self.coordinator_cpu_s = time.process_time() - cpu_started
             self.waits = sampler.stop(last=True)  # and one sample of a rate run's drained queue
             sampler = None
@@ -268,15 +288,16 @@ class _Run:
         settings = self.settings
         # A stalled worker sleeps past its lease before anyone may take its job again.
         supervisor = Supervisor(settings, started, extra_stall_s=settings.lease_seconds * (
-            settings.faults.stall_factor + 2) if settings.faults else 0.0)
-        next_tick, stopped_at = started, 0.0
+            settings.faults.stall_factor + 2) if settings.faults else 0.0, deadline=self.deadline)
+        next_tick, stopped_at, grace_over = started, 0.0, False
+        grace_s = STOP_GRACE_S + max(settings.work.a_ms, settings.work.b_ms) / 1000
         while len(self.finished) < len(self.processes):
             # Workers' messages are taken as they come; everything else (progress, faults, limits)
             # runs once per TICK_S, so the coordinator stays off the CPU the server needs.
             self._drain_messages(timeout=max(0.0, next_tick - time.monotonic()))
             if self.watch.proof is not None and not self.shared.stop.value:
                 # Proven from a prefix of the run: nothing recorded later can undo it (see claimcheck.engine.watch).
-                self.shared.stop.value, self.stopped_by = 1, "violation"
+                self.shared.stop.value, self.stopped_by = 1, StopReason.VIOLATION
             now = time.monotonic()
             if now < next_tick:
                 continue
@@ -299,12 +320,17 @@ class _Run:
             limit = None if self.shared.stop.value else supervisor.limit(now)
             if limit == "duration":
                 self.shared.stop.value = 1  # stopped_by is the settings' limit_kind already
-            elif limit == "time-cap":
-                self.shared.stop.value, self.stopped_by = 1, "duration"
+            elif limit in (StopReason.TIME_CAP, StopReason.BUDGET):
+                self.shared.stop.value, self.stopped_by = 1, StopReason.DURATION
+                if limit == StopReason.BUDGET:
+                    self.budget_spent_at = now - started
             elif limit is not None:
                 self._halt_without_progress(limit, supervisor.since_progress(now), supervisor.stall_limit_s)
             if self.shared.stop.value:
                 stopped_at = stopped_at or now
+                if not grace_over and now - stopped_at > grace_s:
+                    grace_over = True
+                    self._end_stuck_after_stop(now - stopped_at)
                 if now - stopped_at > JOIN_TIMEOUT_S + settings.lease_seconds:
                     # A worker that ignores the stop (stuck in a statement) is ended, and its
                     # death reported: the run cannot be judged without it.
@@ -327,9 +353,25 @@ class _Run:
         except psycopg.Error:
             pass  # unseen, or not ended: stuck workers' processes are terminated after JOIN_TIMEOUT_S (_monitor)
         if self.stuck or kind == "no-progress":
-            self.stopped_by, self.no_progress_s = "no-progress", since_progress
+            self.stopped_by, self.no_progress_s = StopReason.NO_PROGRESS, since_progress
         else:
-            self.stopped_by = "stalled"
+            self.stopped_by, self.no_progress_s = StopReason.STALLED, limit
+
+    def _end_stuck_after_stop(self, since_stop: float) -> None:
+        """Workers still in the statement they were in when the run stopped, `since_stop` seconds ago:
+        their backends are ended (a stopped worker does not reconnect). A run stopped at its time limit
+        is then `no-progress` naming them (a liveness failure, claimcheck.verdict.liveness)."""
+        if len(self.finished) >= len(self.processes):
+            return
+        try:
+            with self.plan.run.connect("monitor", in_schema=False) as conn:
+                stuck = stuck_backends(conn, self.plan.run, since_stop)
+                for backend in stuck:
+                    conn.execute(QUERIES["terminate_backend"], {"pid": backend.pid})
+        except psycopg.Error:
+            return  # not ended: stuck workers' processes are terminated after JOIN_TIMEOUT_S (_monitor)
+        if stuck and self.stopped_by in ("duration", "claims-per-worker"):
+            self.stuck, self.stuck_after_stop, self.stopped_by = stuck, since_stop, StopReason.NO_PROGRESS
 
     def _drain_messages(self, timeout: float = 0.0, deadline: float | None = None) -> None:
         """Receive what workers sent; a worker's log is finished by its `end` message or its death."""

@@ -24,6 +24,7 @@ from claimcheck.verdict.timeline import claims_over_time
 from claimcheck.server.schema import SeededJobs
 from claimcheck.settings import RunSettings
 from claimcheck.verdict.ledger import Verdict, WorkerLog, judge
+from claimcheck.verdict.liveness import Waiting, settings_to_read
 from claimcheck.verdict.result import OverTime, RunResult, TableOutcome
 from claimcheck.verdict.stats import latency_summary
 
@@ -87,6 +88,15 @@ class JobTable(Protocol):
     def unrecorded(self, never: list[int]) -> tuple[int, int] | None:
         """(finished, taken) among jobs no log claimed, where the table can tell; else None."""
 
+    def still_queued(self, never: list[int]) -> int | None:
+        """How many of the jobs no log claimed are still queued, never taken; None where unknown."""
+
+    def waiting(self) -> Waiting:
+        """Jobs queued for a retry not yet due (Waiting() where unknown)."""
+
+    def settings(self, names: list[str]) -> dict:
+        """The server's settings of these names, as the run's role sees them."""
+
 
 class RunTable:
     """The table of a claim run: claimcheck's jobs table, or a file's own tables (which say only how
@@ -100,7 +110,8 @@ class RunTable:
         conn = self.conn
         if not self.strategy.own_schema:
             return TableOutcome(*conn.execute(QUERIES["table_outcome"]).fetchone(),
-                                *conn.execute(QUERIES["lifecycle_outcome"]).fetchone()[1:])
+                                *conn.execute(QUERIES["lifecycle_outcome"]).fetchone()[1:],
+                                by_status=tuple(conn.execute(QUERIES["status_counts"]).fetchall()))
         # Own tables: the file's `remaining` says how many are unfinished (statement by statement, as the workers run it).
         left = execute_section(conn, self.strategy, "remaining", {}).fetchone()[0]
         attempts = max((max(log.attempt) for log in logs if len(log)), default=0)
@@ -117,6 +128,19 @@ class RunTable:
         finished = self.conn.execute(QUERIES["finished_among"], {"ids": never}).fetchone()[0]
         taken = self.conn.execute(QUERIES["claimed_among"], {"ids": never}).fetchone()[0] if self.unreaped else finished
         return finished, taken
+
+    def still_queued(self, never: list[int]) -> int | None:
+        if self.strategy.own_schema:  # no status we know of: a job no one claimed may be taken and lost
+            return None
+        return self.conn.execute(QUERIES["still_queued_among"], {"ids": never}).fetchone()[0]
+
+    def waiting(self) -> Waiting:
+        if self.strategy.own_schema:
+            return Waiting()
+        return Waiting(*self.conn.execute(QUERIES["waiting_retries"]).fetchone())
+
+    def settings(self, names: list[str]) -> dict:
+        return {name: self.conn.execute(QUERIES["session_setting"], {"name": name}).fetchone()[0] for name in names}
 
 
 def run_span(logs: list[WorkerLog]) -> tuple[float, float]:
@@ -146,6 +170,12 @@ def judge_run(record: RunRecord, table: JobTable, strategy: Strategy, settings: 
                     releases=releases, keys=seeded.keys, limit=claim_limit(strategy.statements, settings.batch).rows)
     if record.killed and verdict.unclaimed_jobs:
         verdict = _unrecorded(table, verdict, logs, seeded)
+    if record.stopped_by == "stalled" and verdict.unclaimed_jobs:
+        verdict = _still_queued(table, verdict, logs, seeded)
+    if record.stopped_by in ("stalled", "no-progress") and hasattr(table, "waiting"):
+        outcome = dataclasses.replace(outcome, waiting=table.waiting())
+    endings = _sum_counts(getattr(log, "lost_sqlstates", {}) for log in logs)
+    limits = table.settings(settings_to_read(endings)) if endings and hasattr(table, "settings") else {}
     if record.faults:
         fates(record.faults, logs, record.stalled, origin, table.final_status)
     started, finished = record.span
@@ -164,7 +194,7 @@ def judge_run(record: RunRecord, table: JobTable, strategy: Strategy, settings: 
         # Over the claimers' whole time, past the last job: a stall or a slow end shows as empty buckets.
         claims_over_time=claims_over_time(logs, origin, record.observed_s),
         stop_reason=record.stop_reason, cpu_s=cpu_use(logs, record.coordinator_cpu_s), producer=fed,
-        over_time=record.over_time,
+        over_time=record.over_time, session_endings=endings, server_limits=limits,
     )
 
 
@@ -181,14 +211,29 @@ def _unrecorded(table: JobTable, verdict: Verdict, logs: list[WorkerLog], seeded
     the table shows finished but no log claimed were claimed by such a worker: not lost. Without a
     reaper to return the others (a Locust run, RunTable's `unreaped`), a job the table shows taken
     but unfinished was claimed by one too."""
-    claimed = {job for log in logs for job in log.job}
-    never = [job for job in range(seeded.first_id, seeded.last_id + 1) if job not in claimed]
-    found = table.unrecorded(never)
+    found = table.unrecorded(_never_claimed(logs, seeded))
     if found is None:
         return verdict
     finished, taken = found
     return dataclasses.replace(verdict, unclaimed_jobs=verdict.unclaimed_jobs - taken, unrecorded_claims=taken,
                                jobs_finished=verdict.jobs_finished + finished)
+
+
+def _never_claimed(logs: list[WorkerLog], seeded: SeededJobs) -> list[int]:
+    claimed = {job for log in logs for job in log.job}
+    return [job for job in range(seeded.first_id, seeded.last_id + 1) if job not in claimed]
+
+
+def _still_queued(table: JobTable, verdict: Verdict, logs: list[WorkerLog], seeded: SeededJobs) -> Verdict:
+    """A stalled run's jobs that no worker claimed and the table shows still queued, never taken, are
+    not lost: they wait in the queue, a liveness failure the run's `liveness` names (jobs gone from
+    the queue without a claim stay lost). Where the table cannot tell (a file's own tables), lost."""
+    waiting = table.still_queued(_never_claimed(logs, seeded)) if hasattr(table, "still_queued") else None
+    if not waiting:
+        return verdict
+    waiting = min(waiting, verdict.unclaimed_jobs)
+    return dataclasses.replace(verdict, unclaimed_jobs=verdict.unclaimed_jobs - waiting,
+                               unreached_jobs=verdict.unreached_jobs + waiting)
 
 
 def _sum_counts(counts) -> dict[str, int]:

@@ -196,7 +196,7 @@ class LogStream:
 
 
 SUMMARY_FIELDS = ("claim_latency_ms", "claim_statements", "empty_claims", "serialization_failures", "deadlocks",
-                  "reconnects", "sqlstates", "started_at", "finished_at", "cpu_s", "error", "drained",
+                  "reconnects", "sqlstates", "lost_sqlstates", "started_at", "finished_at", "cpu_s", "error", "drained",
                   "latency_histograms", "wakeups")
 """What a worker sends once, at its end: everything in its log but what it streamed (its claims
 and their notes)."""

@@ -32,6 +32,8 @@ schedule and logs each one's latency and schedule lag.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import math
 import os
 import re
@@ -261,7 +263,9 @@ def run_pgbench(conn: psycopg.Connection, run: RunContext, bin_dir: Path | None,
     counts = run_script(run, bin_dir, strategy.name, script, settings.workers, per_client,
                         pgoptions=_pgoptions(run.schema, strategy.isolation))
     jobs_done = conn.execute(QUERIES["table_outcome"]).fetchone()[0]
-    return pgbench_result(counts, settings.workers, per_client, jobs_done, script)
+    by_status = tuple(conn.execute(QUERIES["status_counts"]).fetchall())
+    return dataclasses.replace(pgbench_result(counts, settings.workers, per_client, jobs_done, script),
+                               by_status=by_status)
 
 
 def run_pgbench_at_rate(conn: psycopg.Connection, run: RunContext, bin_dir: Path | None, strategy: Strategy,

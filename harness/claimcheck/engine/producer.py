@@ -40,13 +40,13 @@ from claimcheck.contract.keys import canonical
 from claimcheck.contract.queries import QUERIES
 from claimcheck.contract.strategy import Strategy, execute_section
 from claimcheck.engine.feedfigures import latencies, schedule_start
-from claimcheck.verdict.observed import LAG_LIMIT_S
 from claimcheck.engine.worker import BARRIER_TIMEOUT_S
 from claimcheck.errors import UsageError
 from claimcheck.server import interrupts
 from claimcheck.server.runcontext import RunContext
 from claimcheck.settings import RunSettings
 from claimcheck.verdict.ledger import WorkerLog
+from claimcheck.verdict.observed import LAG_LIMIT_S
 
 STOP_POLL_S = 0.1
 """The longest the producer sleeps towards a due time without looking at the run's stop flag (the

@@ -14,7 +14,7 @@ import psycopg
 
 from claimcheck.contract.queries import QUERIES
 from claimcheck.errors import ServerError
-from claimcheck.settings import RunSettings
+from claimcheck.settings import RunSettings, StopReason
 
 TICK_S = 0.1
 """How often a coordinator looks at its run (progress, faults, limits). Between ticks it only takes
@@ -22,6 +22,10 @@ the claimers' messages, so it stays off the CPU the server and the workers need.
 STALL_TIMEOUT_S = 30.0
 """No claim by any worker for this long (plus the time two batches of work may take) ends a run
 (`stalled`); claims that go on while no job is finished for as long end it too (`no-progress`)."""
+MIN_BUDGET_RUN_S = 3.0
+"""A run stopped at its share of a check's time budget runs at least this long after its workers'
+release, whatever the share: a server slow to start on a busy machine must not leave the run no time
+to claim, which would read as no progress (claimcheck.verdict.liveness)."""
 MAX_REPLACEMENTS = 40
 """Replacement workers a run may start: the fork driver's, one per kill fault (at most
 claimcheck.settings.MAX_FAULTS), and a library's, for workers that exit on their own (a terminated
@@ -51,8 +55,11 @@ def drained(stopped_by: str, settings: RunSettings) -> bool:
 class Supervisor:
     """Told what the run did at each tick; says which limit, if any, it has reached."""
 
-    def __init__(self, settings: RunSettings, started: float, *, extra_stall_s: float = 0.0) -> None:
+    def __init__(self, settings: RunSettings, started: float, *, extra_stall_s: float = 0.0,
+                 deadline: float | None = None) -> None:
         self.settings, self.started = settings, started
+        self.deadline = deadline
+        """When the run's share of a check's time budget ends (monotonic; claimcheck.engine.budget), or None."""
         self.stall_limit_s = settings.stall_limit_s(STALL_TIMEOUT_S) + extra_stall_s
         """Seconds without a claim, or without progress, that end the run."""
         self._activity: Hashable = object()
@@ -82,16 +89,19 @@ class Supervisor:
         asks only this: the Locust master)."""
         return self.since_activity(now) > self.stall_limit_s
 
-    def limit(self, now: float) -> str | None:
-        """`duration` (--duration: the run's own end, or its time cap), `stalled` (no activity for the
+    def limit(self, now: float) -> StopReason | None:
+        """`duration` (--duration: the run's own end), `time-cap` (a condition's cap), `budget` (its share of
+        the check's budget), `stalled` (no activity for the
         stall limit), `no-progress` (activity, but no progress), or None."""
         s, elapsed = self.settings, now - self.started
         if s.duration_s is not None and elapsed >= s.duration_s:
-            return "duration"
+            return StopReason.DURATION
         if s.time_cap_s is not None and elapsed >= s.time_cap_s:
-            return "time-cap"
+            return StopReason.TIME_CAP
+        if self.deadline is not None and now >= max(self.deadline, self.started + MIN_BUDGET_RUN_S):
+            return StopReason.BUDGET
         if self.stalled(now):
-            return "stalled"
+            return StopReason.STALLED
         if self._progress is not None and self.since_progress(now) > self.stall_limit_s:
-            return "no-progress"
+            return StopReason.NO_PROGRESS
         return None

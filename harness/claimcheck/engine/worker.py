@@ -35,7 +35,7 @@ from claimcheck.engine.fastpath import LibpqBackend
 from claimcheck.engine.logstream import FLUSH_INTERVAL_S, PROOF_FLUSH_INTERVAL_S, LogStream, PipeSink, summary
 from claimcheck.engine.shared import Shared
 from claimcheck.server.interrupts import child_process_setup
-from claimcheck.server.runcontext import RunContext, StatelessConnection
+from claimcheck.server.runcontext import RunContext, StatelessConnection, when_up
 from claimcheck.settings import RunSettings
 from claimcheck.verdict.ledger import WorkerLog
 
@@ -101,16 +101,12 @@ def connect_worker(plan: WorkerPlan, index: int) -> psycopg.Connection:
 def connect_when_up(plan: WorkerPlan, index: int, shared: Shared) -> psycopg.Connection:
     """`connect_worker` during a run: retried while the server cannot take connections (a restart
     fault under way), for up to RECONNECT_TIMEOUT_S; `Stopping` if the run ends meanwhile."""
-    deadline = time.monotonic() + RECONNECT_TIMEOUT_S
-    while True:
-        try:
-            return connect_worker(plan, index)
-        except psycopg.OperationalError:
-            if shared.stop.value:
-                raise Stopping from None
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(RECONNECT_PAUSE_S)
+    def stopping() -> None:
+        if shared.stop.value:
+            raise Stopping from None
+
+    return when_up(lambda: connect_worker(plan, index), RECONNECT_TIMEOUT_S, pause_s=RECONNECT_PAUSE_S,
+                   give_up=stopping)
 
 
 def worker_main(plan: WorkerPlan, index: int, barrier: Any, shared: Shared, pipe: Any) -> None:
@@ -213,7 +209,7 @@ class Loop:
                     return
             except psycopg.Error as exc:
                 if self.backend.lost(exc):
-                    cycle.reconnect()
+                    cycle.reconnect(exc)
                 elif exc.sqlstate is None:
                     raise  # not the server's answer (a client-side error): a harness or file problem
                 else:  # a claim outcome: counted, retried on the same connection after a pause

@@ -9,10 +9,13 @@ whose library is installed into a per-user cache when the adapter is loaded.
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
 from claimcheck import install_command
 from claimcheck.errors import UsageError
-from claimcheck.libs._adapter import LibraryAdapter
+
+if TYPE_CHECKING:  # an adapter loads psycopg: `claimcheck --help` names the libraries without it
+    from claimcheck.libs._adapter import LibraryAdapter
 
 ADAPTERS = {
     "procrastinate": "claimcheck.libs.procrastinate",

@@ -35,7 +35,7 @@ def _may_create(conn: psycopg.Connection) -> bool:
 def run_database(server: Server, run_id: str, library: str) -> Iterator[RunContext]:
     """Create `claimcheck_<run_id>`, yield the run's context in it (its DSN names that database, so
     every connection the run makes goes there), drop it (only it) however the block ends."""
-    run = RunContext(server.dsn, run_id)
+    run = RunContext(server.dsn, run_id, server.topology)
     name = run.schema  # the run's name for what it owns: its schema elsewhere, its database here
     with run.connect("coordinator", in_schema=False) as conn:
         if not _may_create(conn):
@@ -58,7 +58,7 @@ def run_database(server: Server, run_id: str, library: str) -> Iterator[RunConte
         conn.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(sql.Identifier(name),
                                                                      sql.Literal(schema_comment())))
     try:
-        yield RunContext(psycopg.conninfo.make_conninfo(server.dsn, dbname=name), run_id)
+        yield RunContext(psycopg.conninfo.make_conninfo(server.dsn, dbname=name), run_id, server.topology)
     finally:
         with interrupts.shielded():  # a second Ctrl-C must not leave the database behind
             if drop_database(run, server.version_num):
@@ -69,7 +69,7 @@ def _sweep(conn: psycopg.Connection, server: Server, ours: str) -> list[str]:
     """Drop the databases of library runs whose owner is proven dead, as schemas are swept."""
     swept = []
     for name, owner in abandoned(conn, "leftover_databases", ours):
-        if drop_database(RunContext(server.dsn, name[len(SCHEMA_PREFIX):]), server.version_num):
+        if drop_database(RunContext(server.dsn, name[len(SCHEMA_PREFIX):], server.topology), server.version_num):
             swept.append(f"swept database {name} left by process {owner['pid']} on this host, which no longer runs")
     return swept
 

@@ -44,7 +44,7 @@ from claimcheck.engine.worker import worker_role
 from claimcheck.engine.sampler import LockWaitSampler
 from claimcheck.server.schema import SeededJobs
 from claimcheck.server.session import run_id_from_env
-from claimcheck.settings import FaultPlan, RunSettings, WorkTime
+from claimcheck.settings import FaultPlan, Mode, RunSettings, WorkTime
 from claimcheck.contract.strategy import Strategy
 
 RECOVER_EVERY_S = 0.5
@@ -72,7 +72,7 @@ def lib_settings(workers: int, jobs: int, work_ms: str | None = None, faults: bo
     work = WorkTime.parse(str(work_ms) if work_ms is not None else (FAULT_WORK_MS if faults else LIB_WORK_MS))
     # With --rate, --duration is the producer's (claimcheck.libs.feed): the workers drain after it.
     duration_s, produce_s = (None, duration_s) if rate_per_s is not None else (duration_s, None)
-    return RunSettings(workers=workers, jobs=jobs, batch=1, mode="lease", work=work, duration_s=duration_s,
+    return RunSettings(workers=workers, jobs=jobs, batch=1, mode=Mode.LEASE, work=work, duration_s=duration_s,
                        reap_every_s=RECOVER_EVERY_S, faults=FaultPlan() if faults else None,
                        rate_per_s=rate_per_s, produce_s=produce_s)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from rich.console import Console
 
 from claimcheck import install_command
 from claimcheck.errors import Interrupted, UsageError
+from claimcheck.server.postmaster import terminate
 from claimcheck.server.provision import DSN_ENV, MAX_CONNECTIONS, provide_server
 from claimcheck.settings import positive
 
@@ -106,12 +108,8 @@ def run_check(args: argparse.Namespace, console: Console, err: Console) -> int:
 
 
 def _wait_or_kill(process: subprocess.Popen, seconds: float) -> None:
+    """Give `process` `seconds` to exit on its own, then stop it (claimcheck.server.postmaster.terminate)."""
     try:
         process.wait(seconds)
     except subprocess.TimeoutExpired:
-        process.terminate()
-        try:
-            process.wait(WORKER_EXIT_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        terminate(process, signal.SIGTERM, WORKER_EXIT_S)

@@ -18,6 +18,7 @@ from psycopg import ClientCursor, sql
 
 from claimcheck.contract.dialect import to_positional
 from claimcheck.contract.strategy import Strategy
+from claimcheck.engine.budget import Budget
 from claimcheck.engine.driver import run_strategy
 from claimcheck.errors import SqlFileError
 from claimcheck.plans.conditions import CONDITION_WORKERS, Condition, TablesUnavailable, build_tables, under
@@ -27,9 +28,12 @@ from claimcheck.server.provision import Server
 from claimcheck.server.runcontext import RunContext
 from claimcheck.server.session import run_schema
 from claimcheck.settings import RunSettings
+from claimcheck.verdict.liveness import HELD, NO_PROGRESS, VIOLATED, WORDS
 from claimcheck.verdict.result import RunResult
 
 PREPARED = "claimcheck_plan"
+CONDITION_VERDICTS = {HELD: "held", VIOLATED: "VIOLATED", NO_PROGRESS: "no progress"}
+"""A condition's verdict word from its run's outcome (claimcheck.verdict.liveness)."""
 CONDITION_SECONDS = 5.0
 """A condition's run stops after this long (`stopped_by: duration`; its jobs not reached are not lost)."""
 
@@ -42,7 +46,7 @@ class ConditionOutcome:
     shape: PlanShape | None
     """None: the condition does not apply to this strategy (see Condition.applies_to)."""
     verdict: str
-    """`held`, `VIOLATED`, `skipped` (its plan was run already, under `same_as`), `not applicable`
+    """`held`, `VIOLATED`, `no progress` (a liveness failure), `skipped` (its plan was run already, under `same_as`), `not applicable`
     or `not run` (a violation was proven under an earlier condition: see `note`)."""
     same_as: str | None = None
     note: str | None = None
@@ -84,7 +88,7 @@ class ConditionOutcome:
 
 def explore(conn: psycopg.Connection, server: Server, run: RunContext, strategy: Strategy, settings: RunSettings,
             conditions: tuple[Condition, ...], on_outcome: Callable[[ConditionOutcome], None] | None = None,
-            ) -> list[ConditionOutcome]:
+            budget: Budget | None = None) -> list[ConditionOutcome]:
     """Every condition tried on `strategy` at `settings`; conn is the coordinator's, in the run's schema.
 
     The as-seeded condition is planned first (a condition giving its plan is skipped, unless the plan
@@ -92,6 +96,9 @@ def explore(conn: psycopg.Connection, server: Server, run: RunContext, strategy:
     the short runs come first, and a check that stops at a proven violation (`stop_early`, check's
     default) is decided by them in seconds; the conditions after that one, the as-seeded run among
     them, are then `not run`. `--drain` runs them all.
+
+    With a `budget` (claimcheck.engine.budget) each short run stops at its slice of it, and the run as
+    seeded is sized from what they measured and stops at the budget's end.
     """
     tried: dict[str, str] = {}
     outcomes: list[ConditionOutcome] = []
@@ -132,24 +139,39 @@ def explore(conn: psycopg.Connection, server: Server, run: RunContext, strategy:
                                         seconds=time.perf_counter() - started))
             else:
                 tried[shape.signature] = condition.name
-                record(_run(conn, server, run, strategy, condition, shape, run_settings, seeded, started))
+                if budget is not None:  # its slice of the budget, from its workers' release
+                    run_settings = dataclasses.replace(run_settings, time_cap_s=budget.condition_slice(
+                        _left(conditions, condition), CONDITION_SECONDS))
+                record(_run(conn, server, run, strategy, condition, shape, run_settings, seeded, started,
+                            budget=budget))
     if deferred is not None:
         condition, shape = deferred
         if stopped_by:
             record(_not_run(condition, stopped_by, shape))
         else:
             started = time.perf_counter()
+            settings = budget.sized(settings) if budget else settings
             seeded = build_tables(conn, run, strategy, condition, settings.jobs)
-            record(_run(conn, server, run, strategy, condition, shape, settings, seeded, started))
+            record(_run(conn, server, run, strategy, condition, shape, settings, seeded, started,
+                        budget and budget.final_deadline(), budget))
     return outcomes
 
 
 def _run(conn: psycopg.Connection, server: Server, run: RunContext, strategy: Strategy, condition: Condition,
-         shape: PlanShape, settings: RunSettings, seeded, started: float) -> ConditionOutcome:
-    result = run_strategy(conn, server, run, under(strategy, condition), settings, seeded=seeded)
+         shape: PlanShape, settings: RunSettings, seeded, started: float, deadline: float | None = None,
+         budget: Budget | None = None) -> ConditionOutcome:
+    result = run_strategy(conn, server, run, under(strategy, condition), settings, seeded=seeded, deadline=deadline)
     result = dataclasses.replace(result, condition=condition.name, condition_plan=shape)
-    return ConditionOutcome(condition, shape, "held" if result.exactly_once else "VIOLATED", result=result,
+    if budget is not None:
+        budget.record(condition.name, time.perf_counter() - started, result)
+    return ConditionOutcome(condition, shape, CONDITION_VERDICTS[result.outcome], result=result,
                             seconds=time.perf_counter() - started)
+
+
+def _left(conditions: tuple[Condition, ...], condition: Condition) -> int:
+    """The short runs that may still come, this one among them (the run as seeded is not one)."""
+    following = conditions[conditions.index(condition):]
+    return sum(1 for c in following if c.table != "seeded")
 
 
 def _not_run(condition: Condition, stopped_by: str, shape: PlanShape | None = None) -> ConditionOutcome:
@@ -208,7 +230,7 @@ def _sample(names: tuple[str, ...], values: dict) -> dict:
 
 
 def run_with_plans(server: Server, strategy: Strategy, grid: list[RunSettings], conditions: tuple[Condition, ...],
-                   err) -> tuple[list[RunResult], list[ConditionOutcome]]:
+                   err, budget: Budget | None = None) -> tuple[list[RunResult], list[ConditionOutcome]]:
     """`check`'s runs under every condition, for each setting of the grid, in one schema of the run's
     own: every run made (in the order made) and every condition's outcome, run or not."""
     refuse_transaction_blocks(server.pooler, [strategy], [settings.mode for settings in grid])  # before the schema
@@ -220,7 +242,7 @@ def run_with_plans(server: Server, strategy: Strategy, grid: list[RunSettings], 
                       highlight=False)
             found = explore(conn, server, run, strategy, settings, conditions,
                             on_outcome=lambda o: err.print(f"    {o.condition.name}: {_line(o)}", highlight=False,
-                                                           soft_wrap=True))
+                                                           soft_wrap=True), budget=budget)
             outcomes.extend(found)
             results.extend(o.result for o in found if o.result is not None)
     return results, outcomes
@@ -231,5 +253,5 @@ def _line(outcome: ConditionOutcome) -> str:
     if r is None:
         return outcome.verdict + (f" (same plan as {outcome.same_as})" if outcome.same_as else "") + \
             (f": {outcome.note}" if outcome.note else "")
-    return (f"{r.jobs_done:,} done in {r.elapsed_s:.2f}s, {'exactly-once' if r.exactly_once else 'VIOLATED'} "
+    return (f"{r.jobs_done:,} done in {r.elapsed_s:.2f}s, {WORDS[r.outcome]} "
             f"({outcome.seconds:.1f}s with its tables and plan)")

@@ -12,7 +12,8 @@ from rich.text import Text
 if TYPE_CHECKING:
     from claimcheck.plans.explore import ConditionOutcome
 
-VERDICT_STYLES = {"held": "bold green", "VIOLATED": "bold red", "skipped": "dim", "not applicable": "dim",
+VERDICT_STYLES = {"held": "bold green", "VIOLATED": "bold red", "no progress": "bold yellow", "skipped": "dim",
+                  "not applicable": "dim",
                   "not run": "dim"}
 
 

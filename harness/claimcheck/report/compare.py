@@ -291,6 +291,8 @@ def _keys(runs: dict[RunKey, dict]) -> str:
 def _verdict(run: dict | None) -> Text:
     if run is None:
         return Text("-")
+    if run.get("outcome") == "no-progress":  # schema 4: a liveness failure, not a violation
+        return Text("NO PROGRESS", style="bold yellow")
     return Text("exactly-once", style="green") if run["exactly_once"] else Text("VIOLATED", style="bold red")
 
 

@@ -107,7 +107,7 @@ def _mode_line(mode: str, runs: list[dict]) -> list[Part]:
     if believed_unsafe:
         text += (f" Believed unsafe though no violation was seen here: {', '.join(believed_unsafe)}; "
                  "a run that did not catch a race is no proof there is none.")
-    return line + [(text, False)]
+    return [*line, (text, False)]
 
 
 def as_html(found: Conclusion | None) -> str:

@@ -141,6 +141,7 @@ def _lock_wait_figure(runs: list[dict], labels: list[str], flagged: list[bool]) 
 COLUMNS = (
     ("strategy", "l", lambda r: escape(r["strategy"])),
     ("verdict", "l", lambda r: '<span class="ok">exactly-once</span>' if r["exactly_once"]
+     else '<span class="bad">✗ NO PROGRESS</span>' if r.get("outcome") == "no-progress"  # liveness, not safety
      else '<span class="bad">✗ VIOLATED</span>'),
     ("mode", "l", lambda r: escape(r["mode"])),
     ("batch", "", lambda r: r["batch"]),

@@ -14,6 +14,7 @@ from rich.console import Console
 
 from claimcheck.report.conclusion import as_text, conclude
 from claimcheck.report.html import write_html
+from claimcheck.report.tableafter import print_tables_after
 from claimcheck.report.render import document, faults_table, knee_table, print_evidence, results_table, write_json
 from claimcheck.server.provision import Server
 from claimcheck.verdict.result import RunResult
@@ -36,22 +37,28 @@ def plain_settings(options: Mapping[str, object]) -> dict:
 
 def report_runs(server: Server, results: list[RunResult], console: Console, *, verb: str, title: str,
                 settings: dict, json_path: Path | None, wide: bool, always_write: bool, evidence: int,
-                command: str | None = None, plans=None, knees=None) -> dict:
+                command: str | None = None, plans=None, knees=None, budget=None) -> dict:
     """Print the runs' table (the columns that decide on a terminal, all of them in a pipe or with
     `wide`), each run's evidence and faults; write the JSON report and the HTML next to it when
     `json_path` is given or `always_write` (then under reports/). `plans`: the planner conditions a
     check tried (claimcheck.plans.explore.ConditionOutcome), for the JSON's `conditions`; `knees`: a rate
-    sweep's (claimcheck.verdict.knee.Knee), printed under the table and in the JSON's `knees`. Returns the
-    JSON document."""
+    sweep's (claimcheck.verdict.knee.Knee), printed under the table and in the JSON's `knees`; `budget`: a
+    check's time budget (claimcheck.engine.budget.Budget), its footer under the table and the JSON's `budget`.
+    Returns the JSON document."""
     console.print(results_table(results, title, wide=wide or not console.is_terminal))
+    if budget is not None:  # how a check's time budget was spent (claimcheck.engine.budget)
+        console.print(budget.footer(), highlight=False, markup=False, style="dim")
     if knees:
         console.print(knee_table(knees))
     for result in results:
+        print_tables_after(console, result)
         print_evidence(console, result, evidence)
         if result.faults:
             console.print(faults_table(result))
     command = command or " ".join(["claimcheck", *sys.argv[1:]])
     doc = document(server, results, command=command, settings=settings, plans=plans, knees=knees)
+    if budget is not None:
+        doc["budget"] = budget.as_dict()
     if json_path or always_write:
         path = write_json(doc, json_path, verb)
         where = "" if json_path else f" (in {Path.cwd()}; --json PATH writes elsewhere)"

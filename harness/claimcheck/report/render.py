@@ -20,6 +20,7 @@ from rich.text import Text
 
 from claimcheck import __version__
 from claimcheck.errors import ClaimcheckError
+from claimcheck.verdict.liveness import HELD, NO_PROGRESS, VIOLATED, WORDS
 from claimcheck.verdict.result import RunResult
 from claimcheck.verdict.ledger import Violation
 from claimcheck.report.schema import SCHEMA_VERSION
@@ -107,22 +108,20 @@ _NOTES = {  # key: (mark in a compact table, its caption, words in a wide table,
 def _notes(run: RunResult) -> list[str]:
     """What the verdict column must also say about a run, as keys of _NOTES."""
     notes = []
-    if run.strategy.expected == "unsafe" and run.exactly_once:
+    if run.strategy.expected == "unsafe" and not run.violated:
         notes.append("uncaught")
-    elif run.strategy.expected == "safe" and not run.exactly_once:
+    elif run.strategy.expected == "safe" and run.violated:
         notes.append("surprise")
-    if run.stopped_by in ("stalled", "no-progress", "violation"):
+    if run.stopped_by == "violation" or (run.stopped_by in ("stalled", "no-progress") and run.violated):
         notes.append(run.stopped_by)
     return notes
 
 
 def verdict_text(run: RunResult, compact: bool = False) -> Text:
-    """`exactly-once` or `VIOLATED` (RunResult.exactly_once, the one verdict), and its notes: in
+    """`exactly-once`, `VIOLATED` or `NO PROGRESS` (RunResult.outcome: safety, then liveness), and its notes: in
     words, or as the marks a compact table explains in its caption."""
-    if run.exactly_once:
-        text = Text("exactly-once", style="bold green")
-    else:
-        text = Text("VIOLATED", style="bold red")
+    outcome = run.outcome
+    text = Text(WORDS[outcome], style={HELD: "bold green", VIOLATED: "bold red", NO_PROGRESS: "bold yellow"}[outcome])
     notes = _notes(run)
     if compact:
         if notes:
@@ -391,8 +390,6 @@ def violation_summary(run: RunResult) -> list[str]:
     if v.never_finished:
         problems.append(f"{v.never_finished:,} claimed job(s) never finished: their completion changed no row "
                         "although nothing had released the claim (does `complete` match the row the claim took?)")
-    if not run.progressed:
-        problems.append(f"no progress ({run.stop_reason})")
     if v.stale_completion_violations:
         problems.append(f"{v.stale_completion_violations:,} stale completion(s) that changed a row "
                         "the worker no longer owned")
@@ -408,6 +405,8 @@ def violation_summary(run: RunResult) -> list[str]:
     if not run.lifecycle_ok:
         problems.append(f"{run.unfinished_jobs:,} job(s) neither done nor failed, "
                         f"{run.table.over_max_attempts:,} over max_attempts")
+    if run.liveness is not None:  # after the safety violations: it is the outcome only without them
+        problems.append(f"no progress ({run.liveness})")
     return problems
 
 
@@ -422,6 +421,11 @@ def print_evidence(console: Console, run: RunResult, limit: int = EVIDENCE_SHOWN
     lines = evidence_lines(v.violations, limit, run.seeded.first_id) + shape_lines(v.shape_evidence, limit)
     # A run that failed without a violating claim (it stalled or made no progress) has no evidence
     # lines: no heading promises them.
+    if not run.violated:  # a liveness failure: no double claim, no lost job, and it says so
+        console.print(f"[bold yellow]{escape(run_label(run).plain)} ({run.settings.mode}): NO PROGRESS[/] (a liveness "
+                      f"failure, not a double claim: no job was handed out twice or lost): {escape(run.liveness or '')}.",
+                      highlight=False)
+        return
     console.print(f"[bold red]{escape(run_label(run).plain)} ({run.settings.mode}): {'; '.join(problems) or 'violated'}[/]. "
                   f"{_count(v.extra_claims, 'extra claim')}, {_count(v.redeliveries, 'redelivery', 'redeliveries')}."
                   + (f" Evidence (times from the start of the run{numbering_note(run)}):" if lines else ""))

@@ -326,7 +326,7 @@ def range_chart(labels: Sequence[str], marks: dict[str, Sequence[float | None]],
     for row, label in enumerate(labels):
         y = m["top"] + row * BAR_ROW_PX + BAR_ROW_PX / 2
         out.append(_row_label(LABEL_COLUMN_PX - 6, y + 4, label, row < len(flagged) and flagged[row]))
-        values = [(name, vs[row]) for name, vs in marks.items() if vs[row] is not None]
+        values: list[tuple[str, float]] = [(name, v) for name, vs in marks.items() if (v := vs[row]) is not None]
         if not values:
             continue
         xs = [LABEL_COLUMN_PX + min(v, edge) * scale for _, v in values]

@@ -31,7 +31,7 @@ from claimcheck.server.pgbouncer import PoolerSpec
 from claimcheck.server.pooling import Pooler
 from claimcheck.server.postmaster import LocalPostmaster
 from claimcheck.server.redaction import redact_dsn, remember, scrub
-from claimcheck.server.runcontext import Route, route
+from claimcheck.server.runcontext import DIRECT, Topology
 
 DSN_ENV = "CLAIMCHECK_DSN"
 EMBEDDED_DEFAULT_MAJOR = 18
@@ -58,6 +58,8 @@ class Server:
     """Restarts the server, for the restart fault; only for a server we started."""
     pooler: Pooler | None = None
     """The pooler in front of the workers' connections (ours, or found in front of the DSN), if any."""
+    topology: Topology = DIRECT
+    """How a run's connections reach this server (through `pooler`, if any): every RunContext on it carries it."""
 
 
 def server_version(dsn: str) -> tuple[str, int]:
@@ -130,24 +132,19 @@ def provide_server(dsn: str | None = None, pg: str | None = None, max_connection
             if found is not None:
                 if pooler is not None:
                     pooling.refuse_statement_mode(server.dsn, found)  # our PgBouncer's BEGINs would reach it
-                server = replace(server, pooler=found)
-                route(server.dsn, Route(pooled=True, statement=found.mode == "statement"))
+                server = replace(server, pooler=found,
+                                 topology=Topology(pooled=True, statement=found.mode == "statement"))
         if pooler is None:
-            try:
-                yield server
-            finally:
-                route(server.dsn, None)
+            yield server
             return
         size = pooler.pool_size or (max(1, workers // 2) if workers else DEFAULT_POOL_SIZE)
         bouncer = pgbouncer.PgBouncer(server.dsn, pooler, size)
         try:
             bouncer.start()
-            route(server.dsn, Route(pooled=server.pooler is not None, workers=bouncer.dsn))
-            yield replace(server, pooler=Pooler(
+            yield replace(server, topology=Topology(pooled=server.pooler is not None, workers=bouncer.dsn), pooler=Pooler(
                 mode=pooler.mode, started=True, kind="pgbouncer", version=pgbouncer.version(), pool_size=size,
                 evidence=f"pool_mode = {pooler.mode}, default_pool_size = {size}, on 127.0.0.1:{bouncer.port}"))
         finally:
-            route(server.dsn, None)
             bouncer.stop()
 
 

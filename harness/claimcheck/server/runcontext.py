@@ -10,9 +10,10 @@ backend in each transaction, so it must keep no session state: a connection made
 a :class:`StatelessConnection`, whose every statement carries its own search path (and, for a
 worker, isolation level) in the same implicit transaction, with no named prepared statement.
 Behind statement pooling it sends no BEGIN either: a transaction that commits goes in one message
-(:func:`in_one_transaction`), one rolled back is replayed (:meth:`StatelessConnection.transaction`). Which
-DSNs go through a pooler, and where workers connect instead (a PgBouncer we started in front of the
-server), is this module's routing table (:func:`route`), filled in when the server is provided.
+(:func:`in_one_transaction`), one rolled back is replayed (:meth:`StatelessConnection.transaction`). Whether
+the run's connections go through a pooler, and where workers connect instead (a PgBouncer we started in
+front of the server), is the run's :class:`Topology`, decided once when the server is provided
+(claimcheck.server.provision) and carried on the server and on the run's context.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import re
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator, TypeVar
 
 import psycopg
 from psycopg import pq, sql
@@ -45,8 +46,11 @@ def app_pattern(run_id: str) -> str:
 
 
 @dataclass(frozen=True)
-class Route:
-    """How a DSN reaches its server."""
+class Topology:
+    """How the run's connections reach the server, decided once when it is provided: directly (the
+    default); every connection through a pooler found in front of the DSN (`pooled`, in statement mode
+    `statement`); or the workers through a PgBouncer we started (`workers`). It holds for every
+    database on that server (a queue library's own)."""
 
     pooled: bool = False
     """A pooler sits in between: a connection keeps no session state (see StatelessConnection)."""
@@ -55,27 +59,33 @@ class Route:
     statement: bool = False
     """The pooler refuses transaction blocks (statement pooling): see StatelessConnection.transaction."""
 
-
-_ROUTES: dict[tuple, Route] = {}
-_DIRECT = Route()
-_NOT_ROUTING = ("dbname", "application_name", "connect_timeout")
-
-
-def _route_key(dsn: str) -> tuple:
-    """A DSN's server and credentials: its routes hold for every database there (a library's own)."""
-    return tuple(sorted((k, v) for k, v in psycopg.conninfo.conninfo_to_dict(dsn).items() if k not in _NOT_ROUTING))
+    def stateless(self, *, worker: bool = False) -> bool:
+        """Does such a connection go through a pooler, so that it keeps no session state: no prepared
+        statement, no LISTEN, no SET that outlives its transaction?"""
+        return self.pooled or (worker and self.workers is not None)
 
 
-def route(dsn: str, via: Route | None) -> None:
-    """Connections to `dsn`'s server go `via` this route from now on (None: directly again)."""
-    if via is None:
-        _ROUTES.pop(_route_key(dsn), None)
-    else:
-        _ROUTES[_route_key(dsn)] = via
+DIRECT = Topology()
 
 
-def route_of(dsn: str) -> Route:
-    return _ROUTES.get(_route_key(dsn), _DIRECT)
+_T = TypeVar("_T")
+
+
+def when_up(connect: Callable[[], _T], wait_s: float, *, pause_s: float = RECONNECT_PAUSE_S,
+            give_up: Callable[[], None] | None = None) -> _T:
+    """`connect()`, tried again every `pause_s` while the server cannot take connections (a restart
+    under way), for up to `wait_s`: the one reconnect loop of a run's connections. `give_up` is asked
+    after each failure and raises to end the wait early (the run is stopping)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return connect()
+        except psycopg.OperationalError:
+            if give_up is not None:
+                give_up()
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(pause_s)
 
 
 @dataclass(frozen=True)
@@ -84,6 +94,8 @@ class RunContext:
 
     dsn: str
     run_id: str
+    topology: Topology = DIRECT
+    """How its connections reach the server (the provided server's `topology`)."""
 
     @property
     def schema(self) -> str:
@@ -104,15 +116,14 @@ class RunContext:
 
     def _target(self, worker: bool) -> str:
         """The DSN a connection uses: the workers' pooler's (in this DSN's database) for a worker."""
-        via = route_of(self.dsn).workers
+        via = self.topology.workers
         if worker and via is not None:
             return psycopg.conninfo.make_conninfo(via, dbname=psycopg.conninfo.conninfo_to_dict(self.dsn).get("dbname"))
         return self.dsn
 
     def stateless(self, *, worker: bool = False) -> bool:
         """Does such a connection go through a pooler, so that it may keep no session state?"""
-        via = route_of(self.dsn)
-        return via.pooled or (worker and via.workers is not None)
+        return self.topology.stateless(worker=worker)
 
     def app_pattern(self) -> str:
         return app_pattern(self.run_id)
@@ -129,7 +140,7 @@ class RunContext:
         if self.stateless(worker=worker):
             conn = StatelessConnection.connect(self._target(worker), prepare_threshold=None, **self._options(role))
             conn.schema, conn.isolation = (self.schema if in_schema else None), isolation
-            conn.refuses_blocks = route_of(self.dsn).statement
+            conn.refuses_blocks = self.topology.statement
             return conn
         conn = psycopg.connect(self.dsn, **self._options(role))
         if in_schema:
@@ -149,14 +160,7 @@ class RunContext:
             return conn
         except psycopg.OperationalError:
             conn.close()
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                return self.connect(role, in_schema=in_schema)
-            except psycopg.OperationalError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(RECONNECT_PAUSE_S)
+        return when_up(lambda: self.connect(role, in_schema=in_schema), wait_s)
 
     async def connect_async(self, role: str) -> psycopg.AsyncConnection:
         conn = await psycopg.AsyncConnection.connect(self.dsn, **self._options(role))

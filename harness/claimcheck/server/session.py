@@ -42,7 +42,7 @@ def run_schema(server: Server, run_id: str | None = None) -> Iterator[tuple[psyc
     `run_id` names it; by default $CLAIMCHECK_RUN_ID or a fresh random id. Callers that may run
     side by side under one environment (the pytest plugin under xdist) pass a fresh one.
     """
-    run = RunContext(server.dsn, run_id or run_id_from_env())
+    run = RunContext(server.dsn, run_id or run_id_from_env(), server.topology)
     schema = run.schema
     created = False
     conn = run.connect("coordinator", in_schema=False)  # the schema does not exist yet

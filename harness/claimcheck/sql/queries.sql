@@ -215,6 +215,24 @@ SELECT extract(epoch FROM clock_timestamp())::float8;
 -- steps may take them (the que / good_job family); every permutation starts with none.
 SELECT pg_advisory_unlock_all();
 
+-- name: still_queued_among
+-- After a stalled run: jobs no worker ever claimed that the table shows still queued, never taken.
+-- They wait in the queue (a liveness failure), not lost (see claimcheck.verdict.liveness).
+SELECT count(*) FROM jobs WHERE id = ANY(%(ids)s) AND status = 'queued' AND attempts = 0;
+
+-- name: waiting_retries
+-- Jobs queued for a retry that is not due yet (run_at in the future, requeued by `fail` or the
+-- reaper), and the seconds until the first of them is due.
+SELECT count(*), coalesce(extract(epoch FROM min(run_at) - now()), 0)::float8
+FROM jobs WHERE status = 'queued' AND run_at > now();
+
+-- name: session_setting
+SELECT current_setting(%(name)s, true);
+
+-- name: status_counts
+-- The table after a run, as seed 003 prints it: `status | count | max_attempts`.
+SELECT status, count(*), coalesce(max(attempts), 0) FROM jobs GROUP BY status ORDER BY status;
+
 -- name: idle_sample
 -- `claimcheck idle`: one look of seed 003's activity monitor at this run's own sessions (its
 -- application_name prefix; the sampler itself left out), autovacuum workers on the run's own tables

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 import statistics
 from dataclasses import dataclass, field
+from typing import Any
 
 SAMPLE_INTERVAL_S = 0.5
 """The seed's monitor checks sessions every half second; so does the sampler."""
@@ -71,7 +72,7 @@ class Activity:
     change), `connected` (a new session's start), `autovacuum`."""
 
 
-QUERY_CAUSES: tuple[tuple[re.Pattern, str], ...] = tuple((re.compile(p, re.I | re.S), c) for p, c in (
+QUERY_CAUSES: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p, re.I | re.S), c) for p, c in (
     (r"^\s*(UN)?LISTEN\b", "LISTEN"),
     (r"^\s*(COMMIT|END|ROLLBACK)\b", "transaction"),
     (r"^\s*SELECT\s+(1|true|version\(\))\s*;?\s*$", "pool health check"),
@@ -195,7 +196,7 @@ class Resume:
     job_sent: bool = False
     """A job was enqueued (with its notification, where the design listens) right after the close."""
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"reconnected_after_s": _r(self.reconnected_after_s), "watched_s": _r(self.watched_s),
                 "job_claimed_after_s": _r(self.job_claimed_after_s), "found_by": self.found_by,
                 "worker_exited": self.exited, "job_sent": self.job_sent}
@@ -215,7 +216,7 @@ class Verdict:
     """`quiet seen`, `period seen`, `interval`, `no activity`, `not seen`."""
     reason: str
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"suspend_after_s": self.suspend_after_s, "would_suspend": self.would_suspend,
                 "wakes_per_hour": _r(self.wakes_per_hour), "asleep_share": _r(self.asleep_share),
                 "basis": self.basis, "reason": self.reason}
@@ -302,7 +303,7 @@ class Footprint:
             out[a.cause] = out.get(a.cause, 0) + 1
         return out
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         first = self.verdicts[0] if self.verdicts else None
         return {"design": self.design, "window_s": _r(self.window_s), "longest_quiet_s": _r(self.quiet.longest_s),
                 "quiet_at_end_s": _r(self.quiet.tail_s), "period_s": _r(self.period_s),

@@ -14,6 +14,7 @@ Pure functions of the run results; the verdict of each run stays the ledger's.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from claimcheck.verdict.result import RunResult
 
@@ -57,7 +58,7 @@ class RatePoint:
     def sustained(self) -> bool:
         return not self.shortfalls
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"offered_rate_per_s": self.rate_per_s, "achieved_rate_per_s": round(self.achieved_rate_per_s, 3),
                 "pickup_p99_ms": self.pickup_p99_ms, "sustained": self.sustained, "shortfalls": list(self.shortfalls)}
 
@@ -98,7 +99,7 @@ class Knee:
             return f"≥ {self.rate_per_s:,g} jobs/s (every rate swept held)"
         return f"{self.rate_per_s:,g} jobs/s"
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         first = self.first_unsustained
         return {"strategy": self.strategy, "mode": self.mode, "workers": self.workers, "batch": self.batch,
                 "latency_slo_ms": self.slo_ms, "knee_rate_per_s": self.rate_per_s,
@@ -109,16 +110,16 @@ class Knee:
 
 def knees(runs: list[RunResult], slo_ms: float) -> list[Knee]:
     """One knee per strategy x mode x workers x batch among the rate runs, in the order first run."""
-    groups: dict[tuple, list[RunResult]] = {}
+    groups: dict[tuple[Any, ...], list[RunResult]] = {}
     for run in runs:
         if run.producer is not None:
             s = run.settings
             groups.setdefault((run.strategy.name, s.mode, s.workers, s.batch), []).append(run)
     out = []
     for (name, mode, workers, batch), rs in groups.items():
-        points = tuple(RatePoint(rate_per_s=r.producer.rate_per_s, achieved_rate_per_s=r.producer.achieved_rate_per_s,
-                                 pickup_p99_ms=r.producer.pickup_latency_ms.get("p99"),
-                                 shortfalls=tuple(shortfalls(r, slo_ms)))
-                       for r in sorted(rs, key=lambda r: r.producer.rate_per_s))
+        fed = sorted(((r, r.producer) for r in rs if r.producer is not None), key=lambda pair: pair[1].rate_per_s)
+        points = tuple(RatePoint(rate_per_s=p.rate_per_s, achieved_rate_per_s=p.achieved_rate_per_s,
+                                 pickup_p99_ms=p.pickup_latency_ms.get("p99"), shortfalls=tuple(shortfalls(r, slo_ms)))
+                       for r, p in fed)
         out.append(Knee(strategy=name, mode=mode, workers=workers, batch=batch, slo_ms=slo_ms, points=points))
     return out

@@ -38,6 +38,29 @@ from __future__ import annotations
 import math
 from array import array
 from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from claimcheck.contract.keys import KeySpace
+
+
+
+class ViolationKind(StrEnum):
+    """What a job's evidence shows (docs/contracts.md section 2), the JSON's `kind`. A StrEnum: it equals
+    its string and is written as it."""
+
+    CONCURRENT = "concurrent"
+    """Claimed again while an earlier claim was live."""
+    AFTER_DONE = "after-done"
+    """Claimed again after it was finished."""
+    STALE_COMPLETION = "stale-completion"
+    """Changed by a worker that no longer owned it."""
+    NEVER_FINISHED = "never-finished"
+    """Finished by nobody and held by nobody: every claim's completion changed no row."""
+    OVER_CLAIM = "over-claim"
+    """One claim returned more rows than its limit."""
+
 
 # How a claim's ownership ended.
 LIVE = 0
@@ -62,7 +85,7 @@ RECORD_COLUMNS = {"job": "q", "attempt": "i", "claimed_at": "d", "ended_at": "d"
 (claimcheck.engine.logstream)."""
 
 
-def record_column(name: str):
+def record_column(name: str) -> Any:
     """A dataclass field holding one record column, empty, of its type code."""
     return field(default_factory=lambda: array(RECORD_COLUMNS[name]))
 
@@ -76,30 +99,33 @@ class WorkerLog:
     """Everything one worker did, recorded locally."""
 
     worker: int
-    job: array = record_column("job")
-    attempt: array = record_column("attempt")
-    claimed_at: array = record_column("claimed_at")
-    ended_at: array = record_column("ended_at")
-    outcome: array = record_column("outcome")
-    claim_latency_ms: array = field(default_factory=lambda: array("f"))
+    job: array[Any] = record_column("job")
+    attempt: array[Any] = record_column("attempt")
+    claimed_at: array[Any] = record_column("claimed_at")
+    ended_at: array[Any] = record_column("ended_at")
+    outcome: array[Any] = record_column("outcome")
+    claim_latency_ms: array[Any] = field(default_factory=lambda: array("f"))
     """One entry per claim statement that returned jobs."""
     claim_statements: int = 0
     empty_claims: int = 0
     serialization_failures: int = 0
     deadlocks: int = 0
     reconnects: int = 0
-    sqlstates: dict = field(default_factory=dict)
+    sqlstates: dict[str, Any] = field(default_factory=dict)
     """Server errors raised inside claims and completions, by SQLSTATE (each rolled back and retried)."""
-    leases: list = field(default_factory=list)
+    lost_sqlstates: dict[str, int] = field(default_factory=dict)
+    """Connections the server ended, by the SQLSTATE it sent as it ended them (25P03: its
+    idle_in_transaction_session_timeout); a connection lost without a word is not counted here."""
+    leases: list[Any] = field(default_factory=list)
     """(slot, server time right after the claim, lease_until), both epoch seconds, for claims that
     return `lease_until`."""
-    over_claims: list = field(default_factory=list)
+    over_claims: list[Any] = field(default_factory=list)
     """(claimed_at, rows returned, job numbers) of claims that returned more rows than the batch."""
-    over_attempts: list = field(default_factory=list)
+    over_attempts: list[Any] = field(default_factory=list)
     """(job, attempt, max_attempts) of claims whose attempt was above the job's max_attempts."""
-    unknown_keys: dict = field(default_factory=dict)
+    unknown_keys: dict[int, str] = field(default_factory=dict)
     """Number -> key text of claimed keys that were never seeded."""
-    backends: list = field(default_factory=list)
+    backends: list[Any] = field(default_factory=list)
     """(slot, backend pid) of claims made through a pooler (see claimcheck.server.runcontext), where
     one client connection's transactions run on many backends and one backend serves many clients."""
     started_at: float = 0.0
@@ -112,7 +138,7 @@ class WorkerLog:
     """The worker stopped because it found no job left (not at a limit or a stop)."""
     latency_histograms: tuple[bytes, bytes] | None = None
     """A rate run's (pickup, end-to-end) HDR histograms of this worker's claims, encoded (see claimcheck.engine.producer)."""
-    wakeups: dict = field(default_factory=dict)
+    wakeups: dict[str, Any] = field(default_factory=dict)
     """--wakeup notify: how its waits after an empty claim ended, by kind (see claimcheck.engine.idle)."""
 
     def record(self, job: int, attempt: int, claimed_at: float, ended_at: float = math.nan,
@@ -156,7 +182,7 @@ class WorkerLog:
         if not len(self):
             return math.nan
         ended = max(filter(math.isfinite, self.ended_at), default=-math.inf)  # a job not ended has NaN
-        return max(max(self.claimed_at), ended)
+        return float(max(max(self.claimed_at), ended))
 
 
 @dataclass(frozen=True)
@@ -188,7 +214,7 @@ class Violation:
 
     job: object
     """The job's key."""
-    kind: str
+    kind: ViolationKind
     """`concurrent`: claimed again while an earlier claim was live; `after-done`: claimed again
     after an earlier claim completed it; `stale-completion`: a reaped (or lease-expired and
     re-claimed) claim's worker changed the row; `never-finished`: nothing released the claim, yet
@@ -198,7 +224,7 @@ class Violation:
     times_claimed: int = 0
     """All its claims (a claim that takes nothing hands one job out thousands of times)."""
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"job": self.job, "kind": self.kind, "times_claimed": self.times_claimed,
                 "claims": [c.__dict__ for c in self.claims]}
 
@@ -236,7 +262,7 @@ class Verdict:
     """Claims that returned more rows than the batch they asked for."""
     over_attempts: int = 0
     """Claims whose attempt number was above the job's max_attempts (as the claim returned it)."""
-    shape_evidence: tuple[dict, ...] = ()
+    shape_evidence: tuple[dict[str, Any], ...] = ()
     """Evidence of over-claims and over-attempts (at most MAX_EVIDENCE)."""
     unreached_jobs: int = 0
     """Seeded jobs never claimed by a run that ended before its drain (stopped at a proven violation,
@@ -263,7 +289,8 @@ class _Seen:
 
 
 def judge(logs: list[WorkerLog], first_id: int, last_id: int, *, drained: bool, origin: float = 0.0,
-          reaps: list[Reap] | None = None, releases: bool = True, keys=None, limit: int | None = None) -> Verdict:
+          reaps: list[Reap] | None = None, releases: bool = True, keys: KeySpace | None = None,
+          limit: int | None = None) -> Verdict:
     """Judge the combined logs of a run over seeded ids `first_id..last_id`.
 
     `drained` says the run went until no job was left, so unclaimed jobs are lost jobs.
@@ -327,13 +354,13 @@ def judge(logs: list[WorkerLog], first_id: int, last_id: int, *, drained: bool, 
         lost = job in unmatched and not kind and not any(c.outcome in (LIVE, FAILED) for c in seen)
         never_finished += lost
         if (kind or late or lost) and len(violations) < MAX_EVIDENCE:
-            violations.append(_evidence(shown(job), kind or ("stale-completion" if late else "never-finished"), seen,
-                                        reaped, origin))
+            violations.append(_evidence(job, kind or (ViolationKind.STALE_COMPLETION if late else ViolationKind.NEVER_FINISHED), seen,
+                                        reaped, origin, shown(job)))
     never = counts.count(0)
     unique = span - never + len(unexpected)
     over_claims = [(log.worker, *o) for log in logs for o in log.over_claims]
     over_attempts = [(log.worker, *o) for log in logs for o in log.over_attempts]
-    evidence = [{"kind": "over-claim", "worker": w, "claimed_at_s": round(at - origin, 6), "rows": n, "limit": limit,
+    evidence = [{"kind": ViolationKind.OVER_CLAIM, "worker": w, "claimed_at_s": round(at - origin, 6), "rows": n, "limit": limit,
                  "jobs": [shown(j) for j in jobs]} for w, at, n, jobs in sorted(over_claims, key=lambda o: o[1])]
     evidence += [{"kind": "over-attempt", "worker": w, "job": shown(j), "attempt": a, "max_attempts": m}
                  for w, j, a, m in over_attempts]
@@ -369,7 +396,7 @@ def _lease_ended(earlier: _Seen, later: _Seen) -> bool:
     return earlier.lease_until <= later.server_at
 
 
-def _released(job: int, earlier: _Seen, later: _Seen, reaped: dict) -> bool:
+def _released(job: int, earlier: _Seen, later: _Seen, reaped: dict[tuple[int, int], float]) -> bool:
     """Was `earlier` given back before `later` committed: returned by the reaper, or failed?"""
     at = reaped.get((job, earlier.attempt))
     if at is not None and at <= later.claimed_at:
@@ -379,7 +406,7 @@ def _released(job: int, earlier: _Seen, later: _Seen, reaped: dict) -> bool:
     return earlier.outcome == FAILED and earlier.ended_at <= later.claimed_at
 
 
-def _reclaims(job: int, seen: list[_Seen], reaped: dict) -> tuple[str | None, int]:
+def _reclaims(job: int, seen: list[_Seen], reaped: dict[tuple[int, int], float]) -> tuple[ViolationKind | None, int]:
     """The kind of the first illegitimate re-claim (or None), and how many re-claims were legit."""
     kind, legit = None, 0
     held_for_good = False
@@ -397,11 +424,11 @@ def _reclaims(job: int, seen: list[_Seen], reaped: dict) -> tuple[str | None, in
         if kind is None:
             live = any(math.isnan(e.ended_at) or e.ended_at > later.claimed_at
                        or e.outcome not in (DONE, CLAIM_IS_COMPLETION) for e in holders)
-            kind = "concurrent" if live else "after-done"
+            kind = ViolationKind.CONCURRENT if live else ViolationKind.AFTER_DONE
     return kind, legit
 
 
-def _stale_change(job: int, seen: list[_Seen], reaped: dict) -> int:
+def _stale_change(job: int, seen: list[_Seen], reaped: dict[tuple[int, int], float]) -> int:
     """1 if a reaped claim's worker later changed the row (completed or failed it), or a claim whose
     lease ended and whose job was re-claimed changed it (its own requeue before the re-claim aside), else 0."""
     for claim in seen:
@@ -419,11 +446,14 @@ def _stale_change(job: int, seen: list[_Seen], reaped: dict) -> int:
     return 0
 
 
-def _evidence(job: int, kind: str, seen: list[_Seen], reaped: dict, origin: float) -> Violation:
+def _evidence(job: int, kind: ViolationKind, seen: list[_Seen], reaped: dict[tuple[int, int], float], origin: float,
+              key: object) -> Violation:
+    """Job number `job`'s evidence, shown with its `key` (the reaper's returns are by number)."""
+
     def shown(t: float) -> float | None:
         return None if math.isnan(t) else round(t - origin, 6)
 
-    return Violation(job=job, kind=kind, times_claimed=len(seen), claims=tuple(
+    return Violation(job=key, kind=kind, times_claimed=len(seen), claims=tuple(
         Claim(worker=c.worker, attempt=c.attempt, claimed_at_s=round(c.claimed_at - origin, 6),
               ended_at_s=shown(c.ended_at), outcome=OUTCOME_NAMES[c.outcome],
               reaped_at_s=shown(reaped[(job, c.attempt)]) if (job, c.attempt) in reaped else None,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 from claimcheck.contract.keys import KeySpace
 
@@ -36,9 +37,9 @@ class FaultEvent:
     at_s: float
     worker: int | None
     detail: str
-    jobs: list[dict] = field(default_factory=list)
+    jobs: list[dict[str, Any]] = field(default_factory=list)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "at_s": round(self.at_s, 3), "worker": self.worker, "detail": self.detail,
                 "jobs": self.jobs}
 
@@ -48,13 +49,13 @@ class WaitSamples:
     """What the sampler saw."""
 
     samples: int = 0
-    events: Counter = field(default_factory=Counter)
+    events: Counter[str] = field(default_factory=Counter)
     """`"Type/Event"` -> number of (sample, backend) pairs seen waiting on it."""
     max_waiting_workers: int = 0
     """The most backends waiting on a heavyweight lock (`Lock/*`) in one sample."""
     error: str | None = None
 
-    def add(self, waits: list[tuple]) -> None:
+    def add(self, waits: list[tuple[Any, ...]]) -> None:
         """One sample: rows of sample_activity, (wait_event_type, wait_event)."""
         self.samples += 1
         on_lock = 0
@@ -80,13 +81,13 @@ class QueueSamples:
     interval_s: float = 0.0
     error: str | None = None
 
-    def series(self, origin: float) -> dict:
+    def series(self, origin: float) -> dict[str, Any]:
         """The JSON's `queue_over_time`: `t_s` (seconds from `origin`, the run's start) and one list per field."""
         columns = list(zip(*self.rows)) if self.rows else [()] * len(QUEUE_FIELDS)
         return {"interval_s": self.interval_s, "t_s": [round(t - origin, 3) for t in self.at],
                 **{name: list(values) for name, values in zip(QUEUE_FIELDS, columns)}}
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         """The JSON's `queue_summary`: the deepest queue, the dead tuples at the end and at most, the largest table."""
         if not self.rows:
             return {"samples": 0, "max_depth": None, "final_depth": None, "max_dead_tuples": None,
@@ -117,13 +118,17 @@ class PgbenchResult:
     """For a library: which of its statements the script runs, and where they came from."""
     cpu_s: float = 0.0
     """CPU time (user + system) of the pgbench process: its client cost, next to our workers'."""
+    by_status: tuple[Any, ...] = ()
+    """(status, count, max attempts) per status of our jobs table after pgbench, as seed 003 prints it."""
 
-    def as_dict(self) -> dict:
-        out = {"clients": self.clients, "scripts_per_client": self.scripts_per_client, "scripts": self.scripts,
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"clients": self.clients, "scripts_per_client": self.scripts_per_client, "scripts": self.scripts,
                "failed": self.failed, "tps": round(self.tps, 1), "jobs_done": self.jobs_done,
                "jobs_per_s": round(self.jobs_per_s, 1), "cpu_s": round(self.cpu_s, 4)}
         if self.statements:
             out["statements"] = self.statements
+        if self.by_status:
+            out["table_by_status"] = [{"status": st, "count": n, "max_attempts": most} for st, n, most in self.by_status]
         return out
 
 
@@ -141,7 +146,7 @@ class ProducerFigures:
     def kept_up(self) -> bool:
         return self.enqueued == self.scheduled and self.max_lag_ms <= LAG_LIMIT_S * 1000
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"producer": self.producer, "scheduled_jobs": self.scheduled, "enqueued_jobs": self.enqueued,
                 "max_lag_ms": round(self.max_lag_ms, 3), "kept_up": self.kept_up}
 
@@ -159,13 +164,13 @@ class ProducerOutcome:
     kept_up: bool
     claimed_before_last_enqueue: int
     """Produced jobs whose first claim committed before the producers' last commit: jobs that arrived mid-run."""
-    pickup_latency_ms: dict
-    end_to_end_latency_ms: dict
+    pickup_latency_ms: dict[str, Any]
+    end_to_end_latency_ms: dict[str, Any]
     producers: tuple[ProducerFigures, ...] = ()
     """Each producer's share and lag, by index."""
-    wakeups: dict | None = None
+    wakeups: dict[str, Any] | None = None
     """--wakeup notify: how the workers' waits after an empty claim ended, summed (claimcheck.engine.idle); None: poll."""
-    committed: list = field(default_factory=list, repr=False, compare=False)
+    committed: list[Any] = field(default_factory=list, repr=False, compare=False)
     """The keys the producers committed, sorted (see claimcheck.engine.feedfigures): the jobs judged beside the seeded ones."""
     clock: str = "this host's monotonic clock: the producers and the workers are processes on it"
 
@@ -185,7 +190,7 @@ class ProducerOutcome:
                 + "; ".join(f"producer {f.producer}: {lagging(f.scheduled, f.enqueued, f.max_lag_ms)}" for f in late)
                 + f" (achieved {self.achieved_rate_per_s:,.1f} jobs/s in all)")
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"offered_rate_per_s": self.rate_per_s, "achieved_rate_per_s": round(self.achieved_rate_per_s, 3),
                 "producer_duration_s": self.duration_s, "scheduled_jobs": self.scheduled,
                 "enqueued_jobs": self.enqueued, "producer_max_lag_ms": round(self.max_lag_ms, 3),

@@ -5,6 +5,7 @@ guard's verdict on a strategy (claimcheck.probes.explain), with their JSON objec
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 MATERIALIZE_ADVICE = ("wrap the limiting subquery in a MATERIALIZED CTE (WITH picked AS MATERIALIZED "
                       "(SELECT … LIMIT n FOR UPDATE SKIP LOCKED) … WHERE id IN (SELECT id FROM picked)), "
@@ -57,7 +58,7 @@ class PlanShape:
         """What to change in the claim, or None when its limiting subquery runs once and locks its rows."""
         return MATERIALIZE_ADVICE if not self.runs_once else NO_LOCK_ADVICE if self.unlocked else None
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"shape": self.signature, "plan": self.text.splitlines(), "rescanned_limit": list(self.rescanned),
                 "limit_loops": list(self.loops), "opaque": self.opaque, "row_lock": self.locks}
 
@@ -80,11 +81,11 @@ class PlanVerdict:
     """Why the shape holds or fails, one finding per line."""
     plan: str = ""
     """EXPLAIN (COSTS OFF) text, as psql prints it."""
-    conditions: tuple = ()
+    conditions: tuple[Any, ...] = ()
     """(condition name, claimcheck.plans.shape.PlanShape): the plan under each planner condition,
     EXPLAIN ANALYZEd in a rolled-back transaction (see with_conditions)."""
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"strategy": self.strategy, "section": self.section, "shape_ok": self.shape_ok,
                 "reasons": self.reasons, "plan": self.plan.splitlines(),
                 "conditions": [{"condition": name, **shape.as_dict()} for name, shape in self.conditions]}

@@ -3,10 +3,13 @@ object in the JSON contract of docs/contracts.md."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Sequence
+from typing import Any, TYPE_CHECKING
 
 from claimcheck.contract.limit import BATCH, ClaimLimit, claim_limit
+from claimcheck.verdict import liveness
 from claimcheck.verdict.ledger import Verdict
+from claimcheck.verdict.liveness import Waiting
 from claimcheck.verdict.observed import (SAMPLE_INTERVAL_S, FaultEvent, PgbenchResult, ProducerOutcome, SeededJobs,
                                          WaitSamples)
 from claimcheck.verdict.planshape import PlanShape, PlanVerdict
@@ -21,7 +24,7 @@ AS_SEEDED = "as-seeded"
 a report without conditions to it."""
 
 
-def run_condition(run: dict) -> str:
+def run_condition(run: dict[str, Any]) -> str:
     """The planner condition a report's run object was made under: a run that names none (schema
     version 1, `--plans none`, bench) is the as-seeded run."""
     return run.get("condition") or AS_SEEDED
@@ -38,20 +41,29 @@ class TableOutcome:
     max_attempts: int
     over_max_attempts: int = 0
     attempts_total: int = 0
+    waiting: Waiting = Waiting()
+    """Jobs left queued for a retry not yet due (our jobs table; see claimcheck.verdict.liveness)."""
+    by_status: tuple[Any, ...] = ()
+    """(status, count, max attempts) per status of our jobs table after the run, as seed 003 prints it."""
+
+
+def status_dicts(rows: Iterable[Sequence[Any]]) -> list[dict[str, Any]]:
+    """`table_by_status` in the JSON: the table after a run, per status (our jobs table; else empty)."""
+    return [{"status": status, "count": count, "max_attempts": most} for status, count, most in rows]
 
 
 @dataclass(frozen=True)
 class OverTime:
     """A rate run's series from its start (docs/producers.md), in the JSON as they are."""
 
-    queue: dict
+    queue: dict[str, Any]
     """`queue_over_time`: the queue sampler's samples (claimcheck.engine.sampler.QueueSamples.series)."""
-    summary: dict
+    summary: dict[str, Any]
     """`queue_summary`: the deepest queue, the dead tuples at the end and at most, the largest table."""
-    latency: dict
+    latency: dict[str, Any]
     """`latency_over_time`: pickup latency per sampling interval (claimcheck.verdict.timeline.latency_over_time)."""
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"queue_over_time": self.queue, "queue_summary": self.summary, "latency_over_time": self.latency}
 
 
@@ -70,7 +82,7 @@ class RunResult:
     """`drained`, `duration`, `claims-per-worker`, `stalled` (no claim for a while), `violation`
     (a `check` stopped once a violation was proven, see RunSettings.stop_early) or `no-progress`
     (workers kept claiming but no job was finished for a while: a broken queue)."""
-    claim_latency_ms: dict
+    claim_latency_ms: dict[str, Any]
     serialization_failures: int
     deadlocks: int
     claim_statements: int
@@ -83,7 +95,7 @@ class RunResult:
     are faults, not counted here."""
     reaped: int = 0
     faults: list[FaultEvent] = field(default_factory=list)
-    claims_over_time: dict = field(default_factory=dict)
+    claims_over_time: dict[str, Any] = field(default_factory=dict)
     """Per-worker claims per time bucket (see :mod:`claimcheck.verdict.timeline`)."""
     pgbench: "PgbenchResult | None" = None
     """The same SQL through pgbench on the same table size, when asked for (`bench --pgbench`)."""
@@ -95,14 +107,14 @@ class RunResult:
     """The plan guard's verdict on the claim (`bench` asks for it; see `claimcheck explain`)."""
     stop_reason: str | None = None
     """Why the run ended before its drain (a proven violation, no progress), in words."""
-    library: dict | None = None
+    library: dict[str, Any] | None = None
     """A queue library's run (`claimcheck lib`): its name, version, promise and docs, and the
     jobs its own table left unfinished, in its own words (see :mod:`claimcheck.libs`)."""
     repetitions: "tuple[RunResult, ...]" = ()
     """Every repetition of this strategy x setting (`bench --repeat`), this one among them; empty for one run."""
-    claim_errors: dict = field(default_factory=dict)
+    claim_errors: dict[str, Any] = field(default_factory=dict)
     """Server errors inside claims and completions, by SQLSTATE: each rolled back, counted, retried."""
-    cpu_s: dict = field(default_factory=dict)
+    cpu_s: dict[str, Any] = field(default_factory=dict)
     """The harness's CPU seconds in the run: `workers` (summed) and `coordinator` (None where not measured)."""
     condition: str | None = None
     """The planner condition this run was made under (`check --plans`, see claimcheck.plans), or None."""
@@ -112,6 +124,10 @@ class RunResult:
     """The open-loop producer's figures (`check --rate`): rates, lag, pickup and end-to-end latency."""
     over_time: OverTime | None = None
     """A rate run's queue depth, dead tuples, table size and pickup latency over time."""
+    session_endings: dict[str, Any] = field(default_factory=dict)
+    """Sessions the server ended itself, by the SQLSTATE it sent (25P03: idle_in_transaction_session_timeout)."""
+    server_limits: dict[str, Any] = field(default_factory=dict)
+    """The values of the server settings those endings name (`idle_in_transaction_session_timeout`: `1s`)."""
 
     @property
     def pgbench_ratio(self) -> float | None:
@@ -135,15 +151,39 @@ class RunResult:
 
     @property
     def lifecycle_ok(self) -> bool:
-        """After a drain with jobs coming back: every job done or failed, attempts within max."""
+        """After a drain with jobs coming back: every job done or failed, attempts within max. Jobs
+        left queued by a run that stalled or made no progress are a liveness failure, not this."""
         if not (self.settings.lifecycle and self.settings.drains) or self.stopped_by == "duration":
             return True
-        return self.unfinished_jobs == 0 and self.table.over_max_attempts == 0
+        unfinished_ok = self.unfinished_jobs == 0 or self.stopped_by in ("stalled", "no-progress")
+        return unfinished_ok and self.table.over_max_attempts == 0
 
     @property
     def progressed(self) -> bool:
-        """False when the run was ended because workers kept claiming and no job was finished."""
-        return self.stopped_by != "no-progress"
+        """False when the run made no progress within its limits (see :attr:`liveness`)."""
+        return self.liveness is None
+
+    @property
+    def violated(self) -> bool:
+        """A safety violation: a job handed out twice, lost, over-claimed, completed stale, beyond its
+        max_attempts (the ledger's verdict and the lifecycle check)."""
+        return not (self.verdict.exactly_once and self.lifecycle_ok)
+
+    @property
+    def liveness(self) -> str | None:
+        """Why the run made no progress within its limits (claimcheck.verdict.liveness), or None."""
+        left = self.verdict.unreached_jobs if self.stopped_by == "stalled" else 0
+        if self.settings.lifecycle and self.stopped_by == "stalled":
+            left = max(left, self.unfinished_jobs)
+        return liveness.failure(self.stopped_by, self.stop_reason, self.jobs_done, self.seeded.count, left,
+                                self.elapsed_s, self.table.waiting, self.session_endings, self.server_limits)
+
+    @property
+    def outcome(self) -> str:
+        """`held`, `violated` (safety, exit 1) or `no-progress` (liveness, exit 3): a violation wins."""
+        if self.violated:
+            return liveness.VIOLATED
+        return liveness.NO_PROGRESS if self.liveness is not None else liveness.HELD
 
     @property
     def stopped_early(self) -> bool:
@@ -154,9 +194,9 @@ class RunResult:
     def exactly_once(self) -> bool:
         """The one verdict: the CLI's exit code, bench, compare, the reports, the pytest plugin and
         claimcheck.assert_exactly_once all use it."""
-        return self.verdict.exactly_once and self.lifecycle_ok and self.progressed
+        return not self.violated and self.progressed
 
-    def repetition_dicts(self) -> list[dict]:
+    def repetition_dicts(self) -> list[dict[str, Any]]:
         """Each repetition's headline figures, in the order run (this run alone without --repeat)."""
         return [{"throughput_jobs_per_s": round(r.throughput_jobs_per_s, 1), "elapsed_s": round(r.elapsed_s, 4),
                  "jobs_done": r.jobs_done, "double_claimed_jobs": r.verdict.double_claimed_jobs,
@@ -171,12 +211,12 @@ class RunResult:
             return ClaimLimit(self.settings.batch, BATCH)
         return claim_limit(self.strategy.statements, self.settings.batch)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         """One run object of the JSON contract in docs/contracts.md (section 3)."""
         v, s = self.verdict, self.settings
         repetitions = self.repetition_dicts()
         throughput = spread([r["throughput_jobs_per_s"] for r in repetitions])
-        data = {
+        data: dict[str, Any] = {
             "strategy": self.strategy.name, "source": self.strategy.source, "isolation": self.strategy.isolation,
             "expected": self.strategy.expected, "workers": s.workers, "jobs": s.jobs, "batch": s.batch,
             "mode": s.mode, "work_ms": str(s.work), "claims": v.claims, "unique_jobs_claimed": v.unique_jobs_claimed,
@@ -197,6 +237,7 @@ class RunResult:
             "stop_reason": self.stop_reason,
             "seed_seconds": round(self.seeded.seconds, 3),
             "exactly_once": self.exactly_once,
+            "outcome": self.outcome, "liveness": self.liveness, "session_endings": self.session_endings,
             "violations": [x.as_dict() for x in v.violations],
             "pgbench_jobs_per_s": None if self.pgbench is None else round(self.pgbench.jobs_per_s, 1),
             "pgbench_ratio": None if self.pgbench_ratio is None else round(self.pgbench_ratio, 3),
@@ -206,6 +247,7 @@ class RunResult:
             "claim_errors": self.claim_errors, "reconnects": self.reconnects + self.workers_replaced,
             "over_claims": v.over_claims, "over_attempts": v.over_attempts, "claim_limit": self.claim_limit.as_dict(),
             "shape_violations": list(v.shape_evidence),
+            "table_by_status": status_dicts(self.table.by_status),
         }
         data["condition"] = self.condition
         if self.condition_plan is not None:

@@ -21,8 +21,8 @@ def latency_summary(values: Iterable[float]) -> dict[str, float | None]:
     """`{"p50", "p95", "p99", "max"}` in the unit given, rounded; None when there is no sample."""
     ordered = sorted(values)
     if not ordered:
-        return {f"p{p}": None for p in PERCENTILES} | {"max": None}
-    summary = {f"p{p}": round(percentile(ordered, p), 3) for p in PERCENTILES}
+        return dict.fromkeys([*(f"p{p}" for p in PERCENTILES), "max"])
+    summary: dict[str, float | None] = {f"p{p}": round(percentile(ordered, p), 3) for p in PERCENTILES}
     summary["max"] = round(float(ordered[-1]), 3)
     return summary
 

@@ -7,7 +7,7 @@ the pickup latency of the claims committed in each interval (:func:`latency_over
 """
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from claimcheck.verdict.ledger import WorkerLog
 from claimcheck.verdict.stats import percentile
@@ -18,7 +18,7 @@ MIN_BUCKET_S = 0.001
 
 
 def claims_over_time(logs: Iterable[WorkerLog], origin: float, elapsed_s: float,
-                     buckets: int = TIMELINE_BUCKETS) -> dict:
+                     buckets: int = TIMELINE_BUCKETS) -> dict[str, Any]:
     """`{"bucket_s": width, "workers": {"w00": [claims per bucket, ...], ...}}`.
 
     Times are `time.monotonic()` readings like `origin`; a claim at or past the end lands in
@@ -36,7 +36,7 @@ def claims_over_time(logs: Iterable[WorkerLog], origin: float, elapsed_s: float,
 
 
 def latency_over_time(logs: Iterable[WorkerLog], origin: float, bucket_s: float,
-                      due: Callable[[object], float | None]) -> dict:
+                      due: Callable[[object], float | None]) -> dict[str, Any]:
     """A rate run's pickup latency per interval: `{"bucket_s", "t_s", "count", "p50", "p99", "max"}`, one
     entry per interval of `bucket_s` seconds from `origin` (the run's start) to the last claim of a produced job.
 

@@ -1,0 +1,88 @@
+"""A slow or waiting queue is not a double claim (issue 31, item 6): correct designs whose run hit a
+limit are a liveness failure (`no-progress`, exit 3) naming its cause, never VIOLATED. The stall limit
+is shortened to keep the tests quick (as test_stuck_worker does)."""
+from __future__ import annotations
+
+import dataclasses
+import secrets
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from claimcheck.engine import supervisor
+from claimcheck.settings import WorkTime
+
+FIELD = Path(__file__).resolve().parents[1] / "field"
+
+
+@pytest.fixture
+def short_stall(monkeypatch):
+    monkeypatch.setattr(supervisor, "STALL_TIMEOUT_S", 3.0)
+
+
+def test_jobs_waiting_for_a_retry_not_yet_due_are_no_progress_not_a_violation(run, short_stall):
+    """`check skip-locked --fail-rate 0.1 --reap-every 0.5`: the failed jobs wait 20 s for their retry,
+    past the stall limit. That ended as "stalled … N job(s) neither done nor failed", VIOLATED."""
+    result = run("skip-locked", workers=4, jobs=200, fail_rate=0.1, reap_every_s=0.5)
+    assert result.stopped_by == "stalled", result.stop_reason
+    assert not result.violated and result.outcome == "no-progress" and not result.exactly_once
+    assert "waiting for a retry not yet due" in result.liveness, result.liveness
+    assert result.table.waiting.retries > 0
+    data = result.as_dict()
+    assert data["outcome"] == "no-progress" and data["liveness"] == result.liveness
+
+
+@pytest.fixture
+def timeout_role(server):
+    """A scratch role whose sessions the server ends after 1 s idle in a transaction; dropped after."""
+    role = f"claimcheck_idle_{secrets.token_hex(4)}"
+    with psycopg.connect(server.dsn, autocommit=True) as admin:
+        database = admin.info.dbname
+        admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+        admin.execute(sql.SQL("ALTER ROLE {} SET idle_in_transaction_session_timeout = '1s'")
+                      .format(sql.Identifier(role)))
+        admin.execute(sql.SQL("GRANT CREATE, CONNECT ON DATABASE {} TO {}").format(sql.Identifier(database),
+                                                                                  sql.Identifier(role)))
+    params = conninfo_to_dict(server.dsn)
+    params.pop("password", None)
+    try:
+        yield dataclasses.replace(server, dsn=make_conninfo(**{**params, "user": role}))
+    finally:
+        with psycopg.connect(server.dsn, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (role,))
+            admin.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+            admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+
+
+def test_the_servers_idle_in_transaction_timeout_is_named_as_the_cause(timeout_role, short_stall):
+    """`--mode lock --work-ms 1300` under a role with idle_in_transaction_session_timeout = 1s: every
+    claim's transaction is ended by the server mid-work. That read "VIOLATED stalled", the timeout
+    never named."""
+    from claimcheck.contract.strategy import load_strategy
+    from claimcheck.engine.driver import run_strategy
+    from claimcheck.server.session import run_schema
+    from claimcheck.settings import RunSettings
+
+    settings = RunSettings(workers=2, jobs=40, batch=2, mode="lock", work=WorkTime.parse("1300"))
+    with run_schema(timeout_role) as (conn, run):
+        result = run_strategy(conn, timeout_role, run, load_strategy("skip-locked"), settings)
+    assert not result.violated and result.outcome == "no-progress", (result.outcome, result.liveness)
+    assert result.verdict.unclaimed_jobs == 0  # still queued: not lost
+    assert result.session_endings.get("25P03", 0) >= 1, result.session_endings
+    assert "25P03 idle_in_transaction_session_timeout = 1s" in result.liveness, result.liveness
+
+
+def test_a_slow_correct_claim_at_the_defaults_is_not_violated(server):
+    """procrastinate 3.8's fetch scans every queued job under three shared locks: at the old default
+    of 20,000 jobs a claim took up to 26 s, and the check read "4 done, VIOLATED … no job was finished
+    for 30s". Sized by the budget from its short runs, the run as seeded holds few enough jobs for its
+    claims to finish; whatever the machine's speed the outcome is never a violation."""
+    import claimcheck
+
+    result = claimcheck.run(FIELD / "procrastinate_3_8_unique_lock.sql", server=server, plans="default", workers=16,
+                            budget_s=10)
+    assert not result.violated, result.stop_reason
+    assert result.seeded.count < 20_000
