@@ -6,8 +6,10 @@ import time
 
 import psutil
 import psycopg
+import pytest
 
 from claimcheck.libs.database import _sweep
+from claimcheck.libs.feed import JOIN_TIMEOUT_S
 
 LIB_SMALL = ("--workers", "2", "--jobs", "200")
 
@@ -55,6 +57,27 @@ def test_ctrl_c_stops_the_library_workers_and_drops_the_database(cli):
     os.killpg(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 2, err
+    cli.assert_nothing_left(grace_s=15)
+    assert our_database(cli) == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_fed_run_stops_its_producer_and_workers_at_once(cli, sig):
+    """`lib --rate`: the producer, told to stop, is reaped within claimcheck.libs.feed.CLOSE_GRACE_S, not
+    waited for until its duration ends; exit 2 and nothing left. (The bound is the join the coordinator
+    used to make before it stopped the workers, JOIN_TIMEOUT_S: a run stopped within it no longer waits.)"""
+    proc = cli.start("lib", "saq", "--workers", "2", "--jobs", "200", "--rate", "50", "--duration", "120")
+    deadline = time.monotonic() + 90
+    while len(psutil.Process(proc.pid).children(recursive=True)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.1)  # two workers and the producer, which starts once the workers took a job
+    assert len(psutil.Process(proc.pid).children(recursive=True)) >= 3
+    time.sleep(1.0)
+    asked = time.monotonic()
+    os.killpg(proc.pid, sig)
+    out, err = proc.communicate(timeout=60)
+    took = time.monotonic() - asked
+    assert proc.returncode == 2, err
+    assert took < JOIN_TIMEOUT_S, took
     cli.assert_nothing_left(grace_s=15)
     assert our_database(cli) == []
 

@@ -95,3 +95,19 @@ def test_no_verb_shows_the_password(cli, password_dsn):
     leaks += [str(p) for p in written if PASSWORD in p.read_text(errors="replace")]
     assert not leaks, leaks
     assert "***" in (s / "argv.json").read_text()  # the DSN is shown, with its password hidden
+
+
+def test_library_workers_never_carry_the_password_on_their_command_line(cli, password_dsn):
+    """`lib` runs the library's own workers as processes of ours: their config (the DSN with its
+    password) goes down a pipe, not into argv, where `ps` shows it to every user of the machine."""
+    role = psycopg.conninfo.conninfo_to_dict(password_dsn)["user"]
+    with psycopg.connect(cli.server.dsn, autocommit=True) as admin:  # a library run makes a database of its own
+        admin.execute(sql.SQL("ALTER ROLE {} CREATEDB").format(sql.Identifier(role)))
+    env = dict(cli.env(False), CLAIMCHECK_DSN=password_dsn)
+    code, out, err, seen = _run_watching_ps(cli, ["lib", "saq", "--workers", "2", "--jobs", "300", "--rate", "100",
+                                                  "--duration", "2"], env)
+    assert code in (0, 1), err  # the verdict is not under test; the run must have run its workers
+    assert "saq" in out
+    assert not seen, seen
+    assert PASSWORD not in out + err
+    assert not [p for p in cli.scratch.rglob("*") if p.is_file() and PASSWORD in p.read_text(errors="replace")]

@@ -13,15 +13,8 @@ import dataclasses
 
 from claimcheck.libs import ADAPTERS, load_adapter
 from claimcheck.libs.runner import lib_settings, run_library
+from claimcheck.libs.scoreboard import FAULT_KINDS as KINDS
 from claimcheck.server.provision import provide_server
-from claimcheck.settings import FaultPlan
-
-KINDS = {
-    "kill": FaultPlan(kills=2, terminates=0, stalls=0, restarts=0),
-    "terminate": FaultPlan(kills=0, terminates=2, stalls=0, restarts=0),
-    "stall": FaultPlan(kills=0, terminates=0, stalls=2, restarts=0),
-    "restart": FaultPlan(kills=0, terminates=0, stalls=0, restarts=1),
-}
 
 
 def main() -> None:

@@ -9,13 +9,21 @@ import dataclasses
 import psycopg
 import pytest
 
-from claimcheck.libs import ADAPTERS, EXTERNAL, load_adapter
+from claimcheck.libs import ADAPTERS, EXTERNAL, LibraryMissing, load_adapter
 from claimcheck.libs.runner import lib_settings, run_library
 from claimcheck.server.schema import SCHEMA_PREFIX, new_run_id
 from claimcheck.settings import FaultPlan
 
 LIBRARIES = [name for name in ADAPTERS if name not in EXTERNAL]
 """The Python libraries; the Node ones are tests/integration/test_node_libs.py's."""
+
+
+def adapter_or_skip(library: str):
+    """The library's adapter; the test skips when its extra is not installed (the test extra installs them all)."""
+    try:
+        return load_adapter(library)
+    except LibraryMissing:
+        pytest.skip(f"{library} is not installed: pip install 'pg-claimcheck[{library}]'")
 
 
 def database_exists(server, run_id: str) -> bool:
@@ -27,7 +35,7 @@ def database_exists(server, run_id: str) -> bool:
 @pytest.mark.parametrize("library", LIBRARIES)
 def test_a_healthy_run_executes_every_job_exactly_once(server, library):
     run_id = new_run_id()
-    result = run_library(server, load_adapter(library), lib_settings(workers=2, jobs=200), run_id=run_id)
+    result = run_library(server, adapter_or_skip(library), lib_settings(workers=2, jobs=200), run_id=run_id)
     v = result.verdict
     assert result.exactly_once, (v.violations[:3], result.table, result.library)
     assert v.claims == 200 and v.unique_jobs_claimed == 200 and v.redeliveries == 0
@@ -43,7 +51,7 @@ KEEPS_ITS_PROMISE_UNDER_KILLS_AND_STALLS = ["procrastinate", "pgqueuer"]
 
 def run_with_faults(server, library, plan):
     settings = dataclasses.replace(lib_settings(workers=2, jobs=200, faults=True), faults=plan)
-    return run_library(server, load_adapter(library), settings)
+    return run_library(server, adapter_or_skip(library), settings)
 
 
 @pytest.mark.parametrize("library", KEEPS_ITS_PROMISE_UNDER_KILLS_AND_STALLS)
@@ -57,7 +65,12 @@ def test_under_kills_and_stalls_nothing_is_lost_and_the_promise_holds(server, li
         assert all(job["final_status"] not in ("?", "") for job in fault.jobs), fault.as_dict()
 
 
-@pytest.mark.parametrize("library", LIBRARIES)
+AT_LEAST_ONCE = [name for name in LIBRARIES if name not in ("huey", "chancy")]
+"""huey promises at-most-once: the jobs a kill or a lost connection takes are gone, so its run ends only at the
+stall limit; chancy's recovery waits out a worker's heartbeat timeout (3 s) per fault. Their own tests are below."""
+
+
+@pytest.mark.parametrize("library", AT_LEAST_ONCE)
 def test_every_fault_kind_is_injected_and_reported(server, library, record_property):
     """Connection faults (and, for saq, kills and stalls) find real bugs in these libraries
     (docs/libraries.md: findings), so this run's verdict is reported, not asserted; what is asserted is that
@@ -115,10 +128,15 @@ def test_the_public_api_has_a_library_form(server):
         claimcheck.run("skip-locked", lib="procrastinate", server=server)
 
 
-@pytest.mark.parametrize("library", LIBRARIES)
+FED_AT_40_PER_S = [name for name in LIBRARIES if name not in ("huey", "chancy")]
+"""huey's and chancy's enqueue (a transaction per job, from one producer) fell below 40 jobs/s on a loaded machine
+here (12 and 4 jobs/s at load 25), and this test asks for all 60 in time; their --rate runs are in docs/libraries.md."""
+
+
+@pytest.mark.parametrize("library", FED_AT_40_PER_S)
 def test_a_library_fed_through_its_own_enqueue_while_it_works_is_judged_like_its_seeded_jobs(server, library):
     run_id = new_run_id()
-    result = run_library(server, load_adapter(library), lib_settings(workers=2, jobs=10, duration_s=1.5,
+    result = run_library(server, adapter_or_skip(library), lib_settings(workers=2, jobs=10, duration_s=1.5,
                                                                      rate_per_s=40), run_id=run_id)
     p, v = result.producer, result.verdict
     assert result.exactly_once and result.stopped_by == "drained", (v.violations[:3], result.table, result.library)
@@ -144,3 +162,47 @@ def test_lib_shows_its_progress_as_check_and_bench_do(server):
     (result,) = run_libraries(server, [load_adapter("pgqueuer")], [lib_settings(workers=2, jobs=100)], err)
     assert result.exactly_once
     assert "/100 jobs ·" in out.getvalue() and "pgqueuer" in out.getvalue()
+
+
+def test_huey_runs_no_task_twice_through_a_stall(server):
+    """huey has no lease: a consumer blocked far past any timeout keeps its task, and nobody else runs it."""
+    result = run_with_faults(server, "huey", FaultPlan(kills=0, terminates=0, stalls=1, restarts=0))
+    v = result.verdict
+    assert [f.kind for f in result.faults] == ["stall"]
+    assert result.exactly_once and v.redeliveries == 0 and v.double_claimed_jobs == 0, v.violations[:3]
+    assert result.table.done == 200 and result.library["delivery"] == "at-most-once"
+
+
+def test_huey_losing_a_killed_consumers_task_is_what_it_promised(server, monkeypatch):
+    """A SIGKILLed consumer takes the task it ran with it: huey's docs say such tasks are lost, so the run is
+    not failed for it; it is reported (`lost_as_promised`), and no task ran twice. (The run ends at the
+    stall limit, the lost task never finishing: shortened here.)"""
+    from claimcheck.engine import supervisor
+
+    monkeypatch.setattr(supervisor, "STALL_TIMEOUT_S", 12.0)  # the workers must start within it
+    result = run_with_faults(server, "huey", FaultPlan(kills=1, terminates=0, stalls=0, restarts=0))
+    v = result.verdict
+    assert [f.kind for f in result.faults] == ["kill"]
+    assert v.double_claimed_jobs == 0 and v.reruns_against_promise == 0, v.violations[:3]
+    assert result.table.done + v.lost_as_promised == 200
+    assert result.exactly_once, (v.violations[:3], result.library)
+
+
+def test_chancy_recovers_a_killed_and_a_stalled_workers_jobs(server, record_property):
+    """chancy's Recovery gives back the running jobs of a worker whose heartbeat went stale: nothing is lost.
+    Whether it ran a job twice is reported, not asserted (docs/libraries.md: chancy)."""
+    import psutil
+
+    def orphans() -> set[int]:  # what a SIGKILLed chancy worker would leave: its multiprocessing manager
+        return {p.pid for p in psutil.process_iter(["ppid", "cmdline"])
+                if p.info["ppid"] == 1 and "multiprocessing" in " ".join(p.info["cmdline"] or [])}
+
+    before = orphans()
+    result = run_with_faults(server, "chancy", FaultPlan(kills=1, terminates=0, stalls=1, restarts=0))
+    v = result.verdict
+    assert orphans() <= before  # the killed worker's process group went with it
+    assert sorted(f.kind for f in result.faults) == ["kill", "stall"]
+    assert v.unclaimed_jobs == 0 and result.unfinished_jobs == 0 and result.table.done == 200, result.library
+    record_property("chancy under a kill and a stall",
+                    f"exactly_once={result.exactly_once} redeliveries={v.redeliveries} "
+                    f"double={v.double_claimed_jobs} kinds={sorted({x.kind for x in v.violations})}")

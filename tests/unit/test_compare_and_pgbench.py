@@ -230,3 +230,16 @@ def test_pgbench_log_lines_give_latency_and_schedule_lag(tmp_path):
     (tmp_path / "txn.1").write_text("0 1 3660 0 1796167133 727585 133\n1 1 failed 0 1796167133 730728 91\n")
     (tmp_path / "txn.1.1").write_text("1 2 305 0 1796167133 754360 97\n")
     assert sorted(_read_logs(list(tmp_path.iterdir()))) == [(305, 97), (3660, 133)]
+
+
+def test_a_held_run_whose_power_fell_by_more_than_half_regresses():
+    def powered(overlapping: int, ok: bool = True) -> dict:
+        out = doc(("skip-locked", 8, 1000.0, ok))
+        out["runs"][0]["power"] = {"claims": 100, "overlapping_claims": overlapping, "statement": "", "unseen": []}
+        return out
+
+    assert_valid_report(powered(40))
+    fell = compare(powered(40), powered(19))
+    assert fell.regressed and fell.diffs[0].status == "POWER FELL"
+    assert not compare(powered(40), powered(20)).regressed
+    assert not compare(doc(("skip-locked", 8, 1000.0, True)), powered(0)).regressed  # a base without figures

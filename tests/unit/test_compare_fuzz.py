@@ -161,7 +161,7 @@ def _worded(change) -> list[str]:
     (lambda d: d["runs"][0].update(workers="abc"), ['runs[0].workers: expected integer, got "abc"']),
     (lambda d: d["runs"][0].update(workers="x" * 60), ['runs[0].workers: expected integer, got "' + "x" * 36 + "..."]),
     (lambda d: d["runs"][0].update(workers=[[1]]), ["runs[0].workers: expected integer, got an array"]),
-    (lambda d: d.update(schema_version=5), ["schema_version: expected one of 1, 2, 3, 4, got 5"]),
+    (lambda d: d.update(schema_version=6), ["schema_version: expected one of 1, 2, 3, 4, 5, got 6"]),
     (lambda d: d["runs"][0].update(mode="fast"), ['runs[0].mode: expected one of "lease", "lock", got "fast"']),
     (lambda d: d["tool"].update(name="other"), ['tool.name: expected "claimcheck", got "other"']),
     (lambda d: d["runs"][0].update(seed_seconds=-1), ["runs[0].seed_seconds: must be at least 0, got -1"]),

@@ -145,3 +145,66 @@ def test_heartbeat_default_is_what_the_script_uses():
     timeout = inspect.signature(QueueManager.run).parameters["heartbeat_timeout"].default
     assert isinstance(timeout, timedelta)
     assert f"'{timeout}'::interval" in load_adapter("pgqueuer").pgbench_cycle(0).script
+
+
+def test_huey_copies_are_the_statements_its_storage_sends():
+    """sql/huey.sql is huey's inline SQL of one version, checked against what PostgresStorage sends (a cursor
+    that records instead of a server)."""
+    import contextlib
+
+    from claimcheck.libs.huey import HUEY_SQL, SQL_COPIED_FROM, _huey
+
+    assert version("huey") == SQL_COPIED_FROM, (
+        f"huey {version('huey')} is installed, sql/huey.sql was copied from {SQL_COPIED_FROM}: compare "
+        "PostgresStorage._dequeue, peek_many and put_data in huey/storage.py and copy them again")
+    sent = []
+
+    class Cursor:
+        def execute(self, query, params=()):
+            sent.append(query)
+
+        def fetchone(self):
+            return None
+
+        def fetchall(self):
+            return []
+
+    huey, _ = _huey("", create_tables=False)
+    storage = huey.storage
+    storage.db = lambda commit=False, close=False: contextlib.nullcontext(Cursor())
+    storage._dequeue()
+    storage.peek_many(["k"])
+    storage.put_data("k", b"v")
+    tables = {"dequeue": storage.table_task, "peek_many": storage.table_kv, "put_data": storage.table_kv}
+    for (name, table), query in zip(tables.items(), sent):
+        assert NAMED_RE.sub("%s", HUEY_SQL[name].format(t=table)) == query, name
+
+
+def test_huey_cycle_is_one_task_as_a_consumer_thread_takes_it():
+    from claimcheck.libs.huey import HUEY_SQL
+
+    script = load_adapter("huey").pgbench_cycle(2000).script
+    for name in ("dequeue", "peek_many", "put_data"):
+        assert_carries(script, HUEY_SQL[name].replace("{t}", "huey_task" if name == "dequeue" else "huey_kv"),
+                       NAMED_RE)
+    assert "\\sleep 2000 us" in script and "U&'rt\\003A" in script  # pgbench would read ':claimcheck' as its variable
+
+
+def test_chancy_copies_are_in_the_installed_source_word_for_word():
+    from chancy import Worker
+
+    from claimcheck.libs.chancy import CHANCY_SQL, SQL_COPIED_FROM
+
+    assert version("chancy") == SQL_COPIED_FROM, (
+        f"chancy {version('chancy')} is installed, sql/chancy.sql was copied from {SQL_COPIED_FROM}: compare "
+        "Worker.fetch_jobs and _maintain_updates in chancy/worker.py and copy them again")
+
+    def words(text: str) -> str:
+        return " ".join(text.split())
+
+    for method, name in [(Worker.fetch_jobs, "fetch"), (Worker._maintain_updates, "update")]:
+        source = inspect.getsource(method)
+        if name == "update" and "UPDATE" not in source:  # the flush itself is a method of its own
+            source = inspect.getsource(Worker)
+        assert words(CHANCY_SQL[name]) in words(source), name
+    assert "(CAST(:cc_ids AS uuid[]))[10]" in load_adapter("chancy").pgbench_cycle(0).script

@@ -53,6 +53,18 @@ def test_a_stalled_execution_may_be_redelivered_once_its_lease_can_have_expired(
     assert not verdict(before, 1, deaths={}, stall_release_s=1.0).exactly_once
 
 
+def test_a_lease_that_runs_from_the_claim_releases_a_stalled_execution_from_its_claim():
+    """delayed_job: ready again once locked_at < now - max_run_time, however late the job started
+    after its claim; never before the stall itself (until then its worker was alive)."""
+    stalled = lines(("S", 1, 101, 0, 1.4, 0.4), ("P", 1, 1.4), ("E", 1, 6.0))  # claimed at 1.0
+    rerun = {0: stalled, 1: lines(("S", 1, 101, 1, 3.1, 0), ("E", 1, 3.2))}
+    assert verdict(rerun, 1, deaths={}, stall_release_s=2.0, claim_lease_s=2.0).exactly_once
+    assert not verdict(rerun, 1, deaths={}, stall_release_s=2.0).exactly_once  # from the stall: 3.4
+    early = lines(("S", 1, 101, 0, 3.5, 2.5), ("P", 1, 3.5), ("E", 1, 6.0))  # claimed at 1.0, stalled at 3.5
+    before_stall = {0: early, 1: lines(("S", 1, 101, 1, 3.2, 0), ("E", 1, 3.3))}
+    assert not verdict(before_stall, 1, deaths={}, stall_release_s=2.0, claim_lease_s=2.0).exactly_once
+
+
 def test_a_terminated_backend_releases_completions_still_in_the_librarys_buffer():
     files = {0: lines(("S", 1, 101, 0, 1.0, 0), ("E", 1, 1.95)), 1: lines(("S", 1, 101, 0, 5.0, 0), ("E", 1, 5.1))}
     kwargs = dict(deaths={}, stall_release_s=1.0, completion_lag_s=0.3, lease_s=2.0)

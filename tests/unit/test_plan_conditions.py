@@ -16,13 +16,12 @@ def test_a_condition_is_a_short_run_that_still_drains_and_the_as_seeded_run_is_y
     assert condition_settings(AS_SEEDED, USER) is USER
 
 
-def test_set_local_starts_the_claims_transaction_in_the_section_that_picks():
-    plain = Strategy(name="x", statements={"claim": "UPDATE jobs SET x = 1 RETURNING id"})
-    assert under(plain, NESTED).statements["claim"].startswith("SET LOCAL enable_hashjoin = off;\n")
-    assert under(plain, STALE) is plain  # a table condition changes no statement
-    picked = Strategy(name="p", statements={"pick": "SELECT id FROM jobs LIMIT 1", "claim": "UPDATE jobs …"})
-    conditioned = under(picked, NESTED)
-    assert conditioned.statements["pick"].count("SET LOCAL") == 4 and conditioned.statements["claim"] == "UPDATE jobs …"
+def test_a_condition_s_settings_travel_with_the_session_and_leave_the_statements_as_written():
+    plain = Strategy(name="x", statements={"claim": "UPDATE jobs SET x = 1 RETURNING id"}, lines={"claim": ("f", 6)})
+    conditioned = under(plain, NESTED)
+    assert conditioned.statements == plain.statements and conditioned.lines == plain.lines
+    assert conditioned.session == NESTED.settings and len(conditioned.steps("claim")) == 1  # the fast path's shape
+    assert under(plain, STALE) is plain  # a table condition changes nothing of the strategy
 
 
 def test_the_choices():
@@ -41,3 +40,19 @@ def test_generic_plans_are_not_applicable_when_the_workers_prepare_nothing():
         assert condition.unavailable(stateless_workers=False) is None
         assert "through a pooler the workers prepare nothing" in condition.unavailable(stateless_workers=True)
     assert all(c.unavailable(stateless_workers=True) is None for c in CHOICES["all"] if not c.generic)
+
+
+def test_a_timing_condition_marks_the_claim_s_statements_by_their_text_between_parameters():
+    from claimcheck.plans.conditions import SNAPSHOT_PAUSE
+    from claimcheck.plans.timing import MARK_SEPARATOR, MARKS_SETTING, PAUSE_SETTING
+
+    picked = Strategy(name="p", statements={
+        "pick": "SELECT id FROM jobs WHERE status = 'queued' LIMIT %(batch)s",
+        "claim": "UPDATE jobs SET status = 'running' WHERE id = ANY(%(id)s)",
+        "complete": "UPDATE jobs SET status = 'done' WHERE id = %(id)s"})
+    session = dict(under(picked, SNAPSHOT_PAUSE).session)
+    assert session[PAUSE_SETTING] == "10000"
+    assert session[MARKS_SETTING].split(MARK_SEPARATOR) == ["SELECT id FROM jobs WHERE status = 'queued' LIMIT",
+                                                           "UPDATE jobs SET status = 'running' WHERE id = ANY("]
+    short = Strategy(name="s", statements={"claim": "SELECT f(%(batch)s)"})  # nothing to tell it apart: all pause
+    assert MARKS_SETTING not in dict(under(short, SNAPSHOT_PAUSE).session)

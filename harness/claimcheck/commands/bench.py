@@ -10,7 +10,7 @@ from claimcheck.commands import VERBS
 from claimcheck.commands._options import (add_producers_option, add_run_options, add_server_options, provide,
                                           rate_list, report_runs, settings_grid, str_list)
 from claimcheck.commands.lib import run_libraries
-from claimcheck.libs import load_adapter
+from claimcheck.libs import load_adapter, scoreboard
 from claimcheck.libs.parity import check_cycles
 from claimcheck.libs.runner import lib_settings
 from claimcheck.plans.shape import prepare_plan_table
@@ -45,7 +45,12 @@ def register(verbs: argparse._SubParsersAction) -> None:
                    help=f"built-in names or .sql files, comma-separated (default: the whole catalog, unless --libs: "
                         f"{', '.join(CATALOG)})")
     p.add_argument("--libs", type=str_list, default=[],
-                   help="queue libraries to run through their own workers (see `claimcheck lib`), comma-separated")
+                   help="queue libraries to run through their own workers (see `claimcheck lib`), comma-separated; "
+                        "`all`: every library installed here (those that are not are named and left out)")
+    p.add_argument("--scoreboard", action="store_true",
+                   help="with --libs: besides the healthy runs at each --workers, each fault kind alone and a run "
+                        "fed at a rate, per library, and one row per library: each cell its verdict by the "
+                        "library's own promise with one line of evidence (docs/libraries.md)")
     add_run_options(p, workers="8", jobs=BENCH_JOBS, modes="lease,lock", work_ms="1", faults=False, reports=True)
     # Unset means the verb's default: BENCH_JOBS, or RATE_BACKLOG_JOBS for a rate sweep (run()).
     p.set_defaults(jobs=None)
@@ -83,15 +88,21 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     strategies = [load_strategy(name) for name in names]
     for strategy in strategies:  # before any server starts
         check_feedable(strategy, settings_grid(args)[0])
-    adapters = [load_adapter(name) for name in args.libs]
-    distinct_names(list(zip(names, strategies)), args.libs)
+    if args.scoreboard and not args.libs:
+        raise UsageError("--scoreboard is the libraries' table: give --libs (a comma list, or all)")
+    adapters = scoreboard.installed_libraries(err) if args.libs == ["all"] else [load_adapter(n) for n in args.libs]
+    distinct_names(list(zip(names, strategies)), [a.name for a in adapters])
     grid = settings_grid(args)
     # A library batches and leases its own way: one setting per worker count.
     lib_grid = [lib_settings(w, args.jobs, args.work_ms, duration_s=args.duration) for w in args.workers] if adapters else []
     with provide(args) as server:
         print_server(err, server)
-        if adapters and args.pgbench:
-            check_cycles(adapters, server.bin_dir, lib_grid)  # before the strategies' runs, not after them
+        # `--libs all` and the scoreboard run pgbench for the libraries that have a cycle; a plain list
+        # names only such libraries (check_cycles refuses one that has none)
+        every = args.libs == ["all"] or args.scoreboard
+        cycled = [a for a in adapters if a.has_pgbench_cycle() or not every] if args.pgbench else []
+        if cycled:
+            check_cycles(cycled, server.bin_dir, lib_grid)  # before the strategies' runs, not after them
         # Rounds, not N runs of one strategy in a row: drift on a busy machine spreads over all of them.
         results = []
         if strategies:
@@ -104,12 +115,25 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
             err.print("planning each claim on a queue with history (the plan guard of `claimcheck explain`)")
             shapes = plan_shapes(server, strategies)
             results = [dataclasses.replace(r, plan=shapes.get(r.strategy.name)) for r in results]
-        if adapters:
-            results += run_libraries(server, adapters, lib_grid, err, pgbench=args.pgbench)
+        board = []
+        if adapters and args.scoreboard:
+            for plan in scoreboard.plans(adapters, args.workers, args.jobs, args.work_ms):
+                board.append((plan, [run_libraries(server, [plan.adapter], [settings], err,
+                                                   pgbench=plan.adapter in cycled and not settings.faults
+                                                   and settings.rate_per_s is None)[0]
+                                     for _, settings in plan.runs]))
+                results += board[-1][1]
+        elif adapters:
+            results += run_libraries(server, cycled, lib_grid, err, pgbench=True) if cycled else []
+            results += run_libraries(server, [a for a in adapters if a not in cycled], lib_grid, err)
         doc = report_runs(server, results, args, console, "bench",
                     f"claimcheck bench: {server_title(server)}",
                     always_write=True, evidence=EVIDENCE_JOBS,
                     knees=None if args.rate is None else knees(results, args.latency_slo))
+    if board:
+        console.print(scoreboard.table(board))
+        err.print("the scoreboard as Markdown (docs/libraries.md):\n" + scoreboard.markdown(board),
+                  highlight=False, markup=False, soft_wrap=True)
     print_conclusion(console, doc)
     # A strategy believed unsafe showing its violation is the point of the table; a safe one
     # (or a user's file, which makes no claim) that violates is a finding.

@@ -18,7 +18,7 @@ from claimcheck.plans.explore import run_with_plans
 from claimcheck.plans.table import print_conditions
 from claimcheck.server.provision import provide_server
 from claimcheck.report.publish import plain_settings, print_conclusion
-from claimcheck.report.render import document, print_producer, print_server, print_stop, server_title, write_json
+from claimcheck.report.render import document, print_power, print_producer, print_server, print_stop, server_title, write_json
 from claimcheck.app.runs import run_all
 from claimcheck import install_command
 from claimcheck.errors import UsageError
@@ -123,6 +123,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
         print_producer(console, result)
     print_conclusion(console, doc)
     outcome = worst_outcome(results)
+    print_power(console, results)
     console.print({HELD: "[bold green]exactly-once held[/]", VIOLATED: "[bold red]exactly-once violated[/]",
                    NO_PROGRESS: "[bold yellow]no progress[/] (a liveness failure: no job was handed out twice or "
                                 "lost, but the queue did not finish its jobs within the limits; see above)"}[outcome])

@@ -104,6 +104,10 @@ class Strategy:
     """The file it was read from."""
     lines: dict[str, tuple[str, int]] = field(default_factory=dict)
     """Section name -> (the file it came from, the line its SQL starts on), for the server's errors."""
+    session: tuple[tuple[str, str], ...] = ()
+    """Settings every worker's session runs under (a condition's: claimcheck.plans.conditions), set when
+    the worker connects, or through a pooler at the start of each of its transactions: never in the
+    statements' text, which stay the file's, with its line numbers and the fast path."""
 
     @property
     def has_pick(self) -> bool:

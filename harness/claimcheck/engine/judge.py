@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 import psycopg
 
+from claimcheck.contract.dialect import placeholders
 from claimcheck.contract.limit import claim_limit
 from claimcheck.contract.queries import QUERIES
 from claimcheck.contract.strategy import Strategy, execute_section
@@ -23,6 +24,7 @@ from claimcheck.engine.sampler import WaitSamples
 from claimcheck.verdict.timeline import claims_over_time
 from claimcheck.server.schema import SeededJobs
 from claimcheck.settings import RunSettings
+from claimcheck.verdict import power
 from claimcheck.verdict.ledger import Verdict, WorkerLog, judge
 from claimcheck.verdict.liveness import Waiting, settings_to_read
 from claimcheck.verdict.result import OverTime, RunResult, TableOutcome
@@ -159,9 +161,11 @@ def run_span(logs: list[WorkerLog]) -> tuple[float, float]:
 
 
 def judge_run(record: RunRecord, table: JobTable, strategy: Strategy, settings: RunSettings, seeded: SeededJobs, *,
-              releases: bool, fed: feedfigures.ProducerOutcome | None = None) -> RunResult:
+              releases: bool, fed: feedfigures.ProducerOutcome | None = None,
+              delivery: Delivery = "at-least-once") -> RunResult:
     """Judge a finished run from its record and its table. `releases`: can a claim be released before
-    it finishes (see WorkerPlan.releases); `fed`: the producer's figures, in a run with --rate."""
+    it finishes (see WorkerPlan.releases); `fed`: the producer's figures, in a run with --rate;
+    `delivery`: the promise a queue library's documentation makes (held_to_promise)."""
     logs, origin = record.logs, record.origin
     if fed is not None:  # the seeded jobs and exactly those the producers committed (claimcheck.engine.fedkeys)
         seeded, logs = fedkeys.judged(seeded, fed.committed, logs)
@@ -176,6 +180,7 @@ def judge_run(record: RunRecord, table: JobTable, strategy: Strategy, settings: 
         outcome = dataclasses.replace(outcome, waiting=table.waiting())
     endings = _sum_counts(getattr(log, "lost_sqlstates", {}) for log in logs)
     limits = table.settings(settings_to_read(endings)) if endings and hasattr(table, "settings") else {}
+    verdict = held_to_promise(verdict, outcome, delivery, faulted=bool(record.faults))
     if record.faults:
         fates(record.faults, logs, record.stalled, origin, table.final_status)
     started, finished = record.span
@@ -195,7 +200,44 @@ def judge_run(record: RunRecord, table: JobTable, strategy: Strategy, settings: 
         claims_over_time=claims_over_time(logs, origin, record.observed_s),
         stop_reason=record.stop_reason, cpu_s=cpu_use(logs, record.coordinator_cpu_s), producer=fed,
         over_time=record.over_time, session_endings=endings, server_limits=limits,
+        power=run_power(logs, record, strategy, settings, verdict, releases),
     )
+
+
+def _sets_lease(strategy: Strategy) -> bool:
+    """Does the claim set a lease (it takes the run's `%(lease_seconds)s`)?"""
+    return any("lease_seconds" in placeholders(strategy.statements[section])
+               for section in ("pick", "claim") if strategy.has(section))
+
+
+def run_power(logs: list[WorkerLog], record: RunRecord, strategy: Strategy, settings: RunSettings, verdict: Verdict,
+              releases: bool) -> power.Power:
+    """The run's power figures (claimcheck.verdict.power) from its records and what it was."""
+    claims, overlapping = power.overlapping_claims(logs)
+    texts = " ".join(strategy.statements.values())
+    released = bool(verdict.redeliveries or record.reaps or record.faults or verdict.stale_completions)
+    return power.Power(claims, overlapping, power.lock_waits(record.waits.events, record.waits.samples),
+                       power.unseen(overlapping=overlapping, leased=releases or _sets_lease(strategy), released=released,
+                                    session_locks=bool(power.SESSION_LOCK.search(texts)), fail_rate=settings.fail_rate,
+                                    retried=verdict.redeliveries > 0))
+
+
+Delivery = Literal["exactly-once", "at-least-once", "at-most-once"]
+"""A queue library's documented delivery promise (claimcheck.libs._adapter.LibraryAdapter.delivery)."""
+
+
+def held_to_promise(verdict: Verdict, outcome: TableOutcome, delivery: Delivery, *, faulted: bool) -> Verdict:
+    """The ledger's verdict held to what the library promised. At-least-once (and exactly-once, which
+    a queue can only give as at-least-once with a release the ledger tells from a duplicate) is what
+    the ledger judges as it is: a duplicate with no failure, a job run twice at once or again after it
+    finished, a lost job, each a violation. At-most-once rules out every second execution, a redelivery
+    after a failure included, and allows a job lost to a failure: after an injected fault, the jobs the
+    run ended without (never run, or taken and gone from the table) are `lost_as_promised`, not lost."""
+    if delivery != "at-most-once":
+        return verdict
+    lost = max(verdict.unclaimed_jobs, outcome.queued + outcome.running) if faulted else 0
+    return dataclasses.replace(verdict, reruns_against_promise=verdict.redeliveries, lost_as_promised=lost,
+                               unclaimed_jobs=0 if faulted else verdict.unclaimed_jobs)
 
 
 def cpu_use(logs: list[WorkerLog], coordinator_s: float | None) -> dict:

@@ -91,10 +91,14 @@ def worker_role(index: int) -> str:
 def connect_worker(plan: WorkerPlan, index: int) -> psycopg.Connection:
     conn = plan.run.connect(worker_role(index), worker=True, isolation=plan.strategy.isolation)
     if isinstance(conn, StatelessConnection):
-        return conn  # through a pooler: each transaction sets its own isolation; nothing is prepared by name
+        # Through a pooler each transaction sets its own isolation and settings; nothing is prepared by name.
+        conn.settings = plan.strategy.session
+        return conn
     conn.prepare_threshold = 0  # server-side prepared statements from the first execution
     # The session default, so that single statements run in autocommit keep the strategy's level.
     conn.execute(sql.SQL("SET default_transaction_isolation TO {}").format(sql.Literal(plan.strategy.isolation)))
+    for name, value in plan.strategy.session:  # a condition's settings, for the whole session
+        conn.execute(sql.SQL("SET {} = {}").format(sql.Identifier(*name.split(".")), sql.Literal(value)))
     return conn
 
 

@@ -21,11 +21,16 @@ ADAPTERS = {
     "procrastinate": "claimcheck.libs.procrastinate",
     "pgqueuer": "claimcheck.libs.pgqueuer",
     "saq": "claimcheck.libs.saq",
+    "huey": "claimcheck.libs.huey",
+    "chancy": "claimcheck.libs.chancy",
     "graphile-worker": "claimcheck.libs.graphile",  # Node: claimcheck.libs.external
     "pg-boss": "claimcheck.libs.pgboss",
+    "pg-boss-12": "claimcheck.libs.pgboss12",  # Node 22, from npm when the machine's node is older
+    "bullmq": "claimcheck.libs.bullmq",  # Node: its PostgreSQL backend
+    "delayed_job": "claimcheck.libs.delayed_job",  # Ruby: Debian's packages
 }
 """Library name -> its adapter module."""
-EXTERNAL = frozenset({"graphile-worker", "pg-boss"})
+EXTERNAL = frozenset({"graphile-worker", "pg-boss", "pg-boss-12", "bullmq", "delayed_job"})
 """The adapters whose worker runs in another runtime (claimcheck.libs.external): their library is
 installed with that runtime's package manager on first use, not with a Python extra."""
 

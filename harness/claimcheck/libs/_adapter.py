@@ -30,6 +30,7 @@ from typing import ClassVar
 import psycopg
 
 from claimcheck.contract.dialect import rows_as_cte
+from claimcheck.engine.judge import Delivery
 from claimcheck.errors import UsageError
 from claimcheck.libs._sql import LIB_QUERIES
 from claimcheck.verdict.result import TableOutcome
@@ -44,7 +45,8 @@ less than the coordinator's wait, so it leaves on its own before the SIGKILL."""
 
 @dataclass(frozen=True)
 class WorkerConfig:
-    """What a worker process is told (as JSON on its command line)."""
+    """What a worker process is told (as JSON on its stdin: the DSN may hold a password, and a
+    command line is anyone's to read in the process list)."""
 
     library: str
     dsn: str
@@ -133,6 +135,15 @@ def fetch_then_complete(fetch: str, gather: str, complete: str, work_us: int, jo
     return LibraryCycle(script="\n".join(lines) + "\n", jobs=jobs, statements=statements)
 
 
+def pgbench_literal(quoted: str) -> str:
+    """A quoted name or string (psycopg.sql's spelling) with its colons spelled `\\003A` (PostgreSQL's U& form):
+    pgbench takes `:name` for one of its variables even inside quotes, and libraries' names have colons
+    (saq's channel `saq:<queue>`, huey's revoke keys `rt:<task>`)."""
+    if "\\" in quoted:  # U& reads a backslash as its escape; the names we spell have none
+        raise ValueError(f"cannot spell {quoted} for pgbench")
+    return "U&" + quoted.replace(":", "\\003A")
+
+
 class LibraryAdapter:
     """One queue library under the ledger. Subclasses set the class attributes and implement
     the methods; everything runs against the run's own database (`dsn`)."""
@@ -145,12 +156,20 @@ class LibraryAdapter:
     """What the library promises about delivery, in a sentence, from its docs."""
     docs: ClassVar[str]
     """Where that promise is written."""
+    delivery: ClassVar[Delivery] = "at-least-once"
+    """The promise as the verdict holds it (claimcheck.engine.judge.held_to_promise): at-most-once forbids
+    every second execution and allows a job lost to a failure; at-least-once the other way round."""
     lease_s: ClassVar[float]
     """Under --faults: the lease / heartbeat staleness the adapter configures, in seconds."""
     stall_release_s: ClassVar[float]
     """Under --faults: how long after a stall began the library may, at the earliest, take the
     job for abandoned (its lease minus one heartbeat interval). A re-execution earlier than that
     while the stalled one still runs is a double execution, later it is a redelivery."""
+
+    claim_lease_s: ClassVar[float] = 0.0
+    """Under --faults, for a library whose lease runs from the claim rather than from its last
+    heartbeat (delayed_job's `locked_at + max_run_time`): a stalled execution is released at its
+    claim plus this, when that is earlier than the stall's start plus `stall_release_s` (0: no such lease)."""
 
     suspendable: ClassVar[str | None] = None
     """The library's settings that come nearest to an idle worker sending nothing more often than every 15
@@ -232,6 +251,18 @@ class LibraryAdapter:
         raise UsageError(f"claimcheck lib {self.name} --pgbench: there is no pgbench script for {self.name}; "
                          "run it without --pgbench")
 
+    says_hello: ClassVar[bool] = False
+    """Does its worker say when it is up (an external worker's hello)?"""
+
+    def said_hello(self, records: Path) -> bool:
+        """Has the worker writing `records` said it is up (an external worker's hello)? A Python
+        worker says nothing: False."""
+        return False
+
+    def has_pgbench_cycle(self) -> bool:
+        """Is a pgbench cycle written for it (`--pgbench`)?"""
+        return type(self).pgbench_cycle is not LibraryAdapter.pgbench_cycle
+
     def reset(self, conn: psycopg.Connection) -> None:
         """Empty the library's tables (the `<name>_reset` statement of sql/libs.sql), so the pgbench
         pass starts from N freshly enqueued jobs in the run's own database."""
@@ -244,12 +275,23 @@ class LibraryAdapter:
 
     def spawn(self, config: WorkerConfig, stderr) -> subprocess.Popen:
         """Start one worker process running the library's loop (`python -m claimcheck.libs._worker`,
-        which appends to `config.records` itself); its stderr goes to `stderr`."""
+        which appends to `config.records` itself); its stderr goes to `stderr`. The config, DSN
+        and password with it, goes down a pipe on its stdin, never on its command line."""
         from claimcheck.server.interrupts import die_with_parent
 
-        return subprocess.Popen([sys.executable, "-m", "claimcheck.libs._worker", json.dumps(asdict(config))],
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
-                                preexec_fn=die_with_parent)  # SIGTERM if the coordinator dies
+        # A process group of its own: what the library starts (chancy's executor starts a multiprocessing
+        # manager) outlives a SIGKILLed worker, and claimcheck.libs.runner.reap_group kills it with its group.
+        # The coordinator stops its workers itself (SIGTERM), so Ctrl-C need not reach them.
+        popen = subprocess.Popen([sys.executable, "-m", "claimcheck.libs._worker"],
+                                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=stderr,
+                                 preexec_fn=die_with_parent, process_group=0)  # SIGTERM if the coordinator dies
+        assert popen.stdin is not None  # stdin=PIPE
+        try:  # a few hundred bytes: the pipe's buffer takes them whether or not the worker reads yet
+            popen.stdin.write(json.dumps(asdict(config)).encode())
+            popen.stdin.close()
+        except BrokenPipeError:  # it died at once: the coordinator sees the exit and its stderr
+            pass
+        return popen
 
     def worker_records(self, directory: Path) -> tuple[dict[int, str], str]:
         """After the run: every worker's records in the recording task's lines (worker -> text), and

@@ -1,6 +1,7 @@
 """One worker process of `claimcheck lib`: the library's own worker loop with our recording task.
 
-Started by the coordinator as `python -m claimcheck.libs._worker CONFIG_JSON`; SIGTERM (or
+Started by the coordinator as `python -m claimcheck.libs._worker` with its config as JSON on stdin
+(never argv: the DSN may hold a password, see claimcheck.libs._adapter.WorkerConfig); SIGTERM (or
 SIGINT) asks the library to stop gracefully, and the coordinator SIGKILLs what does not stop.
 A coordinator that dies sends the SIGTERM too (the kernel does, see `die_with_parent`), and the
 worker then leaves by itself after STOP_GRACE_S.
@@ -37,7 +38,7 @@ async def _main(config: WorkerConfig) -> None:
 
 
 def main() -> int:
-    config = WorkerConfig(**json.loads(sys.argv[1]))
+    config = WorkerConfig(**json.loads(sys.stdin.read()))
     try:
         asyncio.run(_main(config))
     except Exception as exc:  # the library's loop died (its connection was terminated, the server restarted)

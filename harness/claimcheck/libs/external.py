@@ -28,7 +28,6 @@ import asyncio
 import contextlib
 import json
 import os
-import shutil
 import subprocess
 import time
 from dataclasses import asdict
@@ -38,13 +37,15 @@ from typing import ClassVar
 import psycopg
 
 from claimcheck.errors import UsageError
+from claimcheck.libs import npm
 from claimcheck.libs._adapter import WORKER_GRACE_S, LibraryAdapter, WorkerConfig
+from claimcheck.libs._sql import LIB_QUERIES
 from claimcheck.settings import WorkTime
+from claimcheck.verdict.result import TableOutcome
 
 PROTOCOL = 1
 """The protocol version this coordinator reads; every worker's hello says the one it speaks."""
 SCRIPTS = Path(__file__).parent / "node"
-INSTALL_TIMEOUT_S = 300
 STEP_TIMEOUT_S = 300
 """install and enqueue: the library's migrations, or its inserts of a large run."""
 
@@ -73,10 +74,6 @@ def runtime_env(dsn: str) -> dict[str, str]:
     return {**os.environ, **({"PGPASSWORD": str(password)} if password is not None else {})}
 
 
-def cache_root() -> Path:
-    return Path(os.environ.get("CLAIMCHECK_CACHE") or Path.home() / ".cache" / "claimcheck")
-
-
 class ExternalAdapter(LibraryAdapter):
     """A library whose worker runs in another runtime (Node, here). Subclasses set the class
     attributes, `options()` (what the script is told besides the worker's config) and the SQL
@@ -86,16 +83,24 @@ class ExternalAdapter(LibraryAdapter):
     package_manager: ClassVar[str] = "npm"
     package: ClassVar[str]
     """The package in the runtime's registry."""
+    registry: ClassVar[str] = "npm"
+    """Where the package comes from, as the report names it beside the package."""
     pinned: ClassVar[str]
     """The version installed and run (one that runs on the machine's runtime: see each adapter)."""
     script: ClassVar[str]
     """The worker script, in claimcheck/libs/node/."""
     runtime_floor: ClassVar[int] = 0
-    """The runtime's lowest major version the pinned package declares (its `engines`)."""
+    """The runtime's lowest major version the pinned package declares (its `engines`): a Node older
+    than that on PATH is replaced by Node of that major from npm (claimcheck.libs.npm)."""
+    peers: ClassVar[tuple[str, ...]] = ()
+    """Packages (`name@version`) installed beside it that it loads but does not install itself (an
+    optional peer dependency, e.g. BullMQ's `pg`)."""
+    scripts: ClassVar[Path] = SCRIPTS
+    """The directory of the worker script (claimcheck/libs/node/ for Node)."""
 
     @property
     def distribution(self) -> str:  # shown with every result, as a Python library's distribution
-        return f"{self.package} (npm)"
+        return f"{self.package} ({self.registry})"
 
     def options(self) -> dict:
         """The adapter's settings the script reads as `config.options`: these, shared by every
@@ -124,53 +129,25 @@ class ExternalAdapter(LibraryAdapter):
             self._modules = self._find_modules()
         return self._modules
 
+    _runtime: str | None = None
+
+    def runtime_path(self) -> str:
+        """The runtime's executable the scripts run on (found, or installed, once per instance)."""
+        if self._runtime is None:
+            self._runtime = self._find_runtime()
+        return self._runtime
+
+    def _find_runtime(self) -> str:
+        """Node: the one on PATH when it is new enough for the pinned package's `engines`, else the
+        Node npm serves as a package, in the cache (claimcheck.libs.npm)."""
+        return npm.node_for(self.runtime_floor, self.name, f"{self.package} {self.pinned}")
+
     def _find_modules(self) -> Path:
-        runtime = shutil.which(self.runtime)
-        if runtime is None:
-            raise UsageError(f"claimcheck lib {self.name} runs {self.package}'s own worker, which needs "
-                             f"{self.runtime} (and {self.package_manager} to install it), and there is no "
-                             f"{self.runtime} on PATH. Install Node.js 20 or later (Debian: apt-get install nodejs npm)")
-        if self.runtime_floor:
-            said = subprocess.run([runtime, "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
-            major = int(said.lstrip("v").split(".")[0]) if said.lstrip("v")[:1].isdigit() else 0
-            if major < self.runtime_floor:
-                raise UsageError(f"claimcheck lib {self.name} runs {self.package} {self.pinned}, which needs "
-                                 f"{self.runtime} {self.runtime_floor} or later (its engines), and {runtime} is "
-                                 f"{said or 'of an unknown version'}. Install Node.js {self.runtime_floor} or later")
-        home = cache_root() / self.runtime / f"{self.package}-{self.pinned}"
-        if (home / "node_modules" / self.package / "package.json").exists():
-            return home
-        manager = shutil.which(self.package_manager)
-        if manager is None:
-            raise UsageError(f"claimcheck lib {self.name} installs {self.package} {self.pinned} on first use with "
-                             f"{self.package_manager}, and there is no {self.package_manager} on PATH (Debian: "
-                             f"apt-get install npm); or install it by hand: {self.package_manager} install --prefix "
-                             f"{home} {self.package}@{self.pinned}")
-        partial = home.with_name(home.name + f".partial-{os.getpid()}")
-        partial.mkdir(parents=True, exist_ok=True)
-        (partial / "package.json").write_text('{"private": true}\n')
-        try:
-            done = subprocess.run([manager, "install", "--no-audit", "--no-fund", "--no-save", "--loglevel=error",
-                                   f"{self.package}@{self.pinned}"], cwd=partial, capture_output=True,
-                                  text=True, timeout=INSTALL_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            done = None
-        if done is None or done.returncode != 0:
-            shutil.rmtree(partial, ignore_errors=True)
-            said = ([line for line in (done.stderr or done.stdout).splitlines()  # npm's reason, not its log's path
-                     if line.strip() not in ("", "npm error") and "complete log" not in line][:3]
-                    if done else ["timed out"])
-            raise UsageError(f"claimcheck lib {self.name}: {self.package_manager} could not install "
-                             f"{self.package}@{self.pinned} into {home} (is the registry reachable?): "
-                             f"{' / '.join(said) or 'no output'}")
-        try:
-            partial.rename(home)  # whole or not at all: a concurrent install that won leaves its copy
-        except OSError:
-            shutil.rmtree(partial, ignore_errors=True)
-        return home
+        self.runtime_path()
+        return npm.install(self.package, self.pinned, self.name, also=self.peers)
 
     def _argv(self, command: str, config: dict) -> list[str]:
-        return [shutil.which(self.runtime) or self.runtime, str(SCRIPTS / self.script), command, json.dumps(config)]
+        return [self.runtime_path(), str(self.scripts / self.script), command, json.dumps(config)]
 
     def _step(self, command: str, dsn: str, **extra) -> list[dict]:
         config = {"dsn": node_url(dsn), "modules": str(self.modules()), "options": self.options(), **extra}
@@ -212,6 +189,16 @@ class ExternalAdapter(LibraryAdapter):
                              f"protocol {PROTOCOL} (docs/contracts.md): the script and claimcheck are of different versions")
         said = sorted({str(h.get("version")) for h in hellos if h.get("version")})
         return files, ", ".join(said) if said else self.pinned
+
+    says_hello = True
+
+    def said_hello(self, records: Path) -> bool:
+        """The hello is a worker's first line (docs/contracts.md)."""
+        try:
+            with open(records, "rb") as lines:
+                return b'"hello"' in lines.readline()
+        except FileNotFoundError:
+            return False
 
     def install(self, dsn: str) -> None:
         self._step("install", dsn)
@@ -277,6 +264,31 @@ class ExternalAdapter(LibraryAdapter):
         return self._argv("work", {**said, "dsn": node_url(config.dsn), "modules": str(self.modules()),
                                    "work": {"kind": work.kind, "a_ms": work.a_ms, "b_ms": work.b_ms},
                                    "options": self.options()})
+
+
+class DeletesFinished(ExternalAdapter):
+    """An external library that deletes a job when it succeeds (graphile-worker, delayed_job): what its
+    table shows done is the jobs enqueued (and fed, `lib --rate`) less those left, by its `<name>_outcome`
+    query of sql/libs.sql, which takes that count as `enqueued`."""
+
+    def __init__(self) -> None:
+        self.enqueued = 0
+        self.produced = 0
+        """`lib --rate`: jobs its producer committed so far (LibraryAdapter.fed), beside the `enqueued` ones."""
+
+    def fed(self, count: int) -> None:
+        self.produced = count
+
+    def enqueue(self, dsn: str, keys: range) -> list:
+        found = super().enqueue(dsn, keys)
+        self.enqueued = len(keys)
+        return found
+
+    def outcome(self, conn: psycopg.Connection) -> TableOutcome:
+        row = conn.execute(LIB_QUERIES[f"{self.sql_name}_outcome"], {"enqueued": self.enqueued + self.produced}).fetchone()
+        assert row is not None  # an aggregate returns one row
+        done, queued, running, failed, max_attempts = row
+        return TableOutcome(done=done, queued=queued, running=running, failed=failed, max_attempts=max_attempts)
 
 
 def to_records(text: str, offset_s: float) -> tuple[str, dict | None]:

@@ -29,6 +29,11 @@ from claimcheck.libs._adapter import LibraryAdapter
 from claimcheck.server import interrupts
 
 JOIN_TIMEOUT_S = 10.0
+"""At the end of the feed: how long the producer may take to send its log (its last enqueue's commit)."""
+CLOSE_GRACE_S = 1.0
+"""At close (the run's end, or Ctrl-C/SIGTERM while it feeds): how long the producer, told to stop, may
+take to leave before it is killed. Its enqueues are the library's transactions, each committed or rolled
+back by the server; an interrupted run's database is dropped anyway, so nothing waits for more."""
 
 
 async def _feed(adapter: LibraryAdapter, dsn: str, plan: ProducerPlan, stop, enqueued, log: ProducerLog) -> None:
@@ -95,7 +100,10 @@ class LibraryFeed:
         return self.log
 
     def close(self) -> None:
-        self.process.join(JOIN_TIMEOUT_S)
+        """Tell the producer to stop and reap it: within CLOSE_GRACE_S, killed after (it ignores Ctrl-C,
+        which is the coordinator's to handle)."""
+        self.stop.value = 1
+        self.process.join(CLOSE_GRACE_S)
         if self.process.is_alive():
             self.process.kill()
             self.process.join()

@@ -41,8 +41,7 @@ from claimcheck.contract.dialect import substitute_numbered
 from claimcheck.libs import external
 from claimcheck.libs._adapter import LibraryCycle, fetch_then_complete
 from claimcheck.libs._sql import LIB_QUERIES
-from claimcheck.libs.external import ExternalAdapter
-from claimcheck.verdict.result import TableOutcome
+from claimcheck.libs.external import DeletesFinished
 
 MAX_ATTEMPTS = 25
 """graphile-worker's default."""
@@ -55,7 +54,7 @@ POLL_MS = 500
 for new jobs, and it fetches again at once after a job)."""
 
 
-class GraphileWorkerAdapter(ExternalAdapter):
+class GraphileWorkerAdapter(DeletesFinished):
     name = "graphile-worker"
     package = "graphile-worker"
     pinned = "0.17.3"
@@ -68,22 +67,8 @@ class GraphileWorkerAdapter(ExternalAdapter):
     lease_s = STALL_S
     stall_release_s = LOCK_S
 
-    def __init__(self) -> None:
-        self.enqueued = 0
-        """graphile-worker deletes a job when it succeeds: done is what was enqueued less what is left."""
-        self.produced = 0
-        """`lib --rate`: jobs its producer committed so far (LibraryAdapter.fed), beside the `enqueued` ones."""
-
-    def fed(self, count: int) -> None:
-        self.produced = count
-
     def options(self) -> dict:
         return {**super().options(), "max_attempts": MAX_ATTEMPTS, "poll_ms": POLL_MS}
-
-    def enqueue(self, dsn: str, keys: range) -> list:
-        found = super().enqueue(dsn, keys)
-        self.enqueued = len(keys)
-        return found
 
     def recover(self, dsn: str, dead: dict[int, Path]) -> list[int]:
         """WorkerUtils.forceUnlockWorkers (its own SQL) for the worker pools of the processes that died,
@@ -97,11 +82,6 @@ class GraphileWorkerAdapter(ExternalAdapter):
             if keys:
                 conn.execute(LIB_QUERIES["graphile_worker_force_unlock"], {"workers": workers})
         return keys
-
-    def outcome(self, conn: psycopg.Connection) -> TableOutcome:
-        done, queued, running, failed, max_attempts = conn.execute(
-            LIB_QUERIES["graphile_worker_outcome"], {"enqueued": self.enqueued + self.produced}).fetchone()
-        return TableOutcome(done=done, queued=queued, running=running, failed=failed, max_attempts=max_attempts)
 
     def pgbench_cycle(self, work_us: int) -> LibraryCycle:
         said = self.library_sql()

@@ -25,7 +25,8 @@ this module states that promise in the ledger's terms, so the SAME ledger judges
   - the worker stalled (blocked its event loop) while the execution ran, after it was claimed
     but before it started, or up to `completion_lag_s` after it returned: released at the
     stall's start plus `stall_release_s`, the earliest the library's lease or heartbeat can
-    have expired;
+    have expired, or, for a library whose lease runs from the claim (`claim_lease_s`: delayed_job's
+    `locked_at + max_run_time`), at its claim plus that lease if that is earlier (not before the stall);
   - the worker's backend was terminated (or the server restarted) while the execution ran,
     within `completion_lag_s` after it returned, or within one lease after the fault (jobs it
     had fetched but not started): like a stall from the fault on, as its heartbeats and
@@ -94,22 +95,23 @@ def read_worker_files(directory: Path) -> dict[int, str]:
 
 def to_ledger(files: dict[int, str], deaths: dict[int, float], stall_release_s: float,
               terminations: dict[int, list[float]] | None = None, completion_lag_s: float = 0.0,
-              lease_s: float = 0.0) -> tuple[list[WorkerLog], list[Reap], list[Execution]]:
+              lease_s: float = 0.0, claim_lease_s: float = 0.0) -> tuple[list[WorkerLog], list[Reap], list[Execution]]:
     """The ledger's logs and reaps for a library run, and every execution (for reports).
     `deaths` maps a worker to the moment it was last seen alive before it died; `terminations`
     a worker to the moments its backend was terminated (or the server restarted)."""
     executions: list[Execution] = []
-    # (worker, since, started_by, at): the worker's executions claimed by `started_by` that
-    # had not returned by `since` are released at `at`.
-    releases: list[tuple[int, float, float, float]] = []
+    # (worker, since, started_by, at, failed): the worker's executions claimed by `started_by` that
+    # had not returned by `since` are released at `at` (or at their claim plus `claim_lease_s`, if
+    # earlier, but not before the failure at `failed`).
+    releases: list[tuple[int, float, float, float, float]] = []
     for worker, text in files.items():
         found, stalls = parse(worker, text)
         executions += found
-        releases += [(worker, t - completion_lag_s, t, t + stall_release_s) for t in stalls]
-        releases += [(worker, t - completion_lag_s, t + lease_s, t + stall_release_s)
+        releases += [(worker, t - completion_lag_s, t, t + stall_release_s, t) for t in stalls]
+        releases += [(worker, t - completion_lag_s, t + lease_s, t + stall_release_s, t)
                      for t in (terminations or {}).get(worker, [])]
         if worker in deaths:
-            releases.append((worker, deaths[worker] - completion_lag_s, deaths[worker], deaths[worker]))
+            releases.append((worker, deaths[worker] - completion_lag_s, deaths[worker], deaths[worker], deaths[worker]))
     by_key: dict[int, list[Execution]] = defaultdict(list)
     for ex in executions:
         by_key[ex.key].append(ex)
@@ -122,10 +124,11 @@ def to_ledger(files: dict[int, str], deaths: dict[int, float], stall_release_s: 
     by_worker: dict[int, list[Execution]] = defaultdict(list)
     for ex in executions:
         by_worker[ex.worker].append(ex)
-    for worker, since, started_by, at in releases:
+    for worker, since, started_by, at, failed in releases:
         for ex in by_worker[worker]:
             if ex.claimed <= started_by and (math.isnan(ex.ended) or ex.ended > since):
-                released_at[id(ex)] = min(at, released_at.get(id(ex), math.inf))
+                when = min(at, max(ex.claimed + claim_lease_s, failed)) if claim_lease_s else at
+                released_at[id(ex)] = min(when, released_at.get(id(ex), math.inf))
     logs: dict[int, WorkerLog] = {}
     reaps: list[Reap] = []
     for ex in executions:

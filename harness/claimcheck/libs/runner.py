@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import signal
 import subprocess
 import tempfile
@@ -54,6 +55,8 @@ RESTART_WAIT_S = 30.0
 """How long the coordinator waits for a restarted server to take connections again."""
 WORKER_STDERR_SHOWN = 600
 UNFINISHED_SHOWN = 20
+START_UP_S = 120.0
+"""The longest an external worker's runtime may take to say hello before the stall limit counts."""
 
 
 LIB_JOBS = 5_000
@@ -164,6 +167,17 @@ class _Run:
             duration_s=settings.produce_s, first_key=settings.jobs + 1)
         """`lib --rate`: the schedule, its keys after the seeded ones."""
         self.feed: LibraryFeed | None = None
+        self.feed_at = 0.0
+        """When the feed was started (its runtime's start-up is not a stall either)."""
+        self.up: set[int] = set()
+        """Workers whose runtime said it was up (an external worker's hello): see _up."""
+
+    def _up(self) -> int:
+        """How many workers have said they are up so far: each is activity to the supervisor, so a
+        runtime's start-up (eight Rubies loading ActiveRecord at once on a loaded machine: over 30 s
+        seen at load 44 on 2 cores) is not a stall."""
+        self.up |= {i for i in self.procs if i not in self.up and self.adapter.said_hello(self._records(i))}
+        return len(self.up)
 
     def _records(self, index: int) -> Path:
         """Worker `index`'s records file (claimcheck.libs.records reads them all as w*.tsv)."""
@@ -219,7 +233,7 @@ class _Run:
         files, version = adapter.worker_records(self.tmp)
         logs, reaps, executions = to_ledger(files, self.deaths, adapter.stall_release_s,
                                             _terminations(injector, files), adapter.completion_lag_s,
-                                            adapter.lease_s)
+                                            adapter.lease_s, adapter.claim_lease_s)
         fed = None
         if fed_log is not None:  # the seeded jobs and the produced ones it committed, judged by judge_run
             for log in logs:
@@ -241,9 +255,13 @@ class _Run:
         table = _LibraryTable(adapter, conn, dict(zip(range(1, settings.jobs + 1), ids)))
         # `reaped` counts the jobs the library's documented recovery gave back, not the releases the
         # ledger read from its records (record.reaps).
-        result = judge_run(record, table, library_strategy(adapter), settings, seeded, releases=True, fed=fed)
+        result = judge_run(record, table, library_strategy(adapter), settings, seeded, releases=True, fed=fed,
+                           delivery=adapter.delivery)
+        v = result.verdict
         return dataclasses.replace(result, reaped=recovered, library={
             "name": adapter.name, "version": version, "promise": adapter.promise, "docs": adapter.docs,
+            "delivery": adapter.delivery, "lost_as_promised": v.lost_as_promised,
+            "reruns_against_promise": v.reruns_against_promise,
             "recovered": recovered, "workers_replaced": self.replacements, "unfinished": unfinished,
             "worker_errors": self._errors()})
 
@@ -273,14 +291,19 @@ class _Run:
             if self.feed_plan is not None and self.feed is None and started > 0:
                 # `lib --rate` (claimcheck.libs.feed): the schedule starts once the library's workers run, at
                 # their first job, so a slow start-up is not charged to the first produced jobs' latency.
-                self.feed = LibraryFeed(adapter, self.dsn, self.feed_plan)
+                self.feed, self.feed_at = LibraryFeed(adapter, self.dsn, self.feed_plan), now
             feeding = self.feed_plan is not None and (self.feed is None or self.feed.feeding)
             produced = self.feed.enqueued.value if self.feed is not None else 0
             if not feeding and finished >= settings.jobs + produced and table.queued == 0 and table.running == 0:
                 return "drained", recovered
             # Only the table is seen, not the claims: a change in what it shows done or running is activity,
             # and so is a job produced (a fed queue idle between arrivals is no stall).
-            supervisor.saw(now, (finished, table.running, produced))
+            # Until the first external worker says hello, or the feed its first job (up to START_UP_S each),
+            # its runtime is starting, not stalled.
+            up = self._up()
+            starting = adapter.says_hello and ((not up and now - origin < START_UP_S) or (
+                self.feed is not None and self.feed.feeding and not produced and now - self.feed_at < START_UP_S))
+            supervisor.saw(now, (finished, table.running, produced, up, now if starting else 0.0))
             limit = supervisor.limit(now)
             if limit is not None:
                 return ("stalled" if limit == "stalled" else "duration"), recovered
@@ -297,6 +320,7 @@ class _Run:
                 proc.last_alive = now
                 continue
             del self.procs[index]
+            reap_group(proc.popen.pid)
             killed = injector is not None and index in injector.killed
             event = next((e for e in (injector.events if injector else []) if e.kind == "kill" and e.worker == index),
                          None)
@@ -334,6 +358,17 @@ class _Run:
             except subprocess.TimeoutExpired:
                 proc.popen.kill()
                 proc.popen.wait()
+            reap_group(proc.popen.pid)
+
+
+def reap_group(pid: int) -> None:
+    """Kill what is left in a dead worker's process group (claimcheck.libs._adapter.LibraryAdapter.spawn):
+    processes its library started, which a SIGKILL of the worker leaves running (chancy's multiprocessing
+    manager). A worker of another runtime has no group of its own, and nothing is found."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _terminations(injector: FaultInjector | None, files: dict[int, str]) -> dict[int, list[float]]:

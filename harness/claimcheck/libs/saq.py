@@ -45,7 +45,7 @@ from saq.queue.postgres import CHANNEL, DEQUEUE, JOBS_TABLE, PostgresQueue
 
 from claimcheck.contract.dialect import rows_as_cte, substitute
 from claimcheck.errors import UsageError
-from claimcheck.libs._adapter import LibraryAdapter, LibraryCycle, Recorder, WorkerConfig
+from claimcheck.libs._adapter import LibraryAdapter, LibraryCycle, Recorder, WorkerConfig, pgbench_literal
 from claimcheck.libs._sql import LIB_QUERIES
 from claimcheck.contract.sqlfile import load_queries
 
@@ -181,8 +181,8 @@ class SaqAdapter(LibraryAdapter):
                       f"RELEASE SAVEPOINT cc_{k};", "\\endif"]
         lines.append("COMMIT;")
         channel, key = sql.Identifier(CHANNEL.format(QUEUE_NAME)), sql.Literal(DEQUEUE)
-        notify = sql.SQL(SAQ_SQL["notify"]).format(channel=sql.SQL(_colon_free(channel)),
-                                                   key=sql.SQL(_colon_free(key))).as_string()
+        notify = sql.SQL(SAQ_SQL["notify"]).format(channel=sql.SQL(pgbench_literal(channel.as_string())),
+                                                   key=sql.SQL(pgbench_literal(key.as_string()))).as_string()
         lines += ["\\if :cc_n > 0", notify + ";", "\\endif"]
         for k in jobs_in_batch:
             lines += [f"\\if :cc_n >= {k}", "BEGIN;", update(k, "active", False), "COMMIT;", "\\endif"]
@@ -197,15 +197,6 @@ class SaqAdapter(LibraryAdapter):
     def final_status(self, conn: psycopg.Connection, ids: dict[int, object]) -> dict[int, tuple[str, int]]:
         rows = conn.execute(LIB_QUERIES["saq_status"], {"keys": [str(k) for k in ids]}).fetchall()
         return {key: (status, attempts) for key, status, attempts in rows}
-
-
-def _colon_free(quoted: sql.Composable) -> str:
-    """A quoted name or string with its colons spelled `\\003A` (PostgreSQL's U& form): pgbench takes
-    `:name` for one of its variables even inside quotes, and saq's channel is `saq:<queue>`."""
-    text = quoted.as_string()
-    if "\\" in text:  # U& reads a backslash as its escape; saq's names have none
-        raise ValueError(f"cannot spell {text} for pgbench")
-    return "U&" + text.replace(":", "\\003A")
 
 
 ADAPTER = SaqAdapter()

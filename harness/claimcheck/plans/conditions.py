@@ -3,8 +3,8 @@
 A claim is safe or not in the plan the server gives it, and that plan depends on what the
 planner believes about the tables and on the planner's settings. `check`'s own run sees one
 plan: the tables as seeded and freshly analyzed. Each condition here builds the tables another
-way, or sets planner settings in the workers' transactions only (`SET LOCAL`, the first
-statement of the claim's transaction), and is run as a short run of its own.
+way, or sets planner settings in the workers' sessions only (never in the claim's text: see
+`under`), and is run as a short run of its own.
 """
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from claimcheck.contract.strategy import Strategy
 from claimcheck.errors import ClaimcheckError
 from claimcheck.engine.driver import seed
 from claimcheck.plans import AS_SEEDED as AS_SEEDED_NAME, PLAN_QUERIES
+from claimcheck.plans.timing import PAUSE_SETTING, claim_marks
 from claimcheck.plans.shape import prepare_plan_table
 from claimcheck.server.runcontext import RunContext, refuses_blocks
 from claimcheck.server.schema import SeededJobs, key_base, reset_schema
@@ -32,6 +33,12 @@ HISTORY_JOBS = 10_000
 """Finished jobs kept in the table with history, behind CONDITION_JOBS ready ones."""
 CONDITION_WORKERS = 4
 HOOK_LOCK_TIMEOUT = "10s"
+SNAPSHOT_PAUSE_US = 10_000
+"""snapshot-pause's pause (each one 0.5 to 1.5 times it): longer than a worker's commit-then-unlock
+takes on a loaded machine. At 2 workers and load 30-40, advisory-lock was caught in 7 of 10 runs
+with 2 ms, 9 of 10 with 5 ms and 10 of 10 with 10 ms, que without its re-check in 8 of 10 with 2 ms
+and 10 of 10 with 5 and 10 ms (tests/benchmarks/timing_conditions.py); only the claim's statements
+pause, so a condition's few hundred jobs take about a second more."""
 NESTED_LOOP = (("enable_hashjoin", "off"), ("enable_hashagg", "off"), ("enable_sort", "off"),
                ("enable_material", "off"))
 
@@ -50,7 +57,11 @@ class Condition:
     `stale`: a small queue analyzed while its jobs were still being inserted, autovacuum off;
     `history`: many finished jobs and CONDITION_JOBS ready ones, analyzed (our jobs table only)."""
     settings: tuple[tuple[str, str], ...] = ()
-    """Planner settings, `SET LOCAL` in every claim transaction of the workers (and of the EXPLAIN)."""
+    """Planner settings of every worker's session (`under`), `SET LOCAL` in the EXPLAIN's transaction."""
+    timing: bool = False
+    """A timing condition: its tables behind views that pause each worker statement once, after its
+    snapshot and before its locks, for `claimcheck.pause_us` of its settings (claimcheck.plans.timing).
+    It changes no plan, so it is run whatever plan it shows."""
 
     def applies_to(self, strategy: Strategy) -> bool:
         """A table with history is built from our jobs table's columns: a file's own tables have none we know."""
@@ -92,7 +103,10 @@ GENERIC = Condition("generic-plan", "generic plans: plan_cache_mode = force_gene
                     "claim gets without its parameters' values", settings=(("plan_cache_mode", "force_generic_plan"),))
 HISTORY = Condition("history", f"a queue with history: {HISTORY_JOBS:,} finished jobs behind the ready ones, analyzed",
                     "history")
-DEFAULT = (AS_SEEDED, STALE, NESTED, GENERIC, HISTORY)
+SNAPSHOT_PAUSE = Condition("snapshot-pause", f"each claim statement of the workers pauses about {SNAPSHOT_PAUSE_US // 1000} "
+                           "ms at the first row it reads, after its snapshot and before its locks: another "
+                           "worker's commit and unlock land between them", settings=((PAUSE_SETTING, str(SNAPSHOT_PAUSE_US)),), timing=True)
+DEFAULT = (AS_SEEDED, STALE, NESTED, GENERIC, HISTORY, SNAPSHOT_PAUSE)
 EXTRA = (
     Condition("no-hashjoin", "hash joins off", settings=(("enable_hashjoin", "off"),)),
     Condition("no-hash", "hash joins and hash aggregation off",
@@ -110,14 +124,13 @@ BY_NAME = {c.name: c for c in DEFAULT + EXTRA}
 
 
 def under(strategy: Strategy, condition: Condition) -> Strategy:
-    """The strategy whose claim transaction starts with the condition's `SET LOCAL`s (a section of
-    several statements is one transaction; its rows are its last statement's: see docs/contracts.md)."""
+    """The strategy whose workers' sessions run under the condition's settings (Strategy.session: set
+    when each worker connects, or per transaction through a pooler). The statements are the file's
+    own: the same text, line numbers and fast path under every condition."""
     if not condition.settings:
         return strategy
-    section = strategy.picking_section
-    sets = "".join(f"SET LOCAL {name} = {value};\n" for name, value in condition.settings)
-    return dataclasses.replace(strategy, statements={**strategy.statements,
-                                                     section: sets + strategy.statements[section]})
+    marks = claim_marks(strategy) if condition.timing else ()
+    return dataclasses.replace(strategy, session=condition.settings + marks)
 
 
 def build_tables(conn: psycopg.Connection, run: RunContext, strategy: Strategy, condition: Condition,

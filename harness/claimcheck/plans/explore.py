@@ -23,6 +23,7 @@ from claimcheck.engine.driver import run_strategy
 from claimcheck.errors import SqlFileError
 from claimcheck.plans.conditions import CONDITION_WORKERS, Condition, TablesUnavailable, build_tables, under
 from claimcheck.plans.shape import EXPLAIN_TIMEOUT_MS, SAMPLE_VALUES, PlanShape, explain
+from claimcheck.plans.timing import shadowed
 from claimcheck.server.pooling import refuse_transaction_blocks
 from claimcheck.server.provision import Server
 from claimcheck.server.runcontext import RunContext
@@ -131,6 +132,12 @@ def explore(conn: psycopg.Connection, server: Server, run: RunContext, strategy:
             except TablesUnavailable as exc:
                 record(ConditionOutcome(condition, None, "not applicable", note=str(exc)))
                 continue
+            if condition.timing:  # its slice of the budget as a planner condition's
+                if budget is not None:
+                    run_settings = dataclasses.replace(run_settings, time_cap_s=budget.condition_slice(
+                        _left(conditions, condition), CONDITION_SECONDS))
+                record(_run_timed(conn, server, run, strategy, condition, run_settings, seeded, started, budget))
+                continue
             shape = plan_under(run, strategy, condition, run_settings.batch)
             if condition.table == "seeded":  # its tables are built again for its run, last
                 tried[shape.signature], deferred = condition.name, (condition, shape)
@@ -166,6 +173,21 @@ def _run(conn: psycopg.Connection, server: Server, run: RunContext, strategy: St
         budget.record(condition.name, time.perf_counter() - started, result)
     return ConditionOutcome(condition, shape, CONDITION_VERDICTS[result.outcome], result=result,
                             seconds=time.perf_counter() - started)
+
+
+def _run_timed(conn: psycopg.Connection, server: Server, run: RunContext, strategy: Strategy, condition: Condition,
+               settings: RunSettings, seeded, started: float, budget: Budget | None = None) -> ConditionOutcome:
+    """A timing condition's run, its tables behind the pausing views (claimcheck.plans.timing); a file
+    whose statements cannot read its tables through a view (a `ctid`, a TRUNCATE) is not applicable,
+    with the server's reason. Its plan is shown but never compared: the condition changes timing, not plans."""
+    try:
+        with shadowed(conn):
+            shape = plan_under(run, strategy, condition, settings.batch)
+            return _run(conn, server, run, strategy, condition, shape, settings, seeded, started, budget=budget)
+    except (psycopg.Error, SqlFileError) as exc:
+        reason = (exc.diag.message_primary if isinstance(exc, psycopg.Error) else None) or str(exc)
+        return ConditionOutcome(condition, None, "not applicable", note="its tables behind a view: " + reason.strip(),
+                                seconds=time.perf_counter() - started)
 
 
 def _left(conditions: tuple[Condition, ...], condition: Condition) -> int:

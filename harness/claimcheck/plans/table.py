@@ -28,18 +28,24 @@ def plan_words(outcome: "ConditionOutcome") -> str:
     return ("no row lock" if shape.unlocked else "limit runs once") + (f" ({join})" if join else "")
 
 
+def overlap_words(outcome: ConditionOutcome) -> str:
+    """A condition's run's claims that overlapped another claim, of its claims (claimcheck.verdict.power)."""
+    power = outcome.result.power if outcome.result is not None else None
+    return "-" if power is None else f"{power.overlapping:,} of {power.claims:,}"
+
+
 def conditions_table(outcomes: list["ConditionOutcome"], title: str) -> Table:
     table = Table(title=title, header_style="bold", title_justify="left")
     several = len({o.setting for o in outcomes}) > 1
     if several:
         table.add_column("setting")
-    for name in ("condition", "plan", "verdict", "evidence"):
+    for name in ("condition", "plan", "verdict", "overlapping claims", "evidence"):
         table.add_column(name, no_wrap=name == "verdict")
     for o in outcomes:
         verdict = Text(o.verdict, style=VERDICT_STYLES[o.verdict])
         if o.same_as:
             verdict.append(f" (plan of {o.same_as})", style="dim")
-        cells = [Text(o.condition.name), Text(plan_words(o)), verdict,
+        cells = [Text(o.condition.name), Text(plan_words(o)), verdict, Text(overlap_words(o)),
                  Text("\n".join(o.evidence() or ([o.note] if o.note else [])))]
         if several:
             cells.insert(0, Text(o.setting))
@@ -49,7 +55,7 @@ def conditions_table(outcomes: list["ConditionOutcome"], title: str) -> Table:
 
 def print_conditions(console: Console, outcomes: list["ConditionOutcome"], strategy: str) -> None:
     """The table, then the plan of each violated condition with what to change."""
-    console.print(conditions_table(outcomes, f"{strategy} under planner conditions (docs/plans.md)"))
+    console.print(conditions_table(outcomes, f"{strategy} under planner and timing conditions (docs/plans.md)"))
     for o in outcomes:
         if not o.failed or o.shape is None:
             continue

@@ -6,7 +6,9 @@ verdict went from true to false, or when its throughput fell by more than the al
 (`bench --repeat N`) gives p <= alpha (default 0.01). One figure per side cannot tell a change from noise (two
 identical back-to-back runs on a busy 2-core machine differed by +43 % and +114 %), so when the
 repetitions are too few for the test to ever reach alpha the threshold alone judges, and the
-output says so. Runs present on one side only are shown, never judged: a sweep may grow or shrink;
+output says so. A run that held, and whose power (its claims that overlapped another claim,
+claimcheck.verdict.power) fell by more than half, is flagged as a regression too: its `held` says
+less than its base's did. Runs present on one side only are shown, never judged: a sweep may grow or shrink;
 but two reports that share no run are an unusable comparison, never "no regression".
 
 Reports are validated against the published schema first (`claimcheck.report.schema`): a
@@ -27,6 +29,7 @@ from rich.table import Table
 from rich.text import Text
 
 from claimcheck.verdict.result import AS_SEEDED, run_condition
+from claimcheck.verdict.power import weakened
 from claimcheck.report import schema as report_schema
 from claimcheck.errors import UsageError, read_input
 from claimcheck.verdict.stats import mann_whitney_less, median, spread
@@ -103,6 +106,14 @@ class RunDiff:
         return bool(self.base["exactly_once"])
 
     @property
+    def weakened(self) -> bool:
+        """A held run whose overlapping claims fell by more than half against its base's: its `held` says
+        less than the base's did (claimcheck.verdict.power)."""
+        if self.base is None or self.new is None or not self.new["exactly_once"]:
+            return False
+        return weakened(self.base.get("power"), self.new.get("power"))
+
+    @property
     def past_threshold(self) -> bool:
         change = self.change_pct
         return change is not None and -change > self.max_drop_pct
@@ -126,6 +137,8 @@ class RunDiff:
             return "VERDICT REGRESSED"
         if self.slower:
             return "SLOWER"
+        if self.weakened:
+            return "POWER FELL"
         if self.past_threshold:
             return "ok (within noise)"
         return "ok"
@@ -139,7 +152,7 @@ class Comparison:
 
     @property
     def regressions(self) -> list[RunDiff]:
-        return [d for d in self.diffs if d.verdict_regressed or d.slower]
+        return [d for d in self.diffs if d.verdict_regressed or d.slower or d.weakened]
 
     @property
     def regressed(self) -> bool:

@@ -211,8 +211,11 @@ def _timelines(runs: list[dict]) -> str:
     return "".join(parts)
 
 
-def _conditions(conditions: list[dict]) -> str:
-    """Each planner condition tried (`check --plans`): its plan's shape, verdict and evidence, the plan itself folded."""
+def _conditions(conditions: list[dict], runs: list[dict]) -> str:
+    """Each planner condition tried (`check --plans`): its plan's shape, verdict, the claims of its run that
+    overlapped another and its evidence, the plan itself folded."""
+    overlaps = {r["condition"]: f'{r["power"]["overlapping_claims"]:,} of {r["power"]["claims"]:,}'
+                for r in runs if r.get("condition") and r.get("power")}
     rows = []
     for c in conditions:
         verdict = {"held": '<span class="ok">held</span>', "VIOLATED": '<span class="bad">✗ VIOLATED</span>'}.get(
@@ -226,10 +229,20 @@ def _conditions(conditions: list[dict]) -> str:
         advice = f'<br><b>Fix:</b> {escape(c["advice"])}' if c.get("advice") and c["verdict"] == "VIOLATED" else ""
         rows.append(f'<tr{" class=violated" if c["verdict"] == "VIOLATED" else ""}><td class=l>{escape(c["condition"])}'
                     f'</td><td class=l>{escape(c["summary"])}</td><td class=l>{escape(how)}{plan}</td>'
-                    f'<td class=l>{verdict}</td><td class=l>{notes}{advice}</td></tr>')
+                    f'<td class=l>{verdict}</td><td>{escape(overlaps.get(c["condition"], "-"))}</td>'
+                    f'<td class=l>{notes}{advice}</td></tr>')
     head = "".join(f"<th class=l>{h}</th>" for h in ("condition", "what the planner sees", "plan", "verdict",
-                                                      "evidence"))
+                                                      "overlapping claims", "evidence"))
     return f'<div class="scroll"><table class="conditions"><tr>{head}</tr>{"".join(rows)}</table></div>'
+
+
+def _power(power: dict | None) -> str:
+    """How hard the runs looked together (claimcheck.verdict.power), and what they could not have seen."""
+    if not power:
+        return ""
+    unseen = "".join(f"<li>{escape(line)}</li>" for line in power.get("unseen", []))
+    return (f'<p class=meta><b>Power:</b> {escape(power["statement"])}</p>'
+            + (f"<p><b>Not seen:</b></p><ul>{unseen}</ul>" if unseen else ""))
 
 
 def _knees(knees: list[dict], runs: list[dict]) -> str:
@@ -334,12 +347,12 @@ def render(doc: dict) -> str:
         f"<h1>claimcheck {escape(verb)}{_subject(runs, verb)}</h1><p class=meta>PostgreSQL {escape(str(pg.get('version', '?')))} "
         f"({escape(str(pg.get('source', '?')))}){_pooler(pg.get('pooler'))} · {escape(str(doc.get('created_at', '')))} · "
         f"<code>{escape(str(tool.get('command', '')))}</code></p>",
-        conclusion(runs, doc.get("knees")),
+        conclusion(runs, doc.get("knees")), _power(doc.get("power")),
         "<h2>Runs</h2>", _summary_table(runs),
         *(["<h2>Knees: the highest offered rate sustained</h2>", _knees(doc["knees"], runs)] if doc.get("knees") else []),
         *(["<h2>Queue depth and latency over time</h2>", _over_time(runs, slo)]
           if any(r.get("queue_over_time") for r in runs) else []),
-        *(["<h2>Planner conditions</h2>", _conditions(doc["conditions"])] if doc.get("conditions") else []),
+        *(["<h2>Planner conditions</h2>", _conditions(doc["conditions"], runs)] if doc.get("conditions") else []),
         "<h2>Throughput against workers</h2>" if sweep else "<h2>Throughput per run</h2>",
         _throughput_figure(runs, labels, flagged, sweep),
         "<h2>Double claims</h2>",

@@ -22,6 +22,7 @@ from claimcheck import __version__
 from claimcheck.errors import ClaimcheckError
 from claimcheck.verdict.liveness import HELD, NO_PROGRESS, VIOLATED, WORDS
 from claimcheck.verdict.result import RunResult
+from claimcheck.verdict import power
 from claimcheck.verdict.ledger import Violation
 from claimcheck.report.schema import SCHEMA_VERSION
 from claimcheck.server.pooling import pooler_words
@@ -40,6 +41,7 @@ def document(server: Server, runs: Iterable[RunResult], command: str, settings: 
     `runs` (one object per strategy x setting, and per planner condition run), with `plans`
     (claimcheck.plans.explore.ConditionOutcome) `conditions`: every condition tried, and with `knees`
     (claimcheck.verdict.knee.Knee, `bench --rate`) each setting's knee."""
+    runs = list(runs)
     doc = {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "claimcheck", "version": __version__, "command": command},
@@ -54,6 +56,8 @@ def document(server: Server, runs: Iterable[RunResult], command: str, settings: 
     }
     if plans is not None:
         doc["conditions"] = [outcome.as_dict() for outcome in plans]
+    if (total := power.combined(run.power for run in runs)) is not None:
+        doc["power"] = total.as_dict()
     if knees is not None:
         doc["knees"] = [knee.as_dict() for knee in knees]
     return doc
@@ -337,6 +341,17 @@ def print_stop(console: Console, run: RunResult) -> None:
                       f"{run.stop_reason}. "
                       f"The figures cover the {run.verdict.claims:,} claims committed until the workers stopped; "
                       "add --drain to run it to the end.", highlight=False)
+
+
+def print_power(console: Console, runs: list[RunResult]) -> None:
+    """The report's footer: how hard the runs together looked, and what they could not have seen."""
+    total = power.combined(run.power for run in runs)
+    if total is None:
+        return
+    waits = f"; lock waits sampled: {total.lock_waits:,}" if total.lock_waits is not None else ""
+    console.print(Text(f"power: {total.statement()}{waits}", style="dim"))
+    for line in total.unseen:
+        console.print(Text(f"not seen: {line}", style="yellow"))
 
 
 def print_server(console: Console, server: Server) -> None:

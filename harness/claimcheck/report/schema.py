@@ -9,7 +9,7 @@ from functools import cache
 from importlib.resources import files
 from typing import Any, Iterator
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 @cache

@@ -252,6 +252,9 @@ class StatelessConnection(psycopg.Connection):
 
     schema: str | None = None
     isolation: str | None = None
+    settings: tuple[tuple[str, str], ...] = ()
+    """Settings each transaction of ours starts with (`SET LOCAL`, after the isolation level): the
+    session's settings, which a pooler's backend does not keep for us (Strategy.session)."""
     backend_pid: int | None = None
     """The backend that ran the last statement (behind a transaction pooler, it changes)."""
     refuses_blocks: bool = False
@@ -280,7 +283,7 @@ class StatelessConnection(psycopg.Connection):
     def _prelude(self) -> tuple[list[str], tuple[int, bytes]]:
         if self.pgconn.transaction_status != pq.TransactionStatus.IDLE:
             return _NO_PRELUDE
-        key = (self.schema, self.isolation)
+        key = (self.schema, self.isolation, self.settings)
         cached = self._preludes.get(key)
         if cached is None:
             parts = self._opening(self.isolation)
@@ -299,6 +302,8 @@ class StatelessConnection(psycopg.Connection):
         """What a transaction of ours starts with: the isolation `level` (if any), then the search path,
         which returns the backend's pid last (SQL texts)."""
         parts = [f"SET TRANSACTION ISOLATION LEVEL {level.upper()}"] if level else []
+        parts += [sql.SQL("SET LOCAL {} = {}").format(sql.Identifier(*name.split(".")), sql.Literal(value)).as_string(self)
+                  for name, value in self.settings]
         return parts + ([self.search_path()] if self.schema is not None else [])
 
     def begin(self) -> bytes:

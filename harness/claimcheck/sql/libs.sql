@@ -143,3 +143,94 @@ SELECT graphile_worker.force_unlock_workers(%(workers)s::text[]);
 
 -- name: graphile_worker_reset
 TRUNCATE graphile_worker._private_jobs, graphile_worker._private_job_queues RESTART IDENTITY CASCADE;
+
+-- name: bullmq_outcome
+-- BullMQ's PostgreSQL backend keeps a job's row in bullmq.job (completed and failed ones too, by
+-- default), its life in `state`; attempts_started counts the claims of it.
+SELECT count(*) FILTER (WHERE state = 'completed')                 AS done,
+       count(*) FILTER (WHERE state IN ('waiting', 'delayed'))     AS queued,
+       count(*) FILTER (WHERE state = 'active')                    AS running,
+       count(*) FILTER (WHERE state = 'failed')                    AS failed,
+       coalesce(max(attempts_started), 0)                          AS max_attempts
+FROM bullmq.job;
+
+-- name: bullmq_status
+SELECT (data ->> 'key')::bigint, state::text, attempts_started FROM bullmq.job
+WHERE (data ->> 'key')::bigint = ANY(%(keys)s);
+
+-- name: bullmq_unfinished
+SELECT (data ->> 'key')::bigint, id, state::text, attempts_started, coalesce(processed_by, '')
+FROM bullmq.job WHERE state NOT IN ('completed', 'failed') ORDER BY 1 LIMIT %(limit)s;
+
+-- name: delayed_job_outcome
+-- delayed_job deletes a job when it succeeds (failed ones stay, failed_at set: the adapter turns off
+-- destroy_failed_jobs); done is the jobs enqueued less those left. Its handler is the job's YAML
+-- (`--- !ruby/struct:ClaimcheckJob` then `key: K`); attempts counts the failed runs.
+SELECT %(enqueued)s - count(*)                                                    AS done,
+       count(*) FILTER (WHERE failed_at IS NULL AND locked_at IS NULL)            AS queued,
+       count(*) FILTER (WHERE failed_at IS NULL AND locked_at IS NOT NULL)        AS running,
+       count(*) FILTER (WHERE failed_at IS NOT NULL)                              AS failed,
+       coalesce(max(attempts) + 1, 0)                                             AS max_attempts
+FROM delayed_jobs;
+
+-- name: delayed_job_status
+WITH wanted AS (SELECT unnest(%(keys)s::bigint[]) AS key)
+SELECT w.key,
+       CASE WHEN j.id IS NULL THEN 'completed (deleted)'
+            WHEN j.failed_at IS NOT NULL THEN 'failed'
+            WHEN j.locked_at IS NOT NULL THEN 'locked by ' || j.locked_by
+            ELSE 'queued' END,
+       coalesce(j.attempts + 1, 1)
+FROM wanted w LEFT JOIN delayed_jobs j ON substring(j.handler FROM 'key: (\d+)')::bigint = w.key;
+
+-- name: delayed_job_unfinished
+SELECT substring(handler FROM 'key: (\d+)')::bigint, id, CASE WHEN locked_at IS NULL THEN 'queued' ELSE 'locked' END,
+       attempts + 1, coalesce(locked_by, '')
+FROM delayed_jobs WHERE failed_at IS NULL ORDER BY id LIMIT %(limit)s;
+
+-- name: huey_outcome
+-- huey deletes a task from huey_task when a consumer takes it and stores the task's return value in
+-- huey_kv under the task id: done = results stored, queued = tasks still in the queue (the adapter
+-- counts the rest, taken and not done, as running).
+SELECT (SELECT count(*) FROM huey_kv WHERE queue = %(queue)s)   AS done,
+       (SELECT count(*) FROM huey_task WHERE queue = %(queue)s) AS queued;
+
+-- name: huey_status
+-- Each key's fate in huey's words: its result stored, still queued (its id inside a pickled task),
+-- or taken and gone (dequeued, no result: lost, if nothing still runs it).
+SELECT k, CASE WHEN EXISTS (SELECT 1 FROM huey_kv WHERE queue = %(queue)s AND key = 'cc' || k || '.') THEN 'result stored'
+               WHEN EXISTS (SELECT 1 FROM huey_task WHERE queue = %(queue)s
+                            AND position(convert_to('cc' || k || '.', 'UTF8') IN data) > 0) THEN 'queued'
+               ELSE 'dequeued, no result' END
+FROM unnest(%(keys)s::bigint[]) AS k;
+
+-- name: huey_unfinished
+SELECT k, CASE WHEN EXISTS (SELECT 1 FROM huey_task WHERE queue = %(queue)s
+                            AND position(convert_to('cc' || k || '.', 'UTF8') IN data) > 0) THEN 'queued'
+               ELSE 'dequeued, no result' END
+FROM generate_series(1, %(total)s::bigint) AS k
+WHERE NOT EXISTS (SELECT 1 FROM huey_kv WHERE queue = %(queue)s AND key = 'cc' || k || '.')
+ORDER BY k LIMIT %(limit)s;
+
+-- name: huey_reset
+TRUNCATE huey_task, huey_kv, huey_schedule, huey_counter RESTART IDENTITY;
+
+-- name: chancy_outcome
+-- chancy keeps a job's row (until its Pruner removes old finished ones) in its own states; the key is
+-- the job's `n` keyword argument.
+SELECT count(*) FILTER (WHERE state = 'succeeded')              AS done,
+       count(*) FILTER (WHERE state IN ('pending', 'retrying')) AS queued,
+       count(*) FILTER (WHERE state = 'running')                AS running,
+       count(*) FILTER (WHERE state = 'failed')                 AS failed,
+       coalesce(max(attempts), 0)                               AS max_attempts
+FROM chancy_jobs;
+
+-- name: chancy_status
+SELECT (kwargs ->> 'n')::bigint, state, attempts FROM chancy_jobs WHERE (kwargs ->> 'n')::bigint = ANY(%(keys)s);
+
+-- name: chancy_unfinished
+SELECT (kwargs ->> 'n')::bigint, id, state, attempts, taken_by
+FROM chancy_jobs WHERE state NOT IN ('succeeded', 'failed') ORDER BY 1 LIMIT %(limit)s;
+
+-- name: chancy_reset
+TRUNCATE chancy_jobs;

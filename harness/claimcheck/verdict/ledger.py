@@ -267,12 +267,18 @@ class Verdict:
     unreached_jobs: int = 0
     """Seeded jobs never claimed by a run that ended before its drain (stopped at a proven violation,
     a limit, no progress): not lost, since nothing tried them."""
+    reruns_against_promise: int = 0
+    """Re-executions after a failure by a queue library that promises at-most-once
+    (claimcheck.engine.judge.held_to_promise): what it said it never does, so a violation."""
+    lost_as_promised: int = 0
+    """Jobs a library that promises at-most-once ended without after an injected fault: it said it may
+    lose them, so they are reported and not a violation (counted out of `unclaimed_jobs`)."""
 
     @property
     def exactly_once(self) -> bool:
         return (self.double_claimed_jobs == 0 and self.stale_completion_violations == 0
                 and self.unexpected_jobs == 0 and self.unclaimed_jobs == 0 and self.never_finished == 0
-                and self.over_claims == 0 and self.over_attempts == 0)
+                and self.over_claims == 0 and self.over_attempts == 0 and self.reruns_against_promise == 0)
 
 
 @dataclass

@@ -13,6 +13,7 @@ from claimcheck.verdict.liveness import Waiting
 from claimcheck.verdict.observed import (SAMPLE_INTERVAL_S, FaultEvent, PgbenchResult, ProducerOutcome, SeededJobs,
                                          WaitSamples)
 from claimcheck.verdict.planshape import PlanShape, PlanVerdict
+from claimcheck.verdict.power import Power
 from claimcheck.verdict.stats import spread
 
 if TYPE_CHECKING:  # only annotations: loading the strategy's module would load psycopg
@@ -128,6 +129,8 @@ class RunResult:
     """Sessions the server ended itself, by the SQLSTATE it sent (25P03: idle_in_transaction_session_timeout)."""
     server_limits: dict[str, Any] = field(default_factory=dict)
     """The values of the server settings those endings name (`idle_in_transaction_session_timeout`: `1s`)."""
+    power: Power | None = None
+    """How hard the run looked: its overlapping claims and what it could not have seen (claimcheck.verdict.power)."""
 
     @property
     def pgbench_ratio(self) -> float | None:
@@ -155,7 +158,9 @@ class RunResult:
         left queued by a run that stalled or made no progress are a liveness failure, not this."""
         if not (self.settings.lifecycle and self.settings.drains) or self.stopped_by == "duration":
             return True
-        unfinished_ok = self.unfinished_jobs == 0 or self.stopped_by in ("stalled", "no-progress")
+        # A library that promises at-most-once may end without the jobs a fault took (verdict.lost_as_promised).
+        unfinished_ok = (self.unfinished_jobs <= self.verdict.lost_as_promised
+                         or self.stopped_by in ("stalled", "no-progress"))
         return unfinished_ok and self.table.over_max_attempts == 0
 
     @property
@@ -174,7 +179,7 @@ class RunResult:
         """Why the run made no progress within its limits (claimcheck.verdict.liveness), or None."""
         left = self.verdict.unreached_jobs if self.stopped_by == "stalled" else 0
         if self.settings.lifecycle and self.stopped_by == "stalled":
-            left = max(left, self.unfinished_jobs)
+            left = max(left, self.unfinished_jobs - self.verdict.lost_as_promised)
         return liveness.failure(self.stopped_by, self.stop_reason, self.jobs_done, self.seeded.count, left,
                                 self.elapsed_s, self.table.waiting, self.session_endings, self.server_limits)
 
@@ -250,6 +255,7 @@ class RunResult:
             "table_by_status": status_dicts(self.table.by_status),
         }
         data["condition"] = self.condition
+        data["power"] = self.power.as_dict() if self.power is not None else None
         if self.condition_plan is not None:
             data["condition_plan"] = self.condition_plan.as_dict()
         if self.library is not None:

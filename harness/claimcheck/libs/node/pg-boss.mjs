@@ -1,11 +1,15 @@
 // pg-boss under claimcheck's ledger: its own migrations (PgBoss.start), its own enqueue
 // (PgBoss.insert), its own worker loop (PgBoss.work) with a task that records each execution.
-// See claimcheck/libs/pgboss.py for what pg-boss promises and how it is judged.
+// See claimcheck/libs/pgboss.py for what pg-boss promises and how it is judged. One script for pg-boss
+// 10 (CommonJS, `insert(jobs)`) and 12 (an ES module exporting `PgBoss`, `insert(name, jobs)`; Node 22).
 import { args, emit, keys, library, Recorder, run, untilStopped } from "./protocol.mjs";
 
 const QUEUE = "claimcheck";
 const { command, config } = args();
-const PgBoss = library(config, "pg-boss");
+const loaded = library(config, "pg-boss");  // Node 22 loads pg-boss 12's ES module through require()
+const PgBoss = loaded.PgBoss ?? loaded;
+const { version } = library(config, "pg-boss/package.json");
+const major = Number(version.split(".")[0]);
 const o = config.options;  // the adapter's settings (claimcheck/libs/pgboss.py)
 
 function boss(extra = {}) {
@@ -29,7 +33,7 @@ async function enqueue() {
     for (let key = first; key <= Math.min(first + o.enqueue_batch - 1, config.last); key++) {
       jobs.push({ name: QUEUE, data: { key }, retryLimit: o.retry_limit, expireInSeconds: o.expire_s });
     }
-    await b.insert(jobs);
+    await (major >= 11 ? b.insert(QUEUE, jobs) : b.insert(jobs));
   }
   await b.stop({ graceful: false, wait: true });
   emit({ event: "enqueued", count: config.last - config.first + 1 });
@@ -48,10 +52,13 @@ async function feed() {  // one job per key read from stdin, each its own send (
 
 async function work() {
   const recorder = new Recorder(config);
-  const { version } = library(config, "pg-boss/package.json");
-  // claimcheck lib pg-boss --idle: pg-boss's own defaults, or the settings of its `suspendable` (pgboss.py)
+  // claimcheck lib pg-boss --idle: pg-boss's own defaults, or the settings of its `suspendable` (pgboss.py).
+  // pg-boss 11+ expires jobs in its supervise pass, every superviseIntervalSeconds and at most once per
+  // monitorIntervalSeconds per queue (60 s each by default); 10 in its maintenance: each every o.maintenance_s
   const idle = config.idle ?? "";
-  const b = boss(({ "": { supervise: true, schedule: false, maintenanceIntervalSeconds: o.maintenance_s },
+  const expiry = major >= 11 ? { superviseIntervalSeconds: o.maintenance_s, monitorIntervalSeconds: o.maintenance_s }
+    : { maintenanceIntervalSeconds: o.maintenance_s };
+  const b = boss(({ "": { supervise: true, schedule: false, ...expiry },
     defaults: {}, suspendable: { supervise: false, schedule: false } })[idle]);
   await b.start();
   recorder.hello("pg-boss", version);
@@ -71,6 +78,7 @@ async function sql() {
   // The statements PgBoss.work's loop sends, as the installed pg-boss builds them (src/plans.js;
   // Manager: nextJobCommand = plans.fetchNextJob(schema), completeJobsCommand = plans.completeJobs(schema)),
   // for claimcheck's pgbench cycle (claimcheck lib pg-boss --pgbench).
+  if (major >= 11) throw new Error(`no pgbench cycle is written for pg-boss ${version}'s plans (only 10.x)`);
   const plans = library(config, "pg-boss/src/plans.js");
   const schema = plans.DEFAULT_SCHEMA ?? "pgboss";
   emit({ event: "sql", schema, fetch: plans.fetchNextJob(schema)({ includeMetadata: true, priority: true }),
