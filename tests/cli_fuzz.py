@@ -68,7 +68,8 @@ def argv(verb: str, options: dict[str, str], flags: set[str]) -> list[str]:
 
 def _number(kind: str, text: str):
     if kind in ("int", "ints"):
-        values = [int(x) for x in text.split(",") if x.strip()] if kind == "ints" else [int(text)]
+        # An empty item (`5,`, `1,,2`) is refused: a number left out, or a comma too many (issue 35).
+        values = [int(x) for x in text.split(",")] if kind == "ints" else [int(text)]
     else:
         values = [float(text)]
     if not values:

@@ -37,7 +37,7 @@ HEADERS = [
     Piece("-- isolation: fast", "an isolation that is not a level"),
     Piece("-- isolaton: serializable", "a misspelled header"),
     Piece("-- lifecycel: shared", "a misspelled header"),
-    Piece("-- priority: high", "an unknown header in the opening block"),
+    Piece("-- priority: high"), Piece("-- Author: someone"),  # prose: not one edit from a header
     Piece("-- lifecycle: private", "a lifecycle other than shared"),
 ]
 BODIES = {
@@ -50,7 +50,8 @@ BODIES = {
               Piece("UPDATE jobs SET WHERE;", server_bad=True)],
     "complete": [Piece(FENCED), Piece(FENCED.replace("%(attempts)s", "%(attempt)s"), "an unknown parameter"),
                  Piece(FENCED.replace("status = 'done'", "statuz = 'done'"), server_bad=True),
-                 Piece("-- only a comment", "a section with no SQL")],
+                 Piece("-- only a comment", "a section with no SQL"),
+                 Piece(FENCED.replace(";", "\x00 AND false;"), "a NUL byte")],
     "finish": [Piece(FENCED, "an unknown section")],
 }
 SECTION_LINES = [

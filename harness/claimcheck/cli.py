@@ -68,9 +68,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     import psycopg
     from rich.console import Console
 
-    from claimcheck.commands._options import check_writable
+    from claimcheck.commands._options import check_reports_dir, check_writable
     from claimcheck.errors import ClaimcheckError, Interrupted
     from claimcheck.report.publish import report_console
+    from claimcheck.server.leftovers import sweep_local
     from claimcheck.server.provision import DSN_ENV
     from claimcheck.server.redaction import remember
 
@@ -82,6 +83,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     try:
         check_writable(getattr(args, "json", None))  # every verb's --json, before anything runs
+        if getattr(args, "writes_reports", False) and args.json is None:
+            check_reports_dir()
+        for note in sweep_local():  # what killed runs left on this host's disk
+            _say(err, f"claimcheck: {note}")
         code = args.func(args, console, err)
     except KeyboardInterrupt:
         _ignore_further_interrupts()

@@ -84,6 +84,22 @@ def test_lib_refuses_a_rate_where_it_does_not_apply(capsys, argv, words):
     assert words in refused(capsys, *argv)
 
 
+@pytest.mark.parametrize("argv,words", [
+    # Each was accepted: a run with no pooler (exit 0), an SLO silently ignored, `100,200` swept.
+    (["check", "skip-locked", "--pooler", ""], "--pooler '': the pooler claimcheck starts is pgbouncer"),
+    (["bench", "--strategies", "skip-locked", "--latency-slo", "50"], "--latency-slo needs --rate"),
+    (["bench", "--strategies", "skip-locked", "--rate", "100,,200"], "got '100,,200' (an empty item"),
+    (["bench", "--strategies", "skip-locked", "--workers", "4,"], "got '4,' (an empty item"),
+])
+def test_options_that_mean_nothing_are_refused_like_their_neighbours(capsys, argv, words):
+    try:
+        err = refused(capsys, *argv)
+    except SystemExit as exited:  # refused by the option's own parser, as argparse does
+        assert exited.code == 2
+        err = " ".join(capsys.readouterr().err.split())
+    assert words in err, err
+
+
 @pytest.mark.parametrize("argv,message", [
     (["--budget", "10", "--jobs", "100"], "--budget sizes the check by time; --jobs asks for a fixed size"),
     (["--budget", "10", "--drain"], "--drain asks for a fixed size"),

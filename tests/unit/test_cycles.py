@@ -4,6 +4,8 @@ transaction and message sent, in order) and the worker's log, which is what the 
 from __future__ import annotations
 
 import pytest
+
+from claimcheck.errors import SqlFileError
 from psycopg import errors
 
 from claimcheck.engine import cycle
@@ -191,7 +193,8 @@ def test_a_claim_that_keeps_failing_gives_up_at_the_consecutive_failure_limit(mo
     assert_each_job_done_once(log, 10) and log.sqlstates == {"40001": 8}
     loop, backend, log, _ = memory_loop(10, batch=5)
     backend.fail_next["claim"] = [serialization_failure() for _ in range(6)]
-    with pytest.raises(RuntimeError, match="failed 5 times in a row, last with 40001"):
+    with pytest.raises(SqlFileError, match=r"section 'claim' fails on the server in the claim's transaction, 5 times "
+                                           r"in a row: .*\[40001\]"):
         loop.run()
 
 

@@ -34,3 +34,28 @@ def test_a_report_that_cannot_be_written_after_the_run_is_kept_and_its_path_said
         assert json.loads(kept.read_text()) == {"runs": [], "verdict": "kept"}
     finally:
         kept.unlink()
+
+
+def test_a_disk_that_fills_up_mid_write_leaves_no_empty_file_at_the_destination(tmp_path):
+    # A full disk left a 0-byte file at --json's path (the report itself was kept elsewhere). The file
+    # size limit makes the write fail as a full disk does, after the file was opened.
+    import subprocess
+    import sys
+    target = tmp_path / "r.json"
+    script = ("import resource, signal, sys; from pathlib import Path; "
+              "from claimcheck.report.render import write_whole; "
+              "signal.signal(signal.SIGXFSZ, signal.SIG_IGN); resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64)); "
+              "write_whole(Path(sys.argv[1]), 'x' * 100_000)")
+    done = subprocess.run([sys.executable, "-c", script, str(target)], capture_output=True, text=True)
+    assert "File too large" in done.stderr, done.stderr
+    assert list(tmp_path.iterdir()) == []  # no empty file at the path, no temporary file beside it
+
+
+def test_a_read_only_working_directory_is_refused_before_bench_runs(capsys, monkeypatch):
+    # bench ran every strategy, then failed with a raw "[Errno 30] Read-only file system: 'reports'".
+    from claimcheck.cli import main
+    monkeypatch.chdir("/proc")  # its permission bits let root in; no directory can be made there
+    code = main(["bench", "--strategies", "skip-locked", "--dsn", "postgresql://nobody@127.0.0.1:1/none"])
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 2 and "the reports go to reports/ under the current directory (/proc)" in err, err
+    assert "cannot connect" not in err  # refused before anything ran

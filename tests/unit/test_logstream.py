@@ -138,3 +138,18 @@ def test_a_delta_out_of_order_is_a_harness_bug_said_as_such():
         assert "worker 2: log delta starts at 3, 0 records known" in str(exc)
     else:
         raise AssertionError("merged out of order")
+
+
+def test_an_attempt_number_above_32_bits_is_recorded_and_streamed_whole():
+    # An attempts value above 2^31 - 1 ended the run in an IndexError traceback (a 32-bit column, the
+    # record left half-written), exit 1, which a bar reads as "unsafe".
+    receiver, sender = multiprocessing.Pipe(duplex=False)
+    log = WorkerLog(worker=0)
+    stream = LogStream(PipeSink(sender), log, interval_s=0.5)
+    log.record_claims([(7, 3_000_000_001), (8, 2**63 - 1)], 1.0)
+    stream.flush()
+    copy = WorkerLog(worker=0)
+    receive(receiver).merge_into(copy)
+    assert list(copy.attempt) == [3_000_000_001, 2**63 - 1] and list(copy.job) == [7, 8]
+    receiver.close()
+    sender.close()

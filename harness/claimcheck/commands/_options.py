@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import tempfile
 from pathlib import Path
 
 from rich.console import Console
@@ -19,13 +20,14 @@ from claimcheck.verdict.result import RunResult
 
 def _numbers(text: str, kind, what: str) -> list:
     """A comma-separated list of `kind` numbers; never empty (an empty list would run nothing, and report
-    that as a success)."""
+    that as a success), and no item empty (`100,,200` is a typo, of a number left out or one too many commas)."""
     try:
-        values = [kind(x) for x in text.split(",") if x.strip()]
+        values = [kind(x) for x in text.split(",")]
     except ValueError:
         values = []
     if not values:
-        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        empty = " (an empty item: a number left out, or a comma too many)" if "," in text else ""
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}{empty}")
     return values
 
 
@@ -72,14 +74,15 @@ def add_server_options(p: argparse.ArgumentParser) -> None:
 
 def refuse_pooler(args: argparse.Namespace, what: str) -> None:
     """A verb (or engine) whose connections do not go through --pooler says so instead of ignoring it."""
-    if args.pooler:
+    if args.pooler is not None:
         raise UsageError(f"{what} runs its sessions on direct connections; --pooler is for check's and bench's "
                          "load runs, faults, lib and the probes")
 
 
 def provide(args: argparse.Namespace, **kwargs):
     """The verb's server (provision.provide_server) from its --dsn, --pg, --pooler and --pool-size."""
-    pooler = PoolerSpec.parse(args.pooler, args.pool_size) if args.pooler else None
+    # `is not None`: an empty --pooler "" (an unset variable in a script) is refused, not a run without one.
+    pooler = PoolerSpec.parse(args.pooler, args.pool_size) if args.pooler is not None else None
     if pooler is None and args.pool_size is not None:
         raise UsageError("--pool-size sizes the pool of --pooler; give --pooler pgbouncer too")
     workers = getattr(args, "workers", None)  # a list (check's of one); the probes have no --workers
@@ -112,6 +115,20 @@ def check_writable(path: Path | None) -> None:
                          "writable directory") from None
 
 
+def check_reports_dir() -> None:
+    """A verb that always writes its reports puts them in REPORTS_DIR under the current directory when
+    no --json is given: one that cannot be made or written there (a read-only checkout) is said before
+    the run, not as a raw OSError after every strategy ran."""
+    try:
+        REPORTS_DIR.mkdir(exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=REPORTS_DIR, prefix=".claimcheck-probe-"):
+            pass
+    except OSError as exc:
+        raise UsageError(f"the reports go to {REPORTS_DIR}/ under the current directory ({Path.cwd()}) without "
+                         f"--json, and it cannot be written there ({exc.strerror or exc}); give --json PATH in a "
+                         "writable directory") from None
+
+
 def add_json_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", type=Path, help="write the JSON report here")
 
@@ -141,6 +158,7 @@ def add_run_options(p: argparse.ArgumentParser, *, workers: str, jobs: int | Non
     g.add_argument("--claims-per-worker", type=int, help="stop each worker after this many claim transactions "
                                                          "(like pgbench -t)")
     if reports:
+        p.set_defaults(writes_reports=True)  # REPORTS_DIR is checked before the run (check_reports_dir)
         g.add_argument("--json", type=Path, metavar="PATH",
                        help=f"write the JSON report here, and the HTML report next to it (default: "
                             f"{REPORTS_DIR}/{p.prog.split()[-1]}-TIME.json under the current directory, created if needed)")

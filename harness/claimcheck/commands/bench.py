@@ -70,7 +70,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
                         "producer enqueues at that rate for --duration seconds after the --jobs seeded ones (give a "
                         "small --jobs: a backlog delays every pickup), then the workers drain; prints each one's knee")
     add_producers_option(r)
-    r.add_argument("--latency-slo", type=float, default=DEFAULT_LATENCY_SLO_MS, metavar="MS",
+    r.add_argument("--latency-slo", type=float, metavar="MS",
                    help="a rate is sustained only with pickup latency p99 at most this (default "
                         f"{DEFAULT_LATENCY_SLO_MS:g} ms; docs/producers.md defines sustained)")
     add_server_options(p)
@@ -81,6 +81,9 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     if args.jobs is None:
         args.jobs = BENCH_JOBS if args.rate is None else RATE_BACKLOG_JOBS
     positive("--repeat", args.repeat, maximum=MAX_REPEAT)
+    if args.latency_slo is not None and args.rate is None:  # as RunSettings refuses --producers
+        raise UsageError("--latency-slo needs --rate: it is the pickup latency a rate run must keep to be sustained")
+    args.latency_slo = DEFAULT_LATENCY_SLO_MS if args.latency_slo is None else args.latency_slo
     above_zero("--latency-slo", args.latency_slo, MAX_LATENCY_SLO_MS)
     if args.rate is not None:
         refuse_with_rate(args)

@@ -17,11 +17,43 @@ PARAM_RE = re.compile(r"%\((?P<name>[^)]*)\)s")
 _POSITIONAL_RE = re.compile(r"%s|%b|%t")
 _DOLLAR_TAG_RE = re.compile(r"\$(?:[A-Za-z_][A-Za-z_0-9]*)?\$")
 _POSITIONAL_NUMBER_RE = re.compile(r"(?<![A-Za-z0-9_$])\$(?P<n>[0-9]+)(?![0-9])")
+_CUT_RE = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f]")
+"""Control characters a file may not hold: libpq sends a statement as a C string, so it ends at a NUL
+and the server would judge only what comes before; the others are whitespace to no one (tab, newline,
+carriage return and form feed are PostgreSQL's whitespace) and most likely a paste or encoding accident."""
+
+
+def refuse_control_characters(text: str, path: str, error: type[Exception]) -> None:
+    """Refuse a file's control character as `error`, at `path:line:column`: a NUL would cut the
+    statement short unseen (the part after it never judged), so the SQL judged would not be the SQL
+    written. Strategy files and interleave specs are both checked here."""
+    found = _CUT_RE.search(text)
+    if found is None:
+        return
+    line = text.count("\n", 0, found.start()) + 1
+    column = found.start() - (text.rfind("\n", 0, found.start()) + 1) + 1
+    if found.group(0) == "\x00":
+        what = ("a NUL byte: libpq sends a statement as a C string, which ends at a NUL, so the server would "
+                "judge only the part before it")
+    else:
+        what = f"the control character {found.group(0)!r}, which is no whitespace PostgreSQL reads"
+    raise error(f"{path}:{line}:{column}: {what}. Remove it; a value that must hold one is written as an "
+                "escape (E'\\x01', chr(1))")
 
 
 def placeholders(sql: str) -> set[str]:
     """The names of the `%(name)s` placeholders in a statement."""
     return {m.group("name") for m in PARAM_RE.finditer(sql)}
+
+
+_PERCENT_RE = re.compile(r"%%|%\([^)]*\)[sbt]|%[sbt]|%")
+
+
+def lone_percent(sql: str) -> int | None:
+    """Where the first `%` that begins no placeholder and is no `%%` stands, or None. psycopg reads
+    every `%` of a statement it is given parameters for, in quotes and comments too, and refuses the
+    statement ("incomplete placeholder"); the harness always gives parameters, so it is never sent."""
+    return next((m.start() for m in _PERCENT_RE.finditer(sql) if m.group(0) == "%"), None)
 
 
 def has_positional(sql: str) -> bool:

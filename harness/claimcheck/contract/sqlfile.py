@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from claimcheck.contract.dialect import has_positional, placeholders
+from claimcheck.contract.dialect import PARAM_RE, has_positional, lone_percent, placeholders, refuse_control_characters
 from claimcheck.errors import SqlFileError, read_input
 
 _SECTION_RE = re.compile(r"^\s*--\s*name\s*:\s*(?P<name>\S*)\s*(?P<rest>.*?)\s*$", re.IGNORECASE)
@@ -58,17 +58,16 @@ def parse_sql_text(text: str, path: Path, header_keys: frozenset[str] = frozense
     """Split `text` into headers and sections; only `header_keys` are read as headers.
 
     A section line is `-- name: SECTION` and nothing else. With `header_keys` (a strategy file), a
-    line of the `-- key: value` block that opens the file must be one of them, and a `-- key:` line
-    anywhere that is one edit from a header (`isolaton`) or from `name` is refused: a misspelled
-    header would otherwise be silently ignored and the run go on with the wrong settings. Other
-    comments before the first section are prose (they are not `-- key: value` lines of the opening
-    block), so a file may carry it.
+    `-- key:` line anywhere that is one edit from a header (`isolaton`) or from `name` is refused: a
+    misspelled header would otherwise be silently ignored and the run go on with the wrong settings.
+    Any other `-- word:` line is prose (`-- Author: ...`). A control character is refused where it
+    stands (:func:`claimcheck.contract.dialect.refuse_control_characters`).
     """
+    refuse_control_characters(text, str(path), SqlFileError)
     headers: dict[str, str] = {}
     sections: dict[str, Section] = {}
     current: tuple[str, int] | None = None
     body: list[str] = []
-    opening = True  # still in the block of `-- key: value` lines the file starts with
 
     def close() -> None:
         if current is None:
@@ -91,10 +90,8 @@ def parse_sql_text(text: str, path: Path, header_keys: frozenset[str] = frozense
             continue
         header = _HEADER_RE.match(raw)
         if header_keys and header:
-            where = "section" if current is not None else ("opening" if opening else "prose")
-            _check_key(header.group("key").lower(), header_keys, where, path, number)
+            _check_key(header.group("key").lower(), header_keys, current is not None, path, number)
         if current is None:
-            opening = opening and (header is not None or not raw.strip())
             if header and header.group("key").lower() in header_keys:
                 headers[header.group("key").lower()] = header.group("value")
             continue
@@ -113,11 +110,10 @@ def _section_name(match: re.Match[str], path: Path, number: int) -> str:
     return name.lower()
 
 
-def _check_key(key: str, header_keys: frozenset[str], where: str, path: Path, number: int) -> None:
-    """Refuse a `-- key:` line meant as a header or a section line that would not be read as one.
-    `where`: in the `opening` block of headers, in `prose` before the first section, in a `section`."""
+def _check_key(key: str, header_keys: frozenset[str], in_section: bool, path: Path, number: int) -> None:
+    """Refuse a `-- key:` line meant as a header or a section line that would not be read as one."""
     if key in header_keys:
-        if where == "section" and key in BEHAVIOUR_KEYS:
+        if in_section and key in BEHAVIOUR_KEYS:
             raise SqlFileError(f"{path}:{number}: the header '{key}' is inside a section, where it is a comment "
                                "and changes nothing; headers go before the first `-- name:` line")
         return
@@ -125,10 +121,7 @@ def _check_key(key: str, header_keys: frozenset[str], where: str, path: Path, nu
     if near:
         raise SqlFileError(f"{path}:{number}: unknown header '{key}': did you mean '{near[0]}'? "
                            f"The headers are {', '.join(sorted(header_keys))} (docs/contracts.md, section 1)")
-    if where == "opening":
-        raise SqlFileError(f"{path}:{number}: unknown header '{key}'; the headers are "
-                           f"{', '.join(sorted(header_keys))} (docs/contracts.md, section 1). Prose before the first "
-                           "section goes below the headers, after a blank or bare `--` line")
+    # Any other `-- word:` line is prose (`-- Author: ...`, `-- why: ...`), wherever it stands.
 
 
 def _one_edit(a: str, b: str) -> bool:
@@ -148,13 +141,22 @@ def read_sql_file(path: Path, header_keys: frozenset[str] = frozenset()) -> SqlF
 
 
 def check_params(section: Section, allowed: set[str], path: Path) -> None:
-    """Reject placeholders the harness will not supply, and positional ones."""
+    """Reject placeholders the harness will not supply, positional ones and a lone `%`, each at its own line."""
+    def line_of(index: int) -> int:
+        return (section.sql_line or section.line) + section.sql.count("\n", 0, index)
+
     unknown = sorted(section.params - allowed)
     if unknown:
+        first = min(m.start() for m in PARAM_RE.finditer(section.sql) if m.group("name") in unknown)
         raise SqlFileError(
-            f"{path}:{section.line}: section '{section.name}' uses unknown parameter(s) "
+            f"{path}:{line_of(first)}: section '{section.name}' uses unknown parameter(s) "
             f"{', '.join('%(' + u + ')s' for u in unknown)}; it may use "
             f"{', '.join('%(' + a + ')s' for a in sorted(allowed))}")
+    lone = lone_percent(section.sql)
+    if lone is not None:
+        raise SqlFileError(
+            f"{path}:{line_of(lone)}: section '{section.name}' has a lone '%', which psycopg refuses: "
+            f"\"incomplete placeholder: '%'\". Write a literal percent sign as %% (in quotes and comments too)")
     if has_positional(section.sql):
         raise SqlFileError(
             f"{path}:{section.line}: section '{section.name}' has a positional placeholder (%s); "

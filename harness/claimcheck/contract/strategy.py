@@ -138,14 +138,15 @@ class Strategy:
     def _steps(self) -> dict[str, tuple[str, ...]]:
         return {name: tuple(text for text, _ in split_statements(body)) for name, body in self.statements.items()}
 
-    def where(self, section: str, step: int = 0, position: int | None = None) -> str:
+    def where(self, section: str, step: int = 0, position: int | None = None, sent: str | None = None) -> str:
         """`file:line` of a section's statement (and of a character in it, as the server numbers the
-        statement it was sent: `$n` for each placeholder, which spans no line)."""
+        statement it was sent: `sent`, else the statement with `$n` for each placeholder, which spans
+        no line)."""
         path, first = self.lines.get(section, (self.source, 0))
         if not first:
             return path
         text, offset = split_statements(self.statements[section])[step]
-        within = to_positional(text)[0][:position - 1].count("\n") if position else 0
+        within = (to_positional(text)[0] if sent is None else sent)[:position - 1].count("\n") if position else 0
         return f"{path}:{first + offset + within}"
 
     @cached_property
@@ -347,14 +348,23 @@ def _check_claim_result(strategy: Strategy, cur: psycopg.Cursor, pick_columns: t
     return shape, (rows[0] if rows else None)
 
 
-def server_message(strategy: Strategy, section: str, step: int, exc: psycopg.Error) -> str:
-    """A server error in a section's statement `step`, placed at its file and line (validation's,
-    and the seed's)."""
+def server_message(strategy: Strategy, section: str, step: int | None, exc: psycopg.Error, sent: str | None = None,
+                   offset: int = 0, during: str = "",
+                   outcome: str = "Nothing was run; fix the statement and try again.") -> str:
+    """A server error in a section's statement `step` (None: which one is not known), placed at its
+    file and line, with the server's hint: the one wording of it, for validation, the seed, the
+    planner conditions' EXPLAIN and a section that fails at run time. `sent`: the statement as the
+    server got it, after `offset` characters of our own (an EXPLAIN or PREPARE in front), when it is
+    not the statement with `$n` placeholders; `during`: what we were doing, when that is not running
+    it once; `outcome`: what became of the run."""
     diag = exc.diag
     detail = (diag.message_primary or str(exc)).strip().rstrip(".")
     # A statement replayed behind statement pooling shares its message with others: its offset there.
-    position = int(diag.statement_position) - getattr(exc, "statement_offset", 0) if diag.statement_position else None
+    position = int(diag.statement_position) - getattr(exc, "statement_offset", 0) - offset \
+        if diag.statement_position and step is not None else None
+    position = position if position and position > 0 else None
     where = f" (at character {position} of the statement)" if position else ""
     hint = f" Hint: {diag.message_hint.strip().rstrip('.')}." if diag.message_hint else ""
-    return (f"{strategy.where(section, step, position)}: section '{section}' fails on the server: {detail}{where}."
-            f"{hint} Nothing was run; fix the statement and try again.")
+    state = f" [{exc.sqlstate}]" if exc.sqlstate and step is None else ""
+    return (f"{strategy.where(section, step or 0, position, sent)}: section '{section}' fails on the server"
+            f"{during}: {detail}{state}{where}.{hint} {outcome}")

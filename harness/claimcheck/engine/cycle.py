@@ -32,9 +32,12 @@ import psycopg
 from psycopg import errors
 
 from claimcheck.contract.claimrows import ClaimRows, Notes
+from claimcheck.contract.keys import key_of
+from claimcheck.contract.strategy import server_message
 from claimcheck.engine.backend import INJECTED_ERROR, Backend, Stopping
 from claimcheck.engine.logstream import LogStream
 from claimcheck.engine.shared import STALL_ASKED, STALLED, Shared
+from claimcheck.errors import SqlFileError
 from claimcheck.verdict.ledger import ABANDONED, CLAIM_IS_COMPLETION, DONE, FAILED, STALE, WorkerLog
 
 if TYPE_CHECKING:  # the worker module runs the cycles: it imports this one
@@ -210,9 +213,10 @@ class Cycle:
         elif isinstance(exc, errors.DeadlockDetected):
             self.log.deadlocks += 1
         if self.consecutive_failures >= MAX_CONSECUTIVE_ERRORS:
-            message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise RuntimeError(f"the claim failed {MAX_CONSECUTIVE_ERRORS} times in a row, last with {state}: "
-                               f"{message}; that is not contention but a statement that cannot succeed")
+            raise SqlFileError(server_message(
+                self.strategy, self.strategy.picking_section, None, exc,
+                during=f" in the claim's transaction, {MAX_CONSECUTIVE_ERRORS} times in a row",
+                outcome="That is not contention but a statement that cannot succeed: the run is not judged."))
 
 
 class LeaseCycle(Cycle):
@@ -290,6 +294,7 @@ class LeaseCycle(Cycle):
         # it was first sent, a moment no re-claim can precede. (A claim is timed after its commit.)
         if fails:
             self._released_at = time.monotonic()
+        last = None
         for _ in range(MAX_COMPLETION_RETRIES):
             try:
                 if error is not None:
@@ -298,7 +303,7 @@ class LeaseCycle(Cycle):
                 self.consecutive_failures = 0
                 return outcome
             except psycopg.Error as exc:
-                error = None
+                error, last = None, exc
                 if not self.backend.lost(exc):
                     if exc.sqlstate is None:
                         raise
@@ -315,7 +320,12 @@ class LeaseCycle(Cycle):
                         return DONE
                     if fails and row[0] in ("queued", "failed") and row[2] == INJECTED_ERROR:
                         return FAILED
-        raise RuntimeError(f"completion of job {job} failed {MAX_COMPLETION_RETRIES} times in a row")
+        assert last is not None  # the loop ran MAX_COMPLETION_RETRIES > 0 times, each ending in an error
+        key = key_of(self.plan.keys, job, self.log.unknown_keys, self.plan.shape.key_is_int)
+        raise SqlFileError(server_message(
+            self.strategy, "fail" if fails else "complete", None, last,
+            during=f" for job {key!r}, {MAX_COMPLETION_RETRIES} times in a row",
+            outcome="The run is not judged; fix the statement and try again."))
 
 
 class LockCycle(Cycle):

@@ -34,6 +34,7 @@ from claimcheck.engine import idle
 from claimcheck.engine.fastpath import LibpqBackend
 from claimcheck.engine.logstream import FLUSH_INTERVAL_S, PROOF_FLUSH_INTERVAL_S, LogStream, PipeSink, summary
 from claimcheck.engine.shared import Shared
+from claimcheck.errors import ClaimcheckError
 from claimcheck.server.interrupts import child_process_setup
 from claimcheck.server.runcontext import RunContext, StatelessConnection, when_up
 from claimcheck.settings import RunSettings
@@ -145,7 +146,9 @@ def worker_main(plan: WorkerPlan, index: int, barrier: Any, shared: Shared, pipe
         # coordinator gave up waiting: nothing of ours to report, or ours would hide the cause.
         pass
     except Exception as exc:  # reported by the coordinator as an environment error
-        log.error = f"worker {index}: {type(exc).__name__}: {str(exc).strip() or traceback.format_exc(limit=3)}"
+        # One of ours says what and where (a section that fails at run time); anything else, its type too.
+        kind = "" if isinstance(exc, ClaimcheckError) else f"{type(exc).__name__}: "
+        log.error = f"worker {index}: {kind}{str(exc).strip() or traceback.format_exc(limit=3)}"
         # Before the start, the others must not wait for us. After it, an abort would break the
         # barrier under workers not yet awake from it, and hide our error behind theirs.
         if barrier is not None and not released:

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+from claimcheck.contract.dialect import refuse_control_characters
 from claimcheck.errors import ClaimcheckError, read_input
 
 DEFAULT_JOBS = 20
@@ -247,7 +248,9 @@ def _check_permutation(names: list[tuple[str, int]], steps: dict[str, Step], ses
 
 
 def read_spec(path: Path) -> Spec:
-    return parse_spec(read_input(path, SpecError), str(path))
+    text = read_input(path, SpecError)
+    refuse_control_characters(text, str(path), SpecError)
+    return parse_spec(text, str(path))
 
 
 def render_spec(spec: Spec, header: str = "") -> str:

@@ -35,6 +35,19 @@ EXTERNAL = frozenset({"graphile-worker", "pg-boss", "pg-boss-12", "bullmq", "del
 installed with that runtime's package manager on first use, not with a Python extra."""
 
 
+def library_error(exc: BaseException) -> str:
+    """A library's exception on one line, with the driver's error beneath it: a library that wraps it
+    (procrastinate's "ConnectorException: Database error.") hides what the server said, a serialization
+    failure under a SERIALIZABLE default role, say; its cause and SQLSTATE go on the same line."""
+    text = " ".join(str(exc).split())
+    cause = exc.__cause__ or exc.__context__
+    if cause is None:
+        return f"{type(exc).__name__}: {text}"
+    state = getattr(cause, "sqlstate", None)
+    said = str(cause).strip().splitlines()[0] if str(cause).strip() else ""
+    return f"{type(exc).__name__}: {text} (from {type(cause).__name__}{f' [{state}]' if state else ''}: {said})"
+
+
 class LibraryMissing(UsageError):
     """The library an adapter drives is not installed."""
 

@@ -14,7 +14,7 @@ import os
 import signal
 import sys
 
-from claimcheck.libs import load_adapter
+from claimcheck.libs import library_error, load_adapter
 from claimcheck.libs._adapter import Recorder, WorkerConfig
 
 STOP_GRACE_S = 10.0
@@ -42,13 +42,7 @@ def main() -> int:
     try:
         asyncio.run(_main(config))
     except Exception as exc:  # the library's loop died (its connection was terminated, the server restarted)
-        # A library that wraps the driver's error (procrastinate's "ConnectorException: Database error.")
-        # hides what the server said: its cause goes on the same line.
-        cause = exc.__cause__ or exc.__context__
-        why = f" (from {type(cause).__name__}: {str(cause).strip().splitlines()[0] if str(cause).strip() else ''})" \
-            if cause is not None else ""
-        print(f"w{config.worker:02d}: {config.library} worker stopped: {type(exc).__name__}: "
-              f"{' '.join(str(exc).split())}{why}", file=sys.stderr)
+        print(f"w{config.worker:02d}: {config.library} worker stopped: {library_error(exc)}", file=sys.stderr)
         return 3
     return 0
 

@@ -25,6 +25,7 @@ import time
 
 from claimcheck.engine.producer import ProducerLog, ProducerPlan
 from claimcheck.errors import ClaimcheckError
+from claimcheck.libs import library_error
 from claimcheck.libs._adapter import LibraryAdapter
 from claimcheck.server import interrupts
 
@@ -57,7 +58,7 @@ def feed_main(adapter: LibraryAdapter, dsn: str, plan: ProducerPlan, stop, produ
     try:
         asyncio.run(_feed(adapter, dsn, plan, stop, enqueued, log))
     except Exception as exc:  # reported by the coordinator: the run is not judged without its producer
-        log.error = f"the {adapter.name} producer failed: {type(exc).__name__}: {exc}"
+        log.error = f"the {adapter.name} producer failed: {library_error(exc)}"
     finally:
         producing.value = 0  # only after its last commit: the coordinator then waits for the drain
         sender.send(log)

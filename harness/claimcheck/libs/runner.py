@@ -18,7 +18,6 @@ import math
 import os
 import signal
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Callable
 import psycopg
 
 from claimcheck.errors import ServerError
+from claimcheck.server.leftovers import records_dir
 from claimcheck.server.pooling import refuse_behind_statement_pool
 from claimcheck.engine.faults import FaultInjector
 from claimcheck.engine.judge import RunRecord, judge_run
@@ -139,9 +139,8 @@ def run_library(server: Server, adapter: LibraryAdapter, settings: RunSettings,
         "point --dsn at the server and give --pooler pgbouncer:statement, which puts only the library's workers "
         "behind a statement pool")
     run_id = run_id or run_id_from_env()  # as every run: $CLAIMCHECK_RUN_ID names what it creates
-    with run_database(server, run_id, adapter.name) as run, tempfile.TemporaryDirectory(
-            prefix=f"claimcheck-{run_id}-") as tmp:
-        result = _Run(server, adapter, settings, run, Path(tmp), progress).go()
+    with run_database(server, run_id, adapter.name) as run, records_dir(run_id) as tmp:
+        result = _Run(server, adapter, settings, run, tmp, progress).go()
         if pgbench:
             result = dataclasses.replace(result, pgbench=run_cycle(adapter, run, server.bin_dir, settings))
         return result

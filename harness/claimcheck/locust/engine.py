@@ -11,6 +11,7 @@ for gevent, so this module never imports it; the locustfile runs in Locust's own
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import os
 import signal
@@ -23,8 +24,10 @@ from rich.console import Console
 
 from claimcheck import install_command
 from claimcheck.errors import Interrupted, UsageError
+from claimcheck.server.interrupts import die_with_parent, shielded
 from claimcheck.server.postmaster import terminate
 from claimcheck.server.provision import DSN_ENV, MAX_CONNECTIONS, provide_server
+from claimcheck.server.session import RUN_ID_ENV, drop_run_schema, run_id_from_env
 from claimcheck.settings import positive
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
@@ -33,7 +36,6 @@ INSTALL_HINT = ("--engine locust needs Locust, which claimcheck ships as an extr
 CONNECTION_MARGIN = 10
 """Connections beyond one per user for a server we start: the master's, the sampler's, psql's."""
 MAX_WORKERS_WAIT_S = 60
-MASTER_CLEANUP_S = 30.0
 WORKER_EXIT_S = 10.0
 
 
@@ -89,18 +91,29 @@ def run_check(args: argparse.Namespace, console: Console, err: Console) -> int:
     with provide_server(args.dsn, args.pg, max_connections=max(MAX_CONNECTIONS, args.users + CONNECTION_MARGIN)) \
             as server:
         port = _free_port()
-        env = {**os.environ, DSN_ENV: server.dsn}
+        run_id = run_id_from_env()  # the master's schema: ours to drop if we must stop it
+        env = {**os.environ, DSN_ENV: server.dsn, RUN_ID_ENV: run_id}
         err.print(f"claimcheck: Locust master and {args.processes} worker process(es) on 127.0.0.1:{port}, "
                   f"{args.users} users", highlight=False)
-        master = subprocess.Popen(locust_command(args, port), env=env)
-        workers = [subprocess.Popen(worker_command(port), env=env, stdout=subprocess.DEVNULL)
+        # Sessions of their own: the terminal's Ctrl-C is ours to handle (in Locust's greenlets it printed
+        # tracebacks), and each dies with us if we are killed (the master's SIGTERM is a graceful quit,
+        # which drops its schema; the workers have nothing to keep).
+        master = subprocess.Popen(locust_command(args, port), env=env, start_new_session=True,
+                                  preexec_fn=die_with_parent)
+        workers = [subprocess.Popen(worker_command(port), env=env, stdout=subprocess.DEVNULL, start_new_session=True,
+                                    preexec_fn=functools.partial(die_with_parent, signal.SIGKILL))
                    for _ in range(args.processes)]
         try:
             code = master.wait()
         except KeyboardInterrupt:
-            # The terminal's Ctrl-C reached the master too: let it drop the run's schema.
-            _wait_or_kill(master, MASTER_CLEANUP_S)
-            raise Interrupted("interrupted: the Locust master dropped the run's schema") from None
+            # Ctrl-C or SIGTERM: stop Locust at once and drop the run's schema ourselves; a graceful quit of
+            # the master waits on its users and prints its statistics.
+            with shielded():
+                for process in (master, *workers):
+                    process.kill()
+                    process.wait()
+                drop_run_schema(server.dsn, run_id)
+            raise Interrupted("interrupted: the Locust master and workers stopped") from None
         finally:
             for worker in workers:
                 _wait_or_kill(worker, WORKER_EXIT_S if master.returncode is not None else 0)

@@ -85,6 +85,8 @@ class MasterRun:
         """Messages from the users so far: the supervisor's sign of activity (a claim, an end)."""
         self.supervisor = Supervisor(self.settings, time.monotonic())
         self.judged = False
+        self.watcher: gevent.Greenlet | None = None
+        """The greenlet that ends and judges the run; killed first on the way out (it reads self.conn)."""
         runner = environment.runner
         for kind, handler in ((START_MESSAGE, self._on_start), (LOG_MESSAGE, self._on_log),
                               (END_MESSAGE, self._on_end)):
@@ -106,7 +108,7 @@ class MasterRun:
         self.sampler.start()
         self.err.print(f"claimcheck: {self.strategy.name} · {self.settings.mode} · {self.settings.workers} users · "
                        f"{self.settings.jobs:,} jobs seeded in schema {self.run.schema}", highlight=False, soft_wrap=True)
-        gevent.spawn(self._watch)
+        self.watcher = gevent.spawn(self._watch)
 
     # -- 2. the users' records --------------------------------------------------------------------
     def _log(self, user: int) -> WorkerLog:
@@ -233,6 +235,8 @@ class MasterRun:
             self.err.print("claimcheck: the run ended before it was judged (interrupted?); schema dropped",
                            highlight=False)
             self.env.process_exit_code = 2
+        if self.watcher is not None and not self.watcher.dead:  # a quit before the verdict (SIGTERM)
+            self.watcher.kill()
         if self.sampler is not None:
             self.sampler.stop()
             self.sampler = None

@@ -17,12 +17,12 @@ import psycopg
 from psycopg import ClientCursor, sql
 
 from claimcheck.contract.dialect import to_positional
-from claimcheck.contract.strategy import Strategy
+from claimcheck.contract.strategy import Strategy, server_message
 from claimcheck.engine.budget import Budget
 from claimcheck.engine.driver import run_strategy
 from claimcheck.errors import SqlFileError
 from claimcheck.plans.conditions import CONDITION_WORKERS, Condition, TablesUnavailable, build_tables, under
-from claimcheck.plans.shape import EXPLAIN_TIMEOUT_MS, SAMPLE_VALUES, PlanShape, explain
+from claimcheck.plans.shape import EXPLAIN_PREFIX, EXPLAIN_TIMEOUT_MS, SAMPLE_VALUES, PlanShape, explain
 from claimcheck.plans.timing import shadowed
 from claimcheck.server.pooling import refuse_transaction_blocks
 from claimcheck.server.provision import Server
@@ -223,26 +223,31 @@ def plan_under(run: RunContext, strategy: Strategy, condition: Condition, batch:
     *before, (last, last_names) = strategy.bound_steps[section]
     values = {**SAMPLE_VALUES, "batch": batch}
     generic = condition.generic
+    step, sent, offset = 0, None, 0  # where a failure is placed: the statement, as sent, after our prefix
     try:
         with run.connect("plans") as conn, conn.transaction(force_rollback=True):
             conn.execute(sql.SQL("SET LOCAL statement_timeout = {}").format(EXPLAIN_TIMEOUT_MS))
             for name, value in condition.settings:
                 conn.execute(sql.SQL("SET LOCAL {} = {}").format(sql.Identifier(name), sql.Literal(value)))
             client = ClientCursor(conn)
-            for statement, names in before:
+            for step, (statement, names) in enumerate(before):  # noqa: B007 (read by the except below)
                 conn.execute(statement, _sample(names, values))
+            step = len(before)
             params = _sample(last_names, values)
             if not generic:
-                return explain(conn, client.mogrify(last, params), analyze=analyze)
+                sent, offset = client.mogrify(last, params), len(EXPLAIN_PREFIX)
+                return explain(conn, sent, analyze=analyze)
             positional, names = to_positional(last)
-            conn.execute(sql.SQL("PREPARE {} AS ").format(sql.Identifier(PREPARED)).as_string(conn) + positional)
+            prepare = sql.SQL("PREPARE {} AS ").format(sql.Identifier(PREPARED)).as_string(conn)
+            sent, offset = positional, len(prepare)
+            conn.execute(prepare + positional)
+            sent, offset = None, 0
             arguments = ", ".join(client.mogrify("%s", (params[name],)) for name in names)
             execute = f"EXECUTE {PREPARED}" + (f"({arguments})" if names else "")
             return explain(conn, execute, analyze=analyze)
     except psycopg.Error as exc:
-        message = (exc.diag.message_primary or str(exc)).strip()
-        raise SqlFileError(f"{strategy.source}: section '{section}' cannot be planned under {condition.name}: "
-                           f"{message}. Fix the statement and try again.") from None
+        during = f" when planned under {condition.name}" if condition.settings else ""
+        raise SqlFileError(server_message(strategy, section, step, exc, sent, offset, during)) from None
 
 
 def _sample(names: tuple[str, ...], values: dict) -> dict:

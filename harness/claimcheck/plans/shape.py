@@ -31,6 +31,8 @@ ONCE = ("InitPlan", "CTE")
 """Parent relationships of subplans that run once per statement."""
 EXPLAIN_TIMEOUT_MS = 10_000
 """statement_timeout of an EXPLAIN (ANALYZE runs the statement: a claim that hangs must not hold us)."""
+EXPLAIN_PREFIX = "EXPLAIN (COSTS OFF) "
+"""The first EXPLAIN of a statement: a server error's position in it counts these characters first."""
 SAMPLE_VALUES = {"worker": "claimcheck-plans", "lease_seconds": 300.0, "ids": [1, 2, 3], "id": 1, "attempts": 1,
                  "error": "claimcheck", "backoff_unit_s": 10.0, "backoff_cap_s": 3600.0}
 """The values an EXPLAINed statement's parameters get (bar `batch`, the caller's)."""
@@ -70,7 +72,7 @@ def json_plan(raw) -> dict:
 def explain(conn: psycopg.Connection, target: str, analyze: bool = False) -> PlanShape:
     """EXPLAIN `target` (a statement, or `EXECUTE` of a prepared one) on conn, inside the caller's
     transaction; with `analyze`, also EXPLAIN ANALYZE it (which runs it: roll the transaction back)."""
-    text = "\n".join(r[0] for r in conn.execute("EXPLAIN (COSTS OFF) " + target))
+    text = "\n".join(r[0] for r in conn.execute(EXPLAIN_PREFIX + target))
     tree = json_plan(conn.execute("EXPLAIN (COSTS OFF, FORMAT JSON) " + target).fetchone()[0])
     analyzed = None
     if analyze:

@@ -16,8 +16,8 @@ import psycopg
 from psycopg import ClientCursor, sql
 
 from claimcheck.errors import SqlFileError
-from claimcheck.plans.shape import EXPLAIN_TIMEOUT_MS, SAMPLE_VALUES, json_plan
-from claimcheck.contract.strategy import Strategy, sample_params
+from claimcheck.plans.shape import EXPLAIN_PREFIX, EXPLAIN_TIMEOUT_MS, SAMPLE_VALUES, json_plan
+from claimcheck.contract.strategy import Strategy, sample_params, server_message
 from claimcheck.verdict.planshape import PlanVerdict
 
 if TYPE_CHECKING:
@@ -57,12 +57,11 @@ def plan_verdict(conn: psycopg.Connection, strategy: Strategy) -> PlanVerdict:
     try:
         with conn.transaction(force_rollback=True):
             conn.execute(sql.SQL("SET LOCAL statement_timeout = {}").format(EXPLAIN_TIMEOUT_MS))
-            text = "\n".join(r[0] for r in conn.execute("EXPLAIN (COSTS OFF) " + statement))
+            text = "\n".join(r[0] for r in conn.execute(EXPLAIN_PREFIX + statement))
             raw = conn.execute("EXPLAIN (COSTS OFF, FORMAT JSON) " + statement).fetchone()[0]
     except psycopg.Error as exc:
-        message = (exc.diag.message_primary or str(exc)).strip()
-        raise SqlFileError(f"{strategy.source}: section '{section}' cannot be planned: {message}. "
-                           "Fix the statement and try again.") from None
+        raise SqlFileError(server_message(strategy, section, 0, exc, statement, len(EXPLAIN_PREFIX),
+                                          " when planned")) from None
     tree = json_plan(raw)
     ok, reasons = judge(tree, strategy)
     return PlanVerdict(strategy.name, section, ok, reasons, text)

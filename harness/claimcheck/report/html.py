@@ -19,7 +19,7 @@ from pathlib import Path
 
 from claimcheck.report import svg
 from claimcheck.report.conclusion import as_html, conclude
-from claimcheck.report.render import size_words
+from claimcheck.report.render import size_words, write_whole
 from claimcheck.server.pooling import pooler_words
 from claimcheck.server.redaction import scrub_all
 from claimcheck.engine.sampler import SAMPLE_INTERVAL_S
@@ -372,5 +372,5 @@ def render(doc: dict) -> str:
 def write_html(doc: dict, json_path: Path) -> Path:
     """Write the report next to the JSON file, same name, `.html`."""
     path = json_path.with_suffix(".html")
-    path.write_text(render(scrub_all(doc)), encoding="utf-8")
+    write_whole(path, render(scrub_all(doc)))
     return path

@@ -4,6 +4,7 @@ Both are functions of plain result objects; nothing here runs a query.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -28,7 +29,7 @@ from claimcheck.report.schema import SCHEMA_VERSION
 from claimcheck.server.pooling import pooler_words
 from claimcheck.server.provision import Server
 from claimcheck.server.redaction import scrub_all
-from claimcheck.server.schema import job_words
+from claimcheck.server.schema import job_words, numbering_note
 
 REPORTS_DIR = Path("reports")
 EVIDENCE_SHOWN = 5
@@ -63,13 +64,31 @@ def document(server: Server, runs: Iterable[RunResult], command: str, settings: 
     return doc
 
 
+def write_whole(path: Path, text: str) -> None:
+    """`text` at `path`, all of it or nothing: written to a temporary file beside it, then renamed over
+    it. A disk that fills up mid-write leaves no empty or cut file at `path` (and an older one whole)."""
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(temporary, 0o644)  # mkstemp's 0600: a report is read by others, as write_text made it
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
 def write_json(doc: dict, path: Path | None, verb: str) -> Path:
     if path is None:
-        REPORTS_DIR.mkdir(exist_ok=True)
         path = REPORTS_DIR / f"{verb}-{time.strftime('%Y%m%d-%H%M%S')}.json"
     text = json.dumps(scrub_all(doc), indent=2) + "\n"  # every file sink scrubs, once
     try:
-        path.write_text(text)
+        if path.parent == REPORTS_DIR:
+            REPORTS_DIR.mkdir(exist_ok=True)
+        write_whole(path, text)
     except OSError as exc:
         # The run is over and its verdict is in `doc`: never lost to a destination that failed late
         # (commands/_options.check_writable tries it before the run; a disk can still fill up).
@@ -129,7 +148,6 @@ def verdict_text(run: RunResult, compact: bool = False) -> Text:
     notes = _notes(run)
     if compact:
         if notes:
-            # In parentheses: a bare letter after the verdict reads as a word cut short ("VIOLATED e").
             text.append(" (" + "".join(_NOTES[n][0] for n in notes) + ")", style="yellow")
         return text
     for note in notes:
@@ -313,9 +331,7 @@ def _plan_cells(run: RunResult, shown: bool) -> list[Text]:
     return [Text(", ".join(missing) or "fails", style="yellow")]
 
 
-def evidence_lines(violations: Iterable[Violation], limit: int = EVIDENCE_SHOWN, first_id: int = 0) -> list[str]:
-    """A few violations as readable lines: the job (numbered within the run's key range, see
-    schema.job_words), kind, then each claim of it."""
+def evidence_lines(violations: Iterable[Violation], limit: int = EVIDENCE_SHOWN, first_id: int = 0) -> list[str]:  # job_words
     lines: list[str] = []
     for violation in list(violations)[:limit]:
         times = max(violation.times_claimed, len(violation.claims))
@@ -443,15 +459,9 @@ def print_evidence(console: Console, run: RunResult, limit: int = EVIDENCE_SHOWN
         return
     console.print(f"[bold red]{escape(run_label(run).plain)} ({run.settings.mode}): {'; '.join(problems) or 'violated'}[/]. "
                   f"{_count(v.extra_claims, 'extra claim')}, {_count(v.redeliveries, 'redelivery', 'redeliveries')}."
-                  + (f" Evidence (times from the start of the run{numbering_note(run)}):" if lines else ""))
+                  + (f" Evidence (times from the start of the run{numbering_note(run.seeded.first_id)}):" if lines else ""))
     for line in lines:
         console.print(line, highlight=False, markup=False)
-
-
-def numbering_note(run: RunResult) -> str:
-    """Where the evidence numbers jobs within the run's key range (schema.job_words), which id job 1 is."""
-    first = run.seeded.first_id
-    return "" if job_words(first, first) != "job 1" else f"; job 1 is the run's first key, id {first}"
 
 
 def _count(n: int, one: str, many: str | None = None) -> str:

@@ -137,6 +137,8 @@ def provide_server(dsn: str | None = None, pg: str | None = None, max_connection
         if pooler is None:
             yield server
             return
+        if pooler.pool_size is not None:
+            _refuse_pool_size(server.dsn, pooler.pool_size)
         size = pooler.pool_size or (max(1, workers // 2) if workers else DEFAULT_POOL_SIZE)
         bouncer = pgbouncer.PgBouncer(server.dsn, pooler, size)
         try:
@@ -146,6 +148,16 @@ def provide_server(dsn: str | None = None, pg: str | None = None, max_connection
                 evidence=f"pool_mode = {pooler.mode}, default_pool_size = {size}, on 127.0.0.1:{bouncer.port}"))
         finally:
             bouncer.stop()
+
+
+def _refuse_pool_size(dsn: str, size: int) -> None:
+    """A --pool-size above the server's max_connections names a pool that can never be filled (as one
+    under 1 names none): refused before PgBouncer starts, as pgbouncer.PoolerSpec refuses that one."""
+    with psycopg.connect(dsn, connect_timeout=CONNECT_TIMEOUT_S, autocommit=True) as conn:
+        row = conn.execute("SHOW max_connections").fetchone()
+    most = int(row[0]) if row else size
+    if size > most:
+        raise UsageError(f"--pool-size {size} is more than the server's max_connections ({most}); give at most {most}")
 
 
 @contextmanager

@@ -41,6 +41,11 @@ def job_words(key: object, first_id: int) -> str:
     return f"job {key}"
 
 
+def numbering_note(first_id: int) -> str:
+    """Where evidence numbers jobs within the run's key range (job_words), which id job 1 is."""
+    return "" if job_words(first_id, first_id) != "job 1" else f"; job 1 is the run's first key, id {first_id}"
+
+
 def new_run_id() -> str:
     return secrets.token_hex(4)
 
@@ -185,9 +190,12 @@ def build_own_tables(conn: psycopg.Connection, schema: str, strategy, jobs: int,
             try:
                 first = next(rows, None)
             except psycopg.ProgrammingError as exc:
-                if exc.sqlstate:  # the server's own error (an undefined column is one too): reported below
+                # The server's own error (an undefined column is one too), or psycopg's refusal of the
+                # statement's text: reported below. Only "the operation in stream() didn't produce a
+                # result" means the statement ran and returned nothing.
+                if exc.sqlstate or "produce a result" not in str(exc):
                     raise
-                first = None  # psycopg's "the operation in stream() didn't produce a result"
+                first = None
             if not cur.description:
                 raise SqlFileError(f"{strategy.source}: section 'seed' returns no rows: its last statement ran but "
                                    "returned nothing. The contract needs the seed's last statement to return the key "

@@ -59,6 +59,20 @@ def run_schema(server: Server, run_id: str | None = None) -> Iterator[tuple[psyc
                 _drop_quietly(run)
 
 
+def drop_run_schema(dsn: str, run_id: str) -> None:
+    """Drop the schema of a run another process of ours made and can no longer drop (a Locust master
+    we killed on an interrupt): its connections ended first, as `run_schema` does on its way out."""
+    run = RunContext(dsn, run_id)
+    exists = True  # unless the server says otherwise: _drop_quietly says what went wrong
+    try:
+        with run.connect("cleanup", in_schema=False) as conn:
+            exists = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (run.schema,)).fetchone() is not None
+    except psycopg.Error:
+        pass
+    if exists:
+        _drop_quietly(run)
+
+
 def _drop_quietly(run: RunContext) -> None:
     """End the run's remaining connections (a statement still running after an interrupt), then
     drop its schema, on a fresh connection. A failure here must not hide the error that brought

@@ -80,7 +80,7 @@ OUTCOME_NAMES = {LIVE: "live", DONE: "done", STALE: "changed no row", CLAIM_IS_C
 _CHANGED_ROW = (DONE, FAILED)
 _FINISHED = (DONE, CLAIM_IS_COMPLETION)
 
-RECORD_COLUMNS = {"job": "q", "attempt": "i", "claimed_at": "d", "ended_at": "d", "outcome": "b"}
+RECORD_COLUMNS = {"job": "q", "attempt": "q", "claimed_at": "d", "ended_at": "d", "outcome": "b"}
 """A record's columns and their array type codes: WorkerLog's, and a log delta's on the wire
 (claimcheck.engine.logstream)."""
 
