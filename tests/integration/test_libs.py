@@ -190,3 +190,17 @@ def test_chancy_recovers_a_killed_and_a_stalled_workers_jobs(server, record_prop
     record_property("chancy under a kill and a stall",
                     f"exactly_once={result.exactly_once} redeliveries={v.redeliveries} "
                     f"double={v.double_claimed_jobs} kinds={sorted({x.kind for x in v.violations})}")
+
+
+def test_dbos_recovers_a_killed_workers_workflow_and_leaves_a_stalled_one_alone(server, record_property):
+    """DBOS has no lease: a stalled process keeps its workflow; a killed one's PENDING workflow is recovered by
+    the replacement's launch (every process has DBOS's default executor id, `local`): nothing is lost.
+    Whether the recovery also re-ran a live process's workflow is reported, not asserted (docs/libraries.md: dbos)."""
+    result = run_with_faults(server, "dbos", FaultPlan(kills=1, terminates=0, stalls=1, restarts=0))
+    v = result.verdict
+    assert sorted(f.kind for f in result.faults) == ["kill", "stall"]
+    assert v.unclaimed_jobs == 0 and result.unfinished_jobs == 0 and result.table.done == 200, result.library
+    assert result.library["delivery"] == "at-least-once"
+    record_property("dbos under a kill and a stall",
+                    f"exactly_once={result.exactly_once} redeliveries={v.redeliveries} "
+                    f"double={v.double_claimed_jobs} kinds={sorted({x.kind for x in v.violations})}")

@@ -107,7 +107,11 @@ class DbosAdapter(LibraryAdapter):
         global _recorder
         _recorder = recorder
         logging.getLogger("dbos").setLevel(logging.CRITICAL)
+        # DBOS names its connections `dbos_transact` (connect_args, which win over the URL's): the run's name
+        # for this worker instead, by which the sampler and the terminate fault find its backends.
+        name = psycopg.conninfo.conninfo_to_dict(config.dsn).get("application_name", "dbos_transact")
         DBOS(config={"name": "claimcheck", "system_database_url": database_url(config.dsn),
+                     "db_engine_kwargs": {"connect_args": {"application_name": name}},
                      "run_migrations": False, "log_level": "CRITICAL"})
         await asyncio.to_thread(DBOS.launch)
         # DBOS's queues are declared on a launched instance (its system database keeps their settings).
