@@ -29,7 +29,7 @@ import logging
 
 import psycopg
 import sqlalchemy as sa
-from dbos import DBOS, DBOSClient
+from dbos import DBOS, DBOSClient, EnqueueOptions
 
 from claimcheck.libs._adapter import LibraryAdapter, Recorder, WorkerConfig
 
@@ -52,8 +52,8 @@ def claimcheck_record(n: int) -> bool:
 
 def database_url(dsn: str) -> str:
     """A libpq connection string as the SQLAlchemy URL DBOS takes (`system_database_url`)."""
-    params = psycopg.conninfo.conninfo_to_dict(dsn)
-    query = {k: str(v) for k, v in params.items() if k not in ("user", "password", "port", "dbname")}
+    params = {k: str(v) for k, v in psycopg.conninfo.conninfo_to_dict(dsn).items() if v is not None}
+    query = {k: v for k, v in params.items() if k not in ("user", "password", "port", "dbname")}
     url = sa.engine.URL.create("postgresql", username=params.get("user"), password=params.get("password"),
                                port=int(params["port"]) if params.get("port") else None,
                                database=params.get("dbname"), query=query)
@@ -87,7 +87,7 @@ class DbosAdapter(LibraryAdapter):
             client.destroy()
 
     @staticmethod
-    def _options(key: int) -> dict:
+    def _options(key: int) -> EnqueueOptions:
         return {"queue_name": QUEUE_NAME, "workflow_name": WORKFLOW, "workflow_id": f"cc{key}"}
 
     feeds = True
