@@ -1,4 +1,4 @@
-"""DBOS queues under the ledger (`pip install 'claimcheck[dbos]'`): durable workflows on PostgreSQL, `dbos`.
+"""DBOS queues under the ledger (`pip install 'pg-claimcheck[dbos]'`): durable workflows on PostgreSQL, `dbos`.
 
 Why DBOS: a durable-execution library whose queues run on its PostgreSQL system database alone (no
 broker); its workflows are what users put on a queue.
