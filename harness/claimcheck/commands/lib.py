@@ -39,7 +39,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--rate", type=float,
                    help="open loop: enqueue this many jobs per second through the library's own enqueue API for "
                         "--duration seconds while its workers run (after the --jobs enqueued first), then drain "
-                        "(procrastinate, pgqueuer, saq, huey, chancy; see docs/producers.md)")
+                        "(procrastinate, pgqueuer, saq, huey, chancy, dbos; see docs/producers.md)")
     p.add_argument("--idle", type=float, metavar="WINDOW",
                    help="instead of a run: the library's own worker, at its documented defaults, on its empty queue "
                         "for WINDOW seconds, sampled as a serverless compute's monitor samples (docs/idle.md)")

@@ -23,6 +23,7 @@ ADAPTERS = {
     "saq": "claimcheck.libs.saq",
     "huey": "claimcheck.libs.huey",
     "chancy": "claimcheck.libs.chancy",
+    "dbos": "claimcheck.libs.dbos",
     "graphile-worker": "claimcheck.libs.graphile",  # Node: claimcheck.libs.external
     "pg-boss": "claimcheck.libs.pgboss",
     "pg-boss-12": "claimcheck.libs.pgboss12",  # Node 22, from npm when the machine's node is older
