@@ -10,8 +10,18 @@ The contracts (the SQL file, the JSON report, the accounting rules) are in `docs
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING
 
+DISTRIBUTION = "pg-claimcheck"
+"""The name on PyPI (`pip install pg-claimcheck`): PyPI's `claimcheck` is an unrelated project. The
+command and the import package stay `claimcheck`."""
+
+
+def install_command(extra: str | None = None) -> str:
+    """What to type to install claimcheck, or one of its extras; every hint and error says it this way."""
+    return f"pip install '{DISTRIBUTION}[{extra}]'" if extra else f"pip install {DISTRIBUTION}"
+
+
 try:
-    __version__ = version("claimcheck")  # written once, in pyproject.toml
+    __version__ = version(DISTRIBUTION)  # written once, in pyproject.toml
 except PackageNotFoundError:  # run from a source tree that was never installed
     __version__ = "0+unknown"
 

@@ -164,6 +164,7 @@ def no_progress_message(result: "RunResult") -> str:
 def failure_message(result: "RunResult") -> str:
     """The verdict in one line, then the counterexample: each claim of the first violated jobs."""
     from claimcheck.report.render import evidence_lines, shape_lines, violation_summary
+    from claimcheck.server.schema import numbering_note
 
     v, s = result.verdict, result.settings
     head = (f"{result.strategy.source or result.strategy.name} is not exactly-once: "
@@ -178,5 +179,5 @@ def failure_message(result: "RunResult") -> str:
         head += f"; under the planner condition {result.condition} ({BY_NAME[result.condition].summary})"
         plan = [f"The claim's plan under {result.condition}:", *shape.text.splitlines(), *shape.why,
                 *([f"Fix: {shape.advice}"] if shape.advice else [])]
-    return "\n".join([head + ". Evidence (times from the start of the run):",
-                      *evidence_lines(v.violations), *shape_lines(v.shape_evidence), *plan])
+    return "\n".join([head + f". Evidence (times from the start of the run{numbering_note(result.seeded.first_id)}):",
+                      *evidence_lines(v.violations, first_id=result.seeded.first_id), *shape_lines(v.shape_evidence), *plan])

@@ -59,11 +59,15 @@ def claimcheck_server(request: pytest.FixtureRequest) -> Iterator["Server"]:
     from claimcheck.errors import ClaimcheckError
     from claimcheck.server.provision import provide_server
 
+    # pytest.fail outside the `except`: raised inside it, pytest prints the error, "During handling of the
+    # above exception, another exception occurred", then the error again.
     try:
         with provide_server(dsn=configured_dsn(request.config)) as server:
             yield server
+        return
     except ClaimcheckError as exc:
-        pytest.fail(f"claimcheck needs a PostgreSQL server: {exc}", pytrace=False)
+        failure = f"claimcheck needs a PostgreSQL server: {exc}"
+    pytest.fail(failure, pytrace=False)
 
 
 class Claimcheck:
@@ -95,11 +99,12 @@ class Claimcheck:
         try:
             return assert_exactly_once(self._locate(strategy), server=self.server, **settings)
         except ClaimcheckError as exc:
-            pytest.fail(f"claimcheck could not run {strategy}: {exc}", pytrace=False)
+            failure = f"claimcheck could not run {strategy}: {exc}"
         except ExactlyOnceViolated as exc:
-            pytest.fail(f"EXACTLY-ONCE VIOLATED: {exc}", pytrace=False)
+            failure = f"EXACTLY-ONCE VIOLATED: {exc}"
         except NoProgress as exc:
-            pytest.fail(f"NO PROGRESS (liveness, not a double claim): {exc}", pytrace=False)
+            failure = f"NO PROGRESS (liveness, not a double claim): {exc}"
+        pytest.fail(failure, pytrace=False)  # outside the `except`, so the evidence is printed once
 
     def _locate(self, strategy: str | os.PathLike | None) -> str | None:
         if strategy is None:

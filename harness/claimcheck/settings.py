@@ -46,6 +46,10 @@ MAX_MS = 60_000.0
 """--work-ms (each of its numbers) and --poll-ms."""
 MAX_RATE = 100_000.0
 """--rate, jobs per second: one producer process does some thousands at most."""
+RATE_BACKLOG_JOBS = 100
+"""Jobs seeded (or enqueued) before a rate run's producer starts, unless --jobs says otherwise: the queue starts
+nearly empty, so pickup latency measures the offered rate, not a backlog the workers drain first (a
+20,000-job backlog made a 200 jobs/s run measure the backlog: the producer reached 57 jobs/s)."""
 MAX_PRODUCERS = 32
 """--producers: processes sharing one --rate schedule."""
 MAX_FAULTS = 32

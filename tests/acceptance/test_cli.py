@@ -31,6 +31,8 @@ def test_check_a_safe_user_file_exits_0_and_writes_json(cli):
     result = cli("check", copy, *SMALL, "--json", str(out))
     assert result.code == 0, result.stderr
     assert "exactly-once held" in result.stdout
+    # It ends with the conclusion the HTML shows: what held, and at what cost.
+    assert "lease mode: my_claim · b10 held in every run" in result.stdout.split("planner conditions (docs/plans.md)")[-1]
     doc = json.loads(out.read_text())
     assert doc["postgres"]["source"] == "dsn" and doc["postgres"]["version"]
     (run,) = [r for r in doc["runs"] if r["condition"] == "as-seeded"]  # the others: planner conditions
@@ -187,6 +189,8 @@ def test_bench_runs_a_subset_and_writes_the_reports(cli, record_property):
     reports = list((cli.scratch / "reports").glob("bench-*.json"))
     assert len(reports) == 1
     assert f"(in {cli.scratch}; --json PATH writes elsewhere)" in result.stdout  # it says where it wrote
+    conclusion = result.stdout.split("HTML report:")[-1]  # the last lines: what held, what to pick, why
+    assert "of 2 runs held exactly-once" in conclusion and "lease mode: " in conclusion and "skip-locked" in conclusion
     runs = json.loads(reports[0].read_text())["runs"]
     assert [r["strategy"] for r in runs] == ["naive-subquery", "skip-locked"]
     for run in runs:

@@ -67,7 +67,7 @@ def _locust_run(cli):
 
     import psutil
     if importlib.util.find_spec("locust") is None:
-        pytest.skip("Locust is an extra: pip install 'claimcheck[locust]'")
+        pytest.skip("Locust is an extra: pip install 'pg-claimcheck[locust]'")
     proc = cli.start("check", "skip-locked", "--engine", "locust", "--users", "4", "--processes", "2",
                      "--jobs", "200000", "--work-ms", "5")
     deadline = time.monotonic() + 90

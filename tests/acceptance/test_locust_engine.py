@@ -16,7 +16,7 @@ import pytest
 from claimcheck.locust.engine import LOCUSTFILE
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("locust") is None,
-                                reason="Locust is an extra: pip install 'claimcheck[locust]'")
+                                reason="Locust is an extra: pip install 'pg-claimcheck[locust]'")
 
 JOBS = "1500"
 FORK = ["--workers", "4", "--jobs", JOBS, "--plans", "none"]  # one run, as the Locust engine makes
@@ -140,7 +140,7 @@ def test_without_locust_the_engine_says_how_to_get_it(cli):
     result = subprocess.run([sys.executable, "-c", hide], env=cli.env(dsn=True), capture_output=True, text=True,
                             timeout=60)
     assert result.returncode == 2
-    assert "pip install 'claimcheck[locust]'" in " ".join(result.stderr.split())
+    assert "pip install 'pg-claimcheck[locust]'" in " ".join(result.stderr.split())
     assert "Traceback" not in result.stderr
 
 

@@ -44,6 +44,8 @@ def test_unsafe_claim_fails_with_the_evidence(server, tmp_path):
     assert "EXACTLY-ONCE VIOLATED: " in out and "sql/claim.sql is not exactly-once" in out
     assert "handed to more than one worker" in out
     assert "worker w" in out and "attempt 1" in out and "attempt 2" in out and "claimed +" in out
+    # Printed once: no chained "During handling of the above exception" repeating the evidence.
+    assert out.count("sql/claim.sql is not exactly-once") == 1 and "During handling" not in out
 
 
 def test_public_api_from_a_plain_script(server, tmp_path):

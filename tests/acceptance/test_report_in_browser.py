@@ -1,4 +1,4 @@
-"""The HTML report as a person sees it: laid out by headless Chromium at 1400 and 800 px.
+"""The HTML report as a person sees it: laid out by headless Chromium at 1400 and 420 px (a phone).
 
 A copy of the page gets a small script (the report itself has none) that measures, after layout,
 whatever sticks out: the page wider than the window, a chart wider than the window, a chart's text
@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from html import escape
 from pathlib import Path
 
 import pytest
@@ -22,8 +23,10 @@ from claimcheck.report.html import render
 from sample_reports import report, run_object
 
 BROWSER = next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
-WIDTHS_PX = (1400, 800)
+WIDTHS_PX = (1400, 420)
 BROWSER_TIMEOUT_S = 60
+SMALLEST_WINDOW_PX = 500
+"""Headless Chromium's window is never narrower: a narrower width is a frame of that width inside it."""
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--no-first-run", "--disable-sync", "--hide-scrollbars")
 
@@ -44,8 +47,10 @@ addEventListener('load', () => {
       out.problems.push('verdict column off screen');
   });
   if (out.page > W) out.problems.push(`page is ${out.page} px wide`);
-  const pre = document.createElement('pre'); pre.id = 'measured'; pre.textContent = JSON.stringify(out);
-  document.body.appendChild(pre);
+  // In a frame (a window narrower than Chromium's smallest), the page the browser dumps is the parent.
+  const top = parent === window ? document : parent.document;
+  const pre = top.createElement('pre'); pre.id = 'measured'; pre.textContent = JSON.stringify(out);
+  top.body.appendChild(pre);
 });
 </script>"""
 
@@ -113,14 +118,28 @@ def rate_sweep() -> dict:
     return doc
 
 
-DOCUMENTS = {"sweep": sweep, "long names": long_names, "rate sweep": rate_sweep}
+def check() -> dict:
+    """A default `check`: planner conditions at 4 workers, the table as seeded at 16, one slow outlier."""
+    doc = report(*(run_object("skip-locked", w, rate, condition=c, claim_latency_ms={"p50": 4.0, "p95": p95,
+                                                                                        "p99": p95 * 2, "max": 1e3})
+                   for w, rate, c, p95 in ((4, 823.0, "stale-stats", 7.0), (4, 1344.0, "generic-plan", 700.0),
+                                           (16, 3945.0, "as-seeded", 9.8))))
+    doc["tool"]["command"] = "claimcheck check skip-locked"
+    return doc
+
+
+DOCUMENTS = {"sweep": sweep, "long names": long_names, "rate sweep": rate_sweep, "check": check}
 
 
 def measure(page: str, width: int, scratch: Path) -> tuple[dict, Path]:
     html = scratch / f"report-{width}.html"
-    html.write_text(page.replace("</body>", MEASURE + "</body>"), encoding="utf-8")
+    measured = page.replace("</body>", MEASURE + "</body>")
+    if width < SMALLEST_WINDOW_PX:  # a same-origin frame (srcdoc) of the width, whose script reports to its parent
+        measured = (f'<!DOCTYPE html><html><body style="margin:0"><iframe style="width:{width}px;height:1960px;'
+                    f'border:0" srcdoc="{escape(measured, quote=True)}"></iframe></body></html>')
+    html.write_text(measured, encoding="utf-8")
     shot = scratch / f"report-{width}.png"
-    base = [BROWSER, *FLAGS, f"--window-size={width},2000", "--virtual-time-budget=3000"]
+    base = [BROWSER, *FLAGS, f"--window-size={max(width, SMALLEST_WINDOW_PX)},2000", "--virtual-time-budget=3000"]
     runs = []
     for extra in (["--dump-dom"], [f"--screenshot={shot}"]):
         profile = tempfile.mkdtemp(prefix="cc-chromium-")  # a fresh profile each time: nothing carried over

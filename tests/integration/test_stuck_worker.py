@@ -41,7 +41,8 @@ def test_a_worker_stuck_in_a_statement_ends_the_run_as_no_progress_naming_it(run
     started = time.monotonic()
     result = run(str(path), workers=4, jobs=100, batch=10)
     took = time.monotonic() - started
-    assert took < 15, took  # not the sleep's hour (nor 310 s before the stuck worker was killed)
+    # Not the sleep's hour, nor the 310 s before the stuck worker was killed: a bound no busy machine reaches.
+    assert took < 200, took
     assert result.stopped_by == "no-progress" and not result.exactly_once
     reason = result.stop_reason
     assert "worker w01 (backend pid " in reason and "has been active for" in reason, reason

@@ -108,3 +108,34 @@ def test_options_that_mean_nothing_are_refused_like_their_neighbours(capsys, arg
 ])
 def test_check_refuses_a_budget_it_cannot_keep(capsys, argv, message):
     assert message in refused(capsys, "check", "skip-locked", *argv)
+
+
+OWN_TABLES = Path(__file__).parents[1] / "plans" / "own_tables_in_subquery.sql"
+
+
+@pytest.mark.parametrize("verb", [["check", str(OWN_TABLES), "--plans", "none"], ["bench", "--strategies", str(OWN_TABLES)]])
+def test_rate_on_own_tables_without_enqueue_is_refused_before_any_server(capsys, verb):
+    assert "--rate needs its `enqueue` section" in refused(capsys, *verb, "--rate", "10", "--duration", "1")
+
+
+def test_the_help_lists_the_built_in_strategies(capsys):
+    from claimcheck.scenarios import CATALOG
+
+    for verb in ("check", "bench"):
+        with pytest.raises(SystemExit):
+            main([verb, "--help"])
+        text = " ".join(capsys.readouterr().out.replace("-\n", "-").split())
+        assert all(name in text.replace("- ", "-") for name in CATALOG), (verb, text)
+
+
+def test_bench_and_lib_agree_on_their_defaults_and_a_rate_run_starts_nearly_empty():
+    from claimcheck.cli import build_parser
+    from claimcheck.commands import bench
+    from claimcheck.libs.runner import LIB_JOBS, LIB_WORK_MS
+    from claimcheck.settings import RATE_BACKLOG_JOBS
+
+    b = build_parser().parse_args(["bench"])
+    assert (b.workers, bench.BENCH_JOBS, b.work_ms) == ([8], LIB_JOBS, LIB_WORK_MS) == ([8], 5_000, "1")
+    lib = build_parser().parse_args(["lib", "procrastinate"])
+    assert lib.workers == [8] and lib.jobs is None and lib.default_jobs == LIB_JOBS
+    assert RATE_BACKLOG_JOBS <= 100  # a backlog the workers drain in well under a second, not 20,000 jobs

@@ -20,3 +20,20 @@ def test_every_folder_of_the_package_is_installed():
                for d in [package, *package.rglob("*")] if d.is_dir() and d.name != "__pycache__"}
     folders |= {"claimcheck.scenarios", "claimcheck.scenarios.specs"}
     assert folders - listed == set(), "add these to [tool.setuptools] packages in pyproject.toml"
+
+
+def test_every_install_hint_names_the_distribution_on_pypi():
+    """PyPI's `claimcheck` is an unrelated project: installing that name (or its extras) installs
+    that one, and the pytest plugin is then missing. Every doc, hint and error says the name pyproject.toml
+    publishes, which is the one `claimcheck.install_command` writes."""
+    import re
+
+    from claimcheck import DISTRIBUTION, install_command
+
+    assert tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["name"] == DISTRIBUTION
+    assert install_command("locust") == f"pip install '{DISTRIBUTION}[locust]'"
+    wrong = re.compile(r"pip\s+install\s+'?claimcheck\b|`claimcheck\[")
+    files = [ROOT / "README.md", ROOT / ".ci" / "run", *(ROOT / "docs").glob("*.md"),
+             *(ROOT / "harness").rglob("*.py"), *(ROOT / "tests").rglob("*.py")]
+    found = [f"{f.relative_to(ROOT)}: {m.group(0)}" for f in files for m in wrong.finditer(f.read_text())]
+    assert found == []

@@ -103,9 +103,9 @@ def test_the_default_table_fits_80_columns_and_keeps_strategy_and_verdict_whole(
         assert "…" not in text
         unfenced = next(line for line in text.splitlines() if line.startswith("skip-locked-unfenced"))
         naive = next(line for line in text.splitlines() if line.startswith("naive-subquery"))
-        assert unfenced.split() == ["skip-locked-unfenced", "lease", "2", "0", "0", "6", "2.50", "exactly-once", "*"]
-        assert naive.split() == ["naive-subquery", "lease", "2", "1", "0", "6", "2.50", "VIOLATED", "!"]
-        assert "* unsafe by its header, but no violation was caught" in text and "! expected safe" in text
+        assert unfenced.split() == ["skip-locked-unfenced", "lease", "2", "0", "0", "6", "2.50", "exactly-once", "(*)"]
+        assert naive.split() == ["naive-subquery", "lease", "2", "1", "0", "6", "2.50", "VIOLATED", "(!)"]
+        assert "(*) unsafe by its header, but no violation was caught" in text and "(!) expected safe" in text
         assert "--wide" in text
 
 

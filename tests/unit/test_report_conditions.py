@@ -38,7 +38,7 @@ def test_a_report_with_conditions_follows_the_schema_and_the_html_shows_them():
     section = html[html.index("<h2>Planner conditions</h2>"):]
     assert "✗ VIOLATED" in section and "50 rows for LIMIT 10" in section and "use a CTE" in section
     assert "skipped (plan of as-seeded)" in section and "Nested Loop Semi Join" in section
-    assert "mine · lease · b10 · 4w · under stale-stats" in html
+    assert "mine · stale-stats" in html  # the charts label a run by what tells it from the others
 
 
 def test_the_terminal_table_names_each_condition_its_plan_and_verdict():

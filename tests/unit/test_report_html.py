@@ -1,4 +1,5 @@
 """The HTML report and its charts, from hand-built run objects: parsed, not eyeballed."""
+import re
 from html.parser import HTMLParser
 
 from claimcheck.report import svg
@@ -120,13 +121,14 @@ def test_violated_runs_are_marked_in_every_chart():
 
 def test_the_conclusion_names_the_fastest_that_held_and_what_the_others_cost():
     text = conclusion(DOC["runs"])
-    assert "3 of 4 run(s) held exactly-once" in text and "Violated: naive-subquery" in text
-    assert "lease mode: skip-locked · b10</b> is the fastest that held in every run: 3,000 jobs/s at 4" in text
+    assert "3 of 4 runs held exactly-once" in text and "Violated: naive-subquery" in text
+    assert "lease mode: pick skip-locked · b10</b>, the fastest that held in every run: 3,000 jobs/s at 4" in text
     # naive-subquery held at 1 worker but not at 4: it does not count, and is not offered as "the others".
     assert "Faster but violated" not in text and "naive-subquery · b10 900" not in text
     two = conclusion([run("skip-locked", 4, 3000.0), run("for-update", 4, 1500.0)])
     assert "for-update · b10 1,500 jobs/s at 4 (-50 %)" in two
-    assert "no strategy held" in conclusion([run("naive-subquery", 4, 1.0, doubles=3)])
+    assert "no strategy held" in conclusion([run("naive-subquery", 4, 1.0, doubles=3), run("cte-no-lock", 4, 1.0, doubles=2)])
+    assert "naive-subquery · b10 did not hold" in conclusion([run("naive-subquery", 4, 1.0, doubles=3)])
 
 
 def test_empty_columns_are_left_out():
@@ -134,3 +136,44 @@ def test_empty_columns_are_left_out():
     outline.feed(render({"runs": [{**run("skip-locked", 2, 10.0), "pgbench_jobs_per_s": None, "pgbench_ratio": None}]}))
     assert "pgbench jobs/s" not in outline.headings and "ratio" not in outline.headings
     assert "spread" not in outline.headings and outline.headings[:2] == ["strategy", "verdict"]
+
+
+def test_a_violated_run_gets_no_full_throughput_bar():
+    page = render({"tool": {"command": "claimcheck bench"}, "runs": [run("naive-subquery", 4, 4100.0, doubles=3),
+                                                                     run("skip-locked", 4, 3600.0)]})
+    throughput = page.split('data-chart="throughput"')[1].split("</figure>")[0]
+    violated, = re.findall(r'<rect class="bar violated"[^>]*>', throughput)
+    assert 'fill="none"' in violated and "stroke-dasharray" in violated  # an outline, not a bar
+    assert len(re.findall(r'<rect class="bar"', throughput)) == 1 and "✗ 4,100" in throughput
+
+
+def test_one_outlier_does_not_set_the_latency_axis_and_p95_is_not_the_violated_red():
+    runs = [{**run(f"s{i}", 4, 100.0), "claim_latency_ms": {"p50": 1.0, "p95": 2.0, "p99": 3.0, "max": 4.0}}
+            for i in range(7)]
+    runs.append({**run("slow", 4, 100.0), "claim_latency_ms": {"p50": 350.0, "p95": 700.0, "p99": 1050.0, "max": 1e4}})
+    chart = svg.range_chart([r["strategy"] for r in runs], {p: [r["claim_latency_ms"][p] for r in runs]
+                                                           for p in ("p50", "p95", "p99")}, "t", "ms")
+    assert svg.axis_end([1.0, 2.0, 3.0] * 7 + [350.0, 700.0, 1050.0]) == 3.0
+    assert chart.count('class="clipped"') == 1 and "p95 700" in chart  # at the edge, with its values
+    ticks = re.findall(r'<text x="[\d.]+" y="[\d.]+" text-anchor="middle">([\d,.]+)</text>', chart)
+    assert ticks[-1] == "3"  # the axis ends at the others' scale, not at 1,050
+    assert svg.BAD not in chart and "#d62728" not in chart  # p95 in the marks' blue, red means violated
+
+
+def test_labels_keep_what_tells_runs_apart_whole():
+    runs = [{**run("skip-locked", 4, 800.0), "condition": "stale-stats"},
+            {**run("skip-locked", 16, 3900.0), "condition": "as-seeded"}]
+    from claimcheck.report.html import chart_labels
+    assert chart_labels(runs) == ["skip-locked · 4w · stale-stats", "skip-locked · 16w · as-seeded"]
+    long = svg._clipped("claim_next_invoice_job_for_the_billing_service_v2 · 16w · generic-plan", 224)
+    assert long.endswith("… · 16w · generic-plan")
+
+
+def test_a_check_report_reads_as_a_check():
+    doc = {"tool": {"command": "claimcheck check skip-locked"},
+           "runs": [{**run("skip-locked", 4, 800.0), "condition": "stale-stats"},
+                    {**run("skip-locked", 16, 3900.0), "condition": "as-seeded"}]}
+    page = render(doc)
+    assert "<h1>claimcheck check: skip-locked</h1>" in page and "<h2>Throughput per run</h2>" in page
+    assert "bench --workers" not in page and "Sweep --workers" not in page
+    assert "<polyline" not in page.split('data-chart="throughput"')[1].split("</figure>")[0]  # bars, not a sweep line

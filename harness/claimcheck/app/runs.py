@@ -30,7 +30,16 @@ RATE_WINDOW_S = 1.0
 """The progress line's "now" rate is over this trailing window: the average hides a stall."""
 
 
-def _progress_callback(progress: Progress, task, jobs: int):
+def progress_bar(err: Console) -> Progress:
+    """The live line of a run: label, bar, jobs done and the current rate, elapsed time. It fits 80
+    columns: the description gives way (with an ellipsis) before the figures do."""
+    return Progress(TextColumn("{task.description}", table_column=Column(no_wrap=True, overflow="ellipsis", ratio=2)),
+                    BarColumn(bar_width=None, table_column=Column(ratio=1)),
+                    TextColumn("{task.fields[status]}", table_column=Column(no_wrap=True)),
+                    TimeElapsedColumn(), console=err, transient=True, auto_refresh=False, expand=True)
+
+
+def progress_callback(progress: Progress, task, jobs: int):
     """Show jobs drained (claims, capped at the seeded count), the current rate and, via the
     elapsed column, the time: what someone watching a long run needs to see it is still moving."""
     window: deque[tuple[float, int]] = deque()
@@ -71,12 +80,7 @@ def run_all(server: Server, strategies: list[Strategy], grid: list[RunSettings],
     results = []
     with run_schema(server) as (original, run):
         conn = original
-        # Fits 80 columns: the description gives way (with an ellipsis) before the figures do.
-        progress = Progress(TextColumn("{task.description}", table_column=Column(no_wrap=True, overflow="ellipsis",
-                                                                                 ratio=2)),
-                            BarColumn(bar_width=None, table_column=Column(ratio=1)),
-                            TextColumn("{task.fields[status]}", table_column=Column(no_wrap=True)),
-                            TimeElapsedColumn(), console=err, transient=True, auto_refresh=False, expand=True)
+        progress = progress_bar(err)
         with progress:
             runs = list(itertools.product(strategies, grid))
             for number, (strategy, settings) in enumerate(runs, start=1):
@@ -88,7 +92,7 @@ def run_all(server: Server, strategies: list[Strategy], grid: list[RunSettings],
                 task = progress.add_task(label, total=settings.jobs, status="seeding")
                 progress.refresh()
 
-                show = _progress_callback(progress, task, settings.jobs)
+                show = progress_callback(progress, task, settings.jobs)
                 conn = run.reconnected(conn)  # a restart fault may have closed it
                 result = run_strategy(conn, server, run, strategy, settings, show,
                                       deadline=budget and budget.final_deadline())

@@ -218,8 +218,9 @@ def add_wide_option(g) -> None:
 
 def report_runs(server: Server, results: list[RunResult], args: argparse.Namespace, console: Console,
                 verb: str, title: str, always_write: bool, evidence: int, command: str | None = None,
-                plans=None, knees=None, budget=None) -> None:
-    """A verb's runs, printed and written as its command line asks (see claimcheck.report.publish)."""
-    publish.report_runs(server, results, console, verb=verb, title=title, settings=publish.plain_settings(vars(args)),
+                plans=None, knees=None, budget=None) -> dict:
+    """A verb's runs, printed and written as its command line asks (see claimcheck.report.publish); the
+    JSON document, whose runs the verb's conclusion reads (publish.print_conclusion)."""
+    return publish.report_runs(server, results, console, verb=verb, title=title, settings=publish.plain_settings(vars(args)),
                         json_path=args.json, wide=args.wide, always_write=always_write, evidence=evidence,
                         command=command, plans=plans, knees=knees, budget=budget)

@@ -16,10 +16,12 @@ from claimcheck.libs.runner import lib_settings
 from claimcheck.plans.shape import prepare_plan_table
 from claimcheck.probes.explain import PlanVerdict, plan_verdict
 from claimcheck.server.provision import Server
-from claimcheck.settings import above_zero, positive
+from claimcheck.engine.producer import check_feedable
+from claimcheck.settings import RATE_BACKLOG_JOBS, above_zero, positive
 from claimcheck.verdict.knee import DEFAULT_LATENCY_SLO_MS, knees
 from claimcheck.verdict.result import RunResult
 from claimcheck.verdict.stats import median
+from claimcheck.report.publish import print_conclusion
 from claimcheck.report.render import print_server, server_title
 from claimcheck.app.runs import run_all
 from claimcheck.server.session import run_schema
@@ -27,6 +29,8 @@ from claimcheck.contract.strategy import Strategy, load_strategy
 from claimcheck.errors import UsageError
 from claimcheck.scenarios import CATALOG
 
+BENCH_JOBS = 5_000
+"""A bench run's jobs (as lib's): enough for a steady rate at 8 workers in a few seconds a strategy."""
 MAX_REPEAT = 100
 MAX_LATENCY_SLO_MS = 3_600_000.0  # an hour: the latency histograms' range
 EVIDENCE_JOBS = 1  # per violating run: the table is the point, one story each is enough
@@ -38,7 +42,8 @@ def register(verbs: argparse._SubParsersAction) -> None:
                                      "print what each costs. Writes a JSON and an HTML report to reports/ under the "
                                      "current directory (created if needed), or to --json PATH.")
     p.add_argument("--strategies", type=str_list,
-                   help="built-in names or .sql files, comma-separated (default: the whole catalog, unless --libs)")
+                   help=f"built-in names or .sql files, comma-separated (default: the whole catalog, unless --libs: "
+                        f"{', '.join(CATALOG)})")
     p.add_argument("--libs", type=str_list, default=[],
                    help="queue libraries to run through their own workers (see `claimcheck lib`), comma-separated; "
                         "`all`: every library installed here (those that are not are named and left out)")
@@ -46,7 +51,11 @@ def register(verbs: argparse._SubParsersAction) -> None:
                    help="with --libs: besides the healthy runs at each --workers, each fault kind alone and a run "
                         "fed at a rate, per library, and one row per library: each cell its verdict by the "
                         "library's own promise with one line of evidence (docs/libraries.md)")
-    add_run_options(p, workers="8", jobs=5_000, modes="lease,lock", work_ms="1", faults=False, reports=True)
+    add_run_options(p, workers="8", jobs=BENCH_JOBS, modes="lease,lock", work_ms="1", faults=False, reports=True)
+    # Unset means the verb's default: BENCH_JOBS, or RATE_BACKLOG_JOBS for a rate sweep (run()).
+    p.set_defaults(jobs=None)
+    next(a for a in p._actions if a.dest == "jobs").help = (
+        f"jobs seeded per run (default {BENCH_JOBS:,}; {RATE_BACKLOG_JOBS} with --rate, whose producer feeds the rest)")
     p.add_argument("--repeat", type=int, default=1, metavar="N",
                    help="run every strategy x setting N times, back to back in rounds; the JSON keeps each "
                         "repetition, their median and spread, which `compare` tests for significance (5 or more "
@@ -69,6 +78,8 @@ def register(verbs: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, console: Console, err: Console) -> int:
+    if args.jobs is None:
+        args.jobs = BENCH_JOBS if args.rate is None else RATE_BACKLOG_JOBS
     positive("--repeat", args.repeat, maximum=MAX_REPEAT)
     if args.latency_slo is not None and args.rate is None:  # as RunSettings refuses --producers
         raise UsageError("--latency-slo needs --rate: it is the pickup latency a rate run must keep to be sustained")
@@ -78,6 +89,8 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
         refuse_with_rate(args)
     names = args.strategies if args.strategies is not None else ([] if args.libs else list(CATALOG))
     strategies = [load_strategy(name) for name in names]
+    for strategy in strategies:  # before any server starts
+        check_feedable(strategy, settings_grid(args)[0])
     if args.scoreboard and not args.libs:
         raise UsageError("--scoreboard is the libraries' table: give --libs (a comma list, or all)")
     adapters = scoreboard.installed_libraries(err) if args.libs == ["all"] else [load_adapter(n) for n in args.libs]
@@ -116,7 +129,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
         elif adapters:
             results += run_libraries(server, cycled, lib_grid, err, pgbench=True) if cycled else []
             results += run_libraries(server, [a for a in adapters if a not in cycled], lib_grid, err)
-        report_runs(server, results, args, console, "bench",
+        doc = report_runs(server, results, args, console, "bench",
                     f"claimcheck bench: {server_title(server)}",
                     always_write=True, evidence=EVIDENCE_JOBS,
                     knees=None if args.rate is None else knees(results, args.latency_slo))
@@ -124,6 +137,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
         console.print(scoreboard.table(board))
         err.print("the scoreboard as Markdown (docs/libraries.md):\n" + scoreboard.markdown(board),
                   highlight=False, markup=False, soft_wrap=True)
+    print_conclusion(console, doc)
     # A strategy believed unsafe showing its violation is the point of the table; a safe one
     # (or a user's file, which makes no claim) that violates is a finding.
     failed = [r for r in results if not r.exactly_once and r.strategy.expected != "unsafe"]

@@ -17,14 +17,17 @@ from claimcheck.plans.conditions import CHOICES as PLAN_CHOICES
 from claimcheck.plans.explore import run_with_plans
 from claimcheck.plans.table import print_conditions
 from claimcheck.server.provision import provide_server
-from claimcheck.report.publish import plain_settings
+from claimcheck.report.publish import plain_settings, print_conclusion
 from claimcheck.report.render import document, print_power, print_producer, print_server, print_stop, server_title, write_json
 from claimcheck.app.runs import run_all
+from claimcheck import install_command
 from claimcheck.errors import UsageError
 from claimcheck.settings import FaultPlan, positive
 from claimcheck.contract.strategy import load_strategy
 from claimcheck.engine.budget import DEFAULT_BUDGET_S, UNMEASURED_JOBS, Budget
 from claimcheck.engine.idle import check_wakeup
+from claimcheck.engine.producer import check_feedable
+from claimcheck.scenarios import CATALOG
 from claimcheck.verdict.liveness import EXIT_CODES, HELD, NO_PROGRESS, VIOLATED, worst_outcome
 
 EVIDENCE_JOBS = 5
@@ -34,7 +37,7 @@ MAX_EXAMPLES = 100_000
 
 def register(verbs: argparse._SubParsersAction) -> None:
     p = verbs.add_parser("check", help=VERBS["check"])
-    p.add_argument("strategy", help="a .sql file in the strategy contract, or a built-in name")
+    p.add_argument("strategy", help=f"a .sql file in the strategy contract, or a built-in name: {', '.join(CATALOG)}")
     add_run_options(p, workers="16", jobs=None, modes="lease", work_ms="0", faults=True, reports=False,
                     sweeps=False, jobs_help="seed this many jobs and drain them, a fixed size instead of the time "
                                             "budget (default: as many as fit in --budget)")
@@ -73,7 +76,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
     e = p.add_argument_group("engine (more load than one machine: see docs/locust.md)")
     e.add_argument("--engine", choices=("fork", "locust"), default="fork",
                    help="fork: one process per worker (default); locust: Locust users, one claimer each "
-                        "(pip install 'claimcheck[locust]')")
+                        f"({install_command('locust')})")
     e.add_argument("--users", type=int, default=100, help="--engine locust: claimers (Locust users; default 100)")
     e.add_argument("--processes", type=int, default=2,
                    help="--engine locust: Locust worker processes on this box (default 2)")
@@ -98,6 +101,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
         return run_search(args, strategy, console, err)
     # Before any server or pooler starts; a pooler found in front of --dsn is refused by the driver the same way.
     check_wakeup(strategy, grid[0], stateless_workers=bool(args.pooler))
+    check_feedable(strategy, grid[0])
     conditions = PLAN_CHOICES[args.plans]
     if args.rate is not None:
         conditions = rate_conditions(args, err)
@@ -109,7 +113,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
             results, outcomes = run_with_plans(server, strategy, grid, conditions, err, budget=budget)
         else:
             results, outcomes = run_all(server, [strategy], grid, err, budget=budget), None
-        report_runs(server, results, args, console, "check",
+        doc = report_runs(server, results, args, console, "check",
                     f"claimcheck check {strategy.name}: {server_title(server)}",
                     always_write=False, evidence=EVIDENCE_JOBS, plans=outcomes, budget=budget)
         if outcomes is not None:
@@ -117,6 +121,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     for result in results:
         print_stop(console, result)
         print_producer(console, result)
+    print_conclusion(console, doc)
     outcome = worst_outcome(results)
     print_power(console, results)
     console.print({HELD: "[bold green]exactly-once held[/]", VIOLATED: "[bold red]exactly-once violated[/]",

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.text import Text
 
 from claimcheck.commands import VERBS
+from claimcheck.commands._options import add_wide_option
 from claimcheck.report.compare import DEFAULT_ALPHA, DEFAULT_MAX_DROP_PCT, compare, comparison_table, load_report
 
 
@@ -51,6 +52,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
                    help="a drop past --max-drop is a regression only if the one-sided Mann-Whitney U test over "
                         f"the repetitions gives p <= P (default {DEFAULT_ALPHA:g}); reports need `bench --repeat 5` "
                         "or more for the test, else the threshold alone judges")
+    add_wide_option(p)
     p.set_defaults(func=run)
 
 
@@ -60,7 +62,8 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     for warning in comparison.warnings:
         err.print(f"claimcheck: warning: {warning}.", highlight=False, markup=False)
     console.print(comparison_table(comparison, f"claimcheck compare: {args.base} → {args.new} "
-                                               f"(max drop {args.max_drop:g}%, alpha {args.alpha:g})"))
+                                               f"(max drop {args.max_drop:g}%, alpha {args.alpha:g})",
+                                   wide=args.wide or not console.is_terminal))
     if regressions := comparison.regressions:
         console.print(Text(f"{len(regressions)} regression(s)", style="bold red"),
                       Text("; ".join(f"{' · '.join(map(str, d.key))} {d.status.lower()}" for d in regressions)),

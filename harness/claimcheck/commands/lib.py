@@ -1,6 +1,6 @@
 """`claimcheck lib NAME`: a real queue library's own workers, judged by the ledger.
 
-The library is installed as its users install it (`pip install 'claimcheck[NAME]'`), its schema
+The library is installed as its users install it (`pip install 'pg-claimcheck[NAME]'`), its schema
 is created by its own installer, jobs are enqueued through its public API and N processes run
 its own worker loop with a task that records each execution. See `claimcheck.libs`.
 """
@@ -17,12 +17,14 @@ from claimcheck.commands._options import (add_json_option, add_server_options, a
 from claimcheck.libs import ADAPTERS, load_adapter
 from claimcheck.libs._adapter import LibraryAdapter
 from claimcheck.libs.parity import check_cycles
-from claimcheck.libs.runner import FAULT_WORK_MS, LIB_WORK_MS, lib_settings, run_library
+from claimcheck.libs.runner import FAULT_WORK_MS, LIB_JOBS, LIB_WORK_MS, lib_settings, run_library
 from claimcheck.server.provision import Server
+from claimcheck.app.runs import progress_bar, progress_callback
+from claimcheck.report.publish import print_conclusion
 from claimcheck.report.render import print_producer, print_server, server_title
 from claimcheck.verdict.result import RunResult
 from claimcheck.errors import UsageError
-from claimcheck.settings import RunSettings
+from claimcheck.settings import RATE_BACKLOG_JOBS, RunSettings
 
 EVIDENCE_JOBS = 5
 
@@ -30,14 +32,14 @@ EVIDENCE_JOBS = 5
 def register(verbs: argparse._SubParsersAction) -> None:
     p = verbs.add_parser("lib", help=VERBS["lib"])
     p.add_argument("library", help=f"one of: {', '.join(ADAPTERS)}")
-    add_lib_options(p, workers="8", jobs=20_000)
+    add_lib_options(p, workers="8", jobs=LIB_JOBS)
     p.add_argument("--faults", action="store_true",
                    help="SIGKILL workers mid-task, terminate worker backends, stall workers past the library's "
                         "heartbeat or lease, restart a server we started; and say what became of each job")
     p.add_argument("--rate", type=float,
                    help="open loop: enqueue this many jobs per second through the library's own enqueue API for "
                         "--duration seconds while its workers run (after the --jobs enqueued first), then drain "
-                        "(procrastinate, pgqueuer, saq, huey, chancy; see docs/producers.md)")
+                        "(procrastinate, pgqueuer, saq, huey, chancy, dbos; see docs/producers.md)")
     p.add_argument("--idle", type=float, metavar="WINDOW",
                    help="instead of a run: the library's own worker, at its documented defaults, on its empty queue "
                         "for WINDOW seconds, sampled as a serverless compute's monitor samples (docs/idle.md)")
@@ -55,7 +57,10 @@ def add_lib_options(p: argparse.ArgumentParser, *, workers: str, jobs: int) -> N
     g = p.add_argument_group("load")
     g.add_argument("--workers", type=int_list, default=int_list(workers),
                    help=f"worker processes, or a comma list to sweep (default {workers})")
-    g.add_argument("--jobs", type=int, default=jobs, help=f"jobs enqueued per run (default {jobs:,})")
+    g.add_argument("--jobs", type=int, default=None,
+                   help=f"jobs enqueued per run (default {jobs:,}; {RATE_BACKLOG_JOBS} with --rate, whose producer "
+                        "enqueues the rest)")
+    p.set_defaults(default_jobs=jobs)
     g.add_argument("--work-ms", help=f"work per execution: 5, 1-10 or exp:5 (default {LIB_WORK_MS}; "
                                      f"{FAULT_WORK_MS} with --faults)")
     g.add_argument("--duration", type=float, help="stop after this many seconds even if jobs remain")
@@ -79,7 +84,11 @@ def run_libraries(server: Server, adapters: list[LibraryAdapter], grid: list[Run
         for settings in grid:
             label = f"{adapter.name} {adapter.version()} · {settings.workers}w" + (" · faults" if settings.faults else "")
             err.print(f"  {label}: enqueuing {settings.jobs:,} jobs, then {settings.workers} worker(s)", highlight=False)
-            result = run_library(server, adapter, settings, pgbench=pgbench)
+            with progress_bar(err) as progress:  # as check and bench show theirs: jobs done, the rate, the time
+                task = progress.add_task(label, total=settings.jobs, status="enqueuing")
+                progress.refresh()
+                result = run_library(server, adapter, settings, pgbench=pgbench,
+                                     progress=progress_callback(progress, task, settings.jobs))
             status = "[green]exactly-once[/]" if result.exactly_once else "[red]violated[/]"
             parity = "" if result.pgbench is None else (
                 f" · its SQL through pgbench {result.pgbench.jobs_per_s:,.0f} jobs/s "
@@ -106,6 +115,8 @@ def print_library_notes(console: Console, results: list[RunResult]) -> None:
 
 
 def run(args: argparse.Namespace, console: Console, err: Console) -> int:
+    if args.jobs is None:
+        args.jobs = args.default_jobs if args.rate is None else RATE_BACKLOG_JOBS
     if args.idle is not None:
         return run_idle(args, console, err)
     adapter = load_adapter(args.library)
@@ -120,12 +131,13 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
         if args.pgbench:
             check_cycles([adapter], server.bin_dir, grid)  # before the first run, not after it
         results = run_libraries(server, [adapter], grid, err, pgbench=args.pgbench)
-        report_runs(server, results, args, console, "lib",
+        doc = report_runs(server, results, args, console, "lib",
                     f"claimcheck lib {adapter.name} {adapter.version()}: {server_title(server)}",
                     always_write=False, evidence=EVIDENCE_JOBS)
     print_library_notes(console, results)
     for result in results:
         print_producer(console, result)
+    print_conclusion(console, doc)
     held = all(r.exactly_once for r in results)
     console.print(f"promise ({adapter.docs}): {adapter.promise}", highlight=False, markup=False)
     for result in results:  # at-most-once: what it lost is reported, and held to its word (judge.held_to_promise)

@@ -23,6 +23,7 @@ statement (claimcheck.engine.sampler.stuck_backends).
 """
 from __future__ import annotations
 
+from claimcheck.server.schema import job_words
 from claimcheck.verdict.ledger import ABANDONED, CLAIM_IS_COMPLETION, DONE, FAILED, STALE, WorkerLog
 
 
@@ -58,6 +59,7 @@ class RunWatch:
         self.knows_keys = knows_keys
         """Every key a job can have is known before the run (False: a rate run on a file's own tables, whose
         enqueue makes keys learnt only at the end, claimcheck.engine.fedkeys): only then is an unseen key proof."""
+        self.first_id = first_id
         self.claimed = _Marks(first_id, last_id)
         self.finished = _Marks(first_id, last_id)
         self.progress = 0
@@ -80,7 +82,7 @@ class RunWatch:
         for slot in range(first_new, len(log)):
             job = log.job[slot]
             if self.proves and not self.claimed.add(job):
-                self._prove(f"job {job} was claimed a second time (worker w{log.worker:02d}, "
+                self._prove(f"{job_words(job, self.first_id)} was claimed a second time (worker w{log.worker:02d}, "
                             f"attempt {log.attempt[slot]})", log.claimed_at[slot])
             elif self.proves and self.knows_keys and not self.claimed.seeded(job):
                 self._prove(f"the claim returned key {job}, which was never seeded", log.claimed_at[slot])
@@ -96,7 +98,7 @@ class RunWatch:
         elif how == FAILED:
             self.progress += 1
         elif how in (STALE, ABANDONED) and self.proves:
-            self._prove(f"the completion of job {log.job[slot]} by worker w{log.worker:02d} changed no row, "
+            self._prove(f"the completion of {job_words(log.job[slot], self.first_id)} by worker w{log.worker:02d} changed no row, "
                         "and nothing had released its claim", log.ended_at[slot])
 
     def _prove(self, what: str, at: float) -> None:

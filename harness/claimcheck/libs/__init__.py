@@ -1,7 +1,7 @@
 """Real queue libraries under the ledger: `claimcheck lib NAME`.
 
 One adapter per library, one module each (see `claimcheck.libs._adapter` for the interface).
-Each Python library is an optional extra: `pip install 'claimcheck[NAME]'`. The adapter module
+Each Python library is an optional extra: `pip install 'pg-claimcheck[NAME]'`. The adapter module
 imports its library at the top, so loading an adapter whose library is missing says how to
 install it. An adapter in EXTERNAL drives a worker in another runtime (claimcheck.libs.external),
 whose library is installed into a per-user cache when the adapter is loaded.
@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
+from claimcheck import install_command
 from claimcheck.errors import UsageError
 
 if TYPE_CHECKING:  # an adapter loads psycopg: `claimcheck --help` names the libraries without it
@@ -22,6 +23,7 @@ ADAPTERS = {
     "saq": "claimcheck.libs.saq",
     "huey": "claimcheck.libs.huey",
     "chancy": "claimcheck.libs.chancy",
+    "dbos": "claimcheck.libs.dbos",
     "graphile-worker": "claimcheck.libs.graphile",  # Node: claimcheck.libs.external
     "pg-boss": "claimcheck.libs.pgboss",
     "pg-boss-12": "claimcheck.libs.pgboss12",  # Node 22, from npm when the machine's node is older
@@ -60,7 +62,7 @@ def load_adapter(name: str) -> LibraryAdapter:
     except ImportError as exc:
         raise LibraryMissing(
             f"claimcheck lib {name} needs the library itself, which is not installed here ({exc}). "
-            f"Install it the way its users do, with claimcheck's extra: pip install 'claimcheck[{name}]'"
+            f"Install it the way its users do, with claimcheck's extra: {install_command(name)}"
         ) from None
     adapter = module.ADAPTER
     adapter.prepare()  # e.g. a worker in another runtime: the runtime and the library, before anything starts

@@ -1,4 +1,4 @@
-"""chancy under the ledger (`pip install 'claimcheck[chancy]'`): a PostgreSQL-only job queue on psycopg 3.
+"""chancy under the ledger (`pip install 'pg-claimcheck[chancy]'`): a PostgreSQL-only job queue on psycopg 3.
 
 Why chancy: a queue written for PostgreSQL alone (no broker), with the plugins users want from one
 (recovery, leadership, retries, cron, workflows), in asyncio.

@@ -15,15 +15,13 @@ import psycopg
 from psycopg import sql
 from rich.console import Console
 
-from claimcheck.server import interrupts
 from claimcheck.errors import ServerError, UsageError
-from claimcheck.server.ownership import abandoned, schema_comment
+from claimcheck.server import interrupts
+from claimcheck.server.databases import drop_database, sweep_databases
+from claimcheck.server.ownership import schema_comment
 from claimcheck.server.provision import Server
 from claimcheck.server.redaction import redact_dsn
-from claimcheck.server.runcontext import SCHEMA_PREFIX, RunContext
-
-DROP_LOCK_TIMEOUT = "10s"
-
+from claimcheck.server.runcontext import RunContext
 
 
 def _may_create(conn: psycopg.Connection) -> bool:
@@ -45,7 +43,7 @@ def run_database(server: Server, run_id: str, library: str) -> Iterator[RunConte
                 f"fixed table names that must not meet another installation; the role {user!r} on "
                 f"{redact_dsn(server.dsn)} may not create databases. Grant it (ALTER ROLE {user} CREATEDB), "
                 "or leave out --dsn to use the embedded server.")
-        for left in _sweep(conn, server, name):
+        for left in sweep_databases(conn, server, name):
             Console(stderr=True).print(f"claimcheck: {left}", markup=False, highlight=False, soft_wrap=True)
         try:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
@@ -63,33 +61,3 @@ def run_database(server: Server, run_id: str, library: str) -> Iterator[RunConte
         with interrupts.shielded():  # a second Ctrl-C must not leave the database behind
             if drop_database(run, server.version_num):
                 interrupts.done(f"database {name} dropped")
-
-
-def _sweep(conn: psycopg.Connection, server: Server, ours: str) -> list[str]:
-    """Drop the databases of library runs whose owner is proven dead, as schemas are swept."""
-    swept = []
-    for name, owner in abandoned(conn, "leftover_databases", ours):
-        if drop_database(RunContext(server.dsn, name[len(SCHEMA_PREFIX):], server.topology), server.version_num):
-            swept.append(f"swept database {name} left by process {owner['pid']} on this host, which no longer runs")
-    return swept
-
-
-def drop_database(run: RunContext, version_num: int) -> bool:
-    """Drop the run's database, closing what is still connected to it (workers we killed may
-    leave backends behind for a moment). A failure only warns, with the command to finish by hand."""
-    name = run.schema
-    if not name.startswith(SCHEMA_PREFIX):  # a guard, not a feature: never drop anything else
-        raise ValueError(f"refusing to drop database {name!r}")
-    try:
-        with run.connect("cleanup", in_schema=False) as conn:
-            conn.execute(f"SET lock_timeout = '{DROP_LOCK_TIMEOUT}'")
-            if version_num >= 130000:
-                conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-            else:
-                conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
-                conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
-        return True
-    except psycopg.Error as exc:
-        Console(stderr=True).print(f"claimcheck: warning: could not drop database {name}: {str(exc).strip()}; "
-                                   f"drop it by hand with DROP DATABASE {name} WITH (FORCE)", markup=False)
-        return False

@@ -1,4 +1,4 @@
-"""huey under the ledger (`pip install 'claimcheck[huey]'`), with its PostgreSQL storage, `PostgresHuey`.
+"""huey under the ledger (`pip install 'pg-claimcheck[huey]'`), with its PostgreSQL storage, `PostgresHuey`.
 
 Why huey: one of the most downloaded Python task queues (Redis, SQLite, PostgreSQL, files); since
 huey 3.5 its PostgreSQL storage is built in (`huey[postgres]`, psycopg 3), where it was a peewee

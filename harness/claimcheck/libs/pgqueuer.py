@@ -1,4 +1,4 @@
-"""pgqueuer under the ledger (`pip install 'claimcheck[pgqueuer]'`).
+"""pgqueuer under the ledger (`pip install 'pg-claimcheck[pgqueuer]'`).
 
 What it promises, from its docs (https://pgqueuer.readthedocs.io/, the "Heartbeat" guide and
 `QueueManager.run`'s docstring): a worker dequeues with `FOR UPDATE SKIP LOCKED`, marks the job

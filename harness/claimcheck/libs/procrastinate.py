@@ -1,4 +1,4 @@
-"""procrastinate under the ledger (`pip install 'claimcheck[procrastinate]'`).
+"""procrastinate under the ledger (`pip install 'pg-claimcheck[procrastinate]'`).
 
 What it promises, from its docs (https://procrastinate.readthedocs.io/en/stable/):
 - A job is fetched by one worker: `procrastinate_fetch_job` takes the next `todo` job with

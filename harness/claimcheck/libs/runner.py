@@ -59,7 +59,11 @@ START_UP_S = 120.0
 """The longest an external worker's runtime may take to say hello before the stall limit counts."""
 
 
-LIB_WORK_MS = "0"
+LIB_JOBS = 5_000
+"""`lib`'s jobs per run, as `bench`'s: a library that runs one job per fetch (procrastinate) does a few
+hundred a second, so a run takes tens of seconds, not minutes."""
+LIB_WORK_MS = "1"
+"""Work per execution, as `bench`'s --work-ms: a job that takes some time, as real ones do."""
 FAULT_WORK_MS = "2"
 """Under --faults each execution lasts 2 ms, so a SIGKILL finds a worker mid-task."""
 

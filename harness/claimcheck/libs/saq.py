@@ -1,4 +1,4 @@
-"""saq under the ledger (`pip install 'claimcheck[saq]'`), with its PostgreSQL queue.
+"""saq under the ledger (`pip install 'pg-claimcheck[saq]'`), with its PostgreSQL queue.
 
 Why saq: after procrastinate and pgqueuer it is the most downloaded maintained Python job queue
 that can keep its queue in PostgreSQL (`saq.queue.postgres.PostgresQueue`, `saq[postgres]`); many

@@ -5,7 +5,7 @@ Starts one Locust master and P Locust worker processes running claimcheck's locu
 judges, prints the verdict and sets the exit code, which becomes this command's. On many hosts the
 same two `locust` commands are run by hand (docs/locust.md).
 
-Locust is an extra (`pip install 'claimcheck[locust]'`): importing it monkey-patches the process
+Locust is an extra (`pip install 'pg-claimcheck[locust]'`): importing it monkey-patches the process
 for gevent, so this module never imports it; the locustfile runs in Locust's own processes.
 """
 from __future__ import annotations
@@ -22,6 +22,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from claimcheck import install_command
 from claimcheck.errors import Interrupted, UsageError
 from claimcheck.server.interrupts import die_with_parent, shielded
 from claimcheck.server.postmaster import terminate
@@ -31,7 +32,7 @@ from claimcheck.settings import positive
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 INSTALL_HINT = ("--engine locust needs Locust, which claimcheck ships as an extra: "
-                "pip install 'claimcheck[locust]' (or pip install locust), then run the command again")
+                f"{install_command('locust')} (or pip install locust), then run the command again")
 CONNECTION_MARGIN = 10
 """Connections beyond one per user for a server we start: the master's, the sampler's, psql's."""
 MAX_WORKERS_WAIT_S = 60

@@ -84,7 +84,7 @@ class ConditionOutcome:
                 "seconds": round(self.seconds, 3), "evidence": self.evidence(),
                 "advice": self.shape.advice if self.shape is not None else None,
                 **(self.shape.as_dict() if self.shape is not None else
-                   {"shape": None, "plan": [], "rescanned_limit": [], "limit_loops": [], "opaque": False})}
+                   {"shape": None, "plan": [], "rescanned_limit": [], "limit_loops": [], "opaque": False, "row_lock": True})}
 
 
 def explore(conn: psycopg.Connection, server: Server, run: RunContext, strategy: Strategy, settings: RunSettings,

@@ -60,7 +60,8 @@ def from_explain(text: str, tree: dict, analyzed: dict | None = None) -> PlanSha
         for node, path in _walk(analyzed)
         if node["Node Type"] == "Limit" and node.get("Actual Loops", 1) > 1 and _locks_with(node, path))
     opaque = not any(node["Node Type"] == "Limit" for node, _ in _walk(tree))
-    return PlanShape(signature(tree), text, tuple(rerun_nodes(tree)), loops, opaque)
+    locks = any(node["Node Type"] == "LockRows" for node, _ in _walk(tree))
+    return PlanShape(signature(tree), text, tuple(rerun_nodes(tree)), loops, opaque, locks)
 
 
 def json_plan(raw) -> dict:

@@ -25,7 +25,7 @@ def plan_words(outcome: "ConditionOutcome") -> str:
     if shape.rerun_by:
         return f"Limit below {shape.rerun_by[0]}: runs per row"
     join = next((part for part in ("Hash Join", "Merge Join", "Nested Loop") if part in shape.signature), None)
-    return "limit runs once" + (f" ({join})" if join else "")
+    return ("no row lock" if shape.unlocked else "limit runs once") + (f" ({join})" if join else "")
 
 
 def overlap_words(outcome: ConditionOutcome) -> str:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+from rich import box
 from rich.table import Table
 from rich.text import Text
 
@@ -334,7 +335,55 @@ def _rate(run: dict | None) -> str:
     return f"{s['median']:,.0f} ±{s['mad']:,.0f} (n={s['n']})"
 
 
-def comparison_table(comparison: Comparison, title: str) -> Table:
+def _compact_key(key: RunKey) -> Text:
+    strategy, mode, workers, batch, condition, rate = key
+    words = [strategy, mode, f"{workers}w", f"b{batch}"] + ([] if condition == AS_SEEDED else [f"under {condition}"])
+    return Text(" ".join(words + ([] if rate is None else [f"at {rate:g}/s"])))
+
+
+def _both(diff: RunDiff, cell) -> str:
+    return " → ".join("-" if r is None else cell(r) for r in (diff.base, diff.new))
+
+
+def _status_text(diff: RunDiff) -> Text:
+    return Text(diff.status, style={"ok": "green", "ok (within noise)": "yellow", "new": "cyan",
+                                    "gone": "yellow"}.get(diff.status, "bold red"))
+
+
+def _change_text(diff: RunDiff) -> Text:
+    change = diff.change_pct
+    return Text("-" if change is None else f"{change:+.1f}%",
+                style="bold red" if diff.slower else ("green" if change and change > 0 else ""))
+
+
+COMPACT_CAPTION = "--wide: every column (the key's parts apart, the spread over repetitions)"
+
+
+def comparison_table(comparison: Comparison, title: str, wide: bool = True) -> Table:
+    """Every column with `wide` (a pipe, a CI log), else the ones that decide, in 80 columns: the run's
+    key in one cell, base → new medians, the change and its p, the verdicts and the status."""
+    if wide:
+        return _wide_table(comparison, title)
+    table = Table(title=Text(title), header_style="bold", title_justify="left", box=box.SIMPLE_HEAD, padding=0,
+                  show_edge=False, caption=COMPACT_CAPTION, caption_justify="left")
+    table.add_column("run", overflow="fold", min_width=14)
+    table.add_column("jobs/s\nbase → new", justify="right", no_wrap=True)
+    table.add_column("change", justify="right", no_wrap=True)
+    table.add_column("p", justify="right", no_wrap=True)
+    table.add_column("double\nclaimed", justify="right", no_wrap=True)
+    table.add_column("verdict\nbase → new", overflow="fold", min_width=8)
+    table.add_column("status", overflow="fold", min_width=8)
+    for d in comparison.diffs:
+        p = d.p_value
+        verdicts = Text(" → ").join(Text("-") if r is None else Text("held", style="green") if r["exactly_once"]
+                                    else Text("VIOLATED", style="bold red") for r in (d.base, d.new))
+        table.add_row(_compact_key(d.key), _both(d, lambda r: f"{median(samples(r)):,.0f}"), _change_text(d),
+                      "-" if p is None else f"{p:.3f}", _both(d, lambda r: f"{r['double_claimed_jobs']:,}"),
+                      verdicts, _status_text(d))
+    return table
+
+
+def _wide_table(comparison: Comparison, title: str) -> Table:
     table = Table(title=Text(title), header_style="bold", title_justify="left",
                   caption="jobs/s: median ±median absolute deviation over the repetitions; p: one-sided "
                           "Mann-Whitney U, new slower than base", caption_justify="left")
@@ -345,15 +394,9 @@ def comparison_table(comparison: Comparison, title: str) -> Table:
                           ("status", "left")):
         table.add_column(name, justify=justify, no_wrap=True)
     for d in comparison.diffs:
-        change, p = d.change_pct, d.p_value
-        change_text = Text("-" if change is None else f"{change:+.1f}%",
-                           style="bold red" if d.slower else ("green" if change and change > 0 else ""))
-        doubles = " → ".join("-" if r is None else f"{r['double_claimed_jobs']:,}" for r in (d.base, d.new))
-        status_style = {"ok": "green", "ok (within noise)": "yellow", "new": "cyan", "gone": "yellow"}.get(
-            d.status, "bold red")
         # Text, not str: a strategy named `[/]` is a name, not rich markup (found by the compare fuzz test).
         key = d.key[:5] + ((("-" if d.key[5] is None else f"{d.key[5]:g}"),) if rated else ())
-        table.add_row(*(Text(str(x)) for x in key), _rate(d.base), _rate(d.new), change_text,
-                      "-" if p is None else f"{p:.3f}", _verdict(d.base), _verdict(d.new), doubles,
-                      Text(d.status, style=status_style))
+        table.add_row(*(Text(str(x)) for x in key), _rate(d.base), _rate(d.new), _change_text(d),
+                      "-" if d.p_value is None else f"{d.p_value:.3f}", _verdict(d.base), _verdict(d.new),
+                      _both(d, lambda r: f"{r['double_claimed_jobs']:,}"), _status_text(d))
     return table

@@ -10,15 +10,15 @@ each rate run's queue depth, pickup latency and dead tuples over time.
 
 Everything is inline (CSS and SVG, no script, no fonts or CDN), so the file opens offline and
 can be attached to a ticket or a CI artifact. Charts scale with the window (checked in headless
-Chromium at 1400 and 800 px by the tests).
+Chromium at 1400 and 420 px by the tests).
 """
 from __future__ import annotations
 
 from html import escape
 from pathlib import Path
 
-from claimcheck.verdict.result import AS_SEEDED, run_condition
 from claimcheck.report import svg
+from claimcheck.report.conclusion import as_html, conclude
 from claimcheck.report.render import size_words, write_whole
 from claimcheck.server.pooling import pooler_words
 from claimcheck.server.redaction import scrub_all
@@ -36,12 +36,12 @@ body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1200px}
 h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:28px 0 6px}
 .meta{color:#666;font-size:13px;overflow-wrap:anywhere}figure{margin:8px 0 20px}
 figcaption{font-size:13px;color:#555;margin-top:2px}
-.conclusion{border:1px solid #ddd;border-left:4px solid #18794e;background:#f7fbf8;padding:8px 14px;font-size:14px}
+.conclusion{overflow-wrap:anywhere;border:1px solid #ddd;border-left:4px solid #18794e;background:#f7fbf8;padding:8px 14px;font-size:14px}
 .conclusion.none{border-left-color:#c62828;background:#fdf6f6}.conclusion li{margin:3px 0}
 .scroll{overflow-x:auto}
 table{border-collapse:collapse;font-size:12px}th,td{padding:3px 8px;border-bottom:1px solid #ddd;text-align:right}
 th{background:#f4f4f4}td.l,th.l{text-align:left}.ok{color:#18794e;font-weight:600}.bad{color:#c62828;font-weight:600}
-tr.violated td{background:#fdf0f0}.ok,.bad{white-space:nowrap}td.name{max-width:16em;overflow-wrap:anywhere}
+tr.violated td{background:#fdf0f0}.ok,.bad{white-space:nowrap}td.name{max-width:16em;overflow-wrap:break-word}
 details{margin:6px 0}summary{cursor:pointer;font-size:13px}
 @media (max-width:900px){body{margin:12px}th,td{padding:2px 4px}}
 """
@@ -52,6 +52,22 @@ def run_label(run: dict, *, workers: bool = True) -> str:
     parts = [run["strategy"], run["mode"], f"b{run['batch']}"]
     condition = [f"under {run['condition']}"] if run.get("condition") else []
     return " · ".join(parts + ([f"{run['workers']}w"] if workers else []) + condition)
+
+
+def chart_labels(runs: list[dict]) -> list[str]:
+    """Each run's label in the charts: its strategy, and of mode, batch, workers and planner condition
+    only what tells it from the report's other runs (what all share is in the table), so a label fits
+    its column whole instead of being cut mid-name."""
+    parts = [(r["strategy"], r["mode"], f"b{r['batch']}", f"{r['workers']}w",
+              r.get("condition") or "") for r in runs]
+    varying = [i for i in range(1, 5) if len({p[i] for p in parts}) > 1]
+    return [" · ".join([p[0], *(p[i] for i in varying if p[i])]) for p in parts]
+
+
+def report_verb(doc: dict) -> str:
+    """The verb that wrote the report (`bench`, `check`, `lib`, ...), from its command line."""
+    words = str(doc.get("tool", {}).get("command", "")).split()
+    return words[1] if len(words) > 1 and words[0].endswith("claimcheck") else "bench"
 
 
 def throughput_series(runs: list[dict]) -> dict[str, list[tuple[float, float]]]:
@@ -71,68 +87,9 @@ def lock_wait_seconds(runs: list[dict]) -> dict[str, list[float]]:
                 for run in runs] for e in events} or {"no lock waits sampled": [0.0] * len(runs)}
 
 
-def _pct(value: float, reference: float) -> str:
-    return f"{(value / reference - 1) * 100:+.0f} %" if reference else "-"
-
-
-def _rate(run: dict) -> str:
-    n = len(run.get("repetitions") or ())
-    return f"{run['throughput_jobs_per_s']:,.0f} jobs/s" + (f" (median of {n})" if n > 1 else "")
-
-
 def conclusion(runs: list[dict], knees: list[dict] | None = None) -> str:
-    """Which runs held, the fastest strategy that held in every run of a mode, and what the others cost.
-
-    A strategy (with its batch) counts for a mode only if every one of its runs in that mode held
-    exactly-once: a claim that breaks at 4 workers is not safe at 1. Its best run stands for it.
-    A rate sweep's (`knees`) runs are ranked by their knees instead: their jobs/s is the offered rate."""
-    if not runs:
-        return ""
-    held = [r for r in runs if r["exactly_once"]]
-    violated = [r for r in runs if not r["exactly_once"]]
-    head = f"<b>{len(held)} of {len(runs)} run(s) held exactly-once.</b>"
-    if violated:
-        doubles = sum(r["double_claimed_jobs"] for r in violated)
-        lost = sum(r["unclaimed_jobs"] for r in violated)
-        names = sorted({r["strategy"] for r in violated})
-        head += (f" Violated: {escape(', '.join(names))} ({len(violated)} run(s); {doubles:,} job(s) handed to more "
-                 f"than one worker{f', {lost:,} never claimed' if lost else ''}; the table and the JSON say what "
-                 "else failed): do not use them as run, however fast they were.")
-    items = [] if not knees else [
-        f"<li><b>{escape(k['strategy'])} · {escape(k['mode'])} · b{k['batch']} · {k['workers']}w</b>: knee "
-        f"{escape(k['summary'])} (pickup p99 ≤ {k['latency_slo_ms']:g} ms)</li>"
-        for k in sorted(knees, key=lambda k: -(k["knee_rate_per_s"] or 0))]
-    for mode in sorted({r["mode"] for r in runs}) if not knees else ():
-        groups: dict[str, list[dict]] = {}
-        for r in runs:
-            if r["mode"] == mode:
-                groups.setdefault(f"{r['strategy']} · b{r['batch']}", []).append(r)
-        # A planner condition's run counts for the verdict, not for speed (a short run on a small table).
-        safe = {name: max(rs, key=lambda r: (run_condition(r) == AS_SEEDED, r["throughput_jobs_per_s"]))
-                for name, rs in groups.items() if all(r["exactly_once"] for r in rs)}
-        if not safe:
-            items.append(f"<li><b>{escape(mode)} mode:</b> no strategy held exactly-once in every run.</li>")
-            continue
-        ranked = sorted(safe.items(), key=lambda kv: -kv[1]["throughput_jobs_per_s"])
-        (best_name, best), others = ranked[0], ranked[1:]
-        verdict = "is the fastest that held in every run" if len(groups) > 1 else "held in every run"
-        text = (f"<li><b>{escape(mode)} mode: {escape(best_name)}</b> {verdict}: "
-                f"{_rate(best)} at {best['workers']} worker(s).")
-        if others:
-            text += " The others that held, at their best: " + "; ".join(
-                f"{escape(name)} {_rate(r)} at {r['workers']} ({_pct(r['throughput_jobs_per_s'], best['throughput_jobs_per_s'])})"
-                for name, r in others) + "."
-        fast_but_bad = [name for name, rs in groups.items() if name not in safe
-                        and max(r["throughput_jobs_per_s"] for r in rs) > best["throughput_jobs_per_s"]]
-        if fast_but_bad:
-            text += f" Faster but violated: {escape(', '.join(fast_but_bad))} (does not count)."
-        believed_unsafe = [name for name, r in ranked if r.get("expected") == "unsafe"]
-        if believed_unsafe:
-            text += (f" Believed unsafe though no violation was seen here: {escape(', '.join(believed_unsafe))}; "
-                     "a run that did not catch a race is no proof there is none.")
-        items.append(text + "</li>")
-    css = "conclusion" if held else "conclusion none"
-    return f'<div class="{css}"><p>{head}</p><ul>{"".join(items)}</ul></div>'
+    """The summary box: what the terminal's last lines say (claimcheck.report.conclusion)."""
+    return as_html(conclude(runs, knees))
 
 
 def _figure(name: str, chart: str, caption: str) -> str:
@@ -142,29 +99,35 @@ def _figure(name: str, chart: str, caption: str) -> str:
 VIOLATED_NOTE = " Runs marked ✗ in red violated exactly-once: their figures do not count."
 
 
-def _throughput_figure(runs: list[dict], labels: list[str], flagged: list[bool]) -> str:
+def _throughput_figure(runs: list[dict], labels: list[str], flagged: list[bool], sweep: bool) -> str:
     """Lines over the worker counts of a sweep; one bar per run when every run had the same count
-    (a column of dots in ten recycled colours would not say which is which)."""
+    (a column of dots in ten recycled colours would not say which is which), or in a check (`sweep`
+    false: its planner conditions' short runs on small tables are no sweep). A violated run's bar is
+    only an outline: its speed does not count."""
     caption = "Jobs done per second, from the workers' release to the last claim or end of a job"
     if any(len(r.get("repetitions") or ()) > 1 for r in runs):
         caption += " (median of the repetitions)"
     note = VIOLATED_NOTE if any(flagged) else ""
-    if len({r["workers"] for r in runs}) > 1:
+    if sweep and len({r["workers"] for r in runs}) > 1:
         bad = frozenset((run_label(r, workers=False), float(r["workers"])) for r in runs if not r["exactly_once"])
         chart = svg.line_chart(throughput_series(runs), "throughput against workers", "workers", "jobs done per second",
                                flagged=bad)
         return _figure("throughput", chart, caption + ", per strategy · mode · batch." + note)
     chart = svg.bar_chart(labels, {"jobs/s": [float(r["throughput_jobs_per_s"]) for r in runs]},
-                          "throughput per run", "jobs done per second", flagged=flagged)
-    return _figure("throughput", chart, caption + ". Sweep --workers (e.g. 1,2,4,8,16) to see it against workers."
-                   + note)
+                          "throughput per run", "jobs done per second", flagged=flagged, hollow_flagged=True)
+    hint = " `bench --workers 1,2,4,8,16` shows it against workers." if sweep else ""
+    return _figure("throughput", chart, caption + "." + hint + note.replace("marked ✗ in red", "marked ✗ in red, "
+                                                                            "drawn as outlines,"))
 
 
 def _latency_figure(runs: list[dict], labels: list[str], flagged: list[bool]) -> str:
     marks = {p: [r["claim_latency_ms"].get(p) for r in runs] for p in ("p50", "p95", "p99")}
     chart = svg.range_chart(labels, marks, "claim latency per run", "claim latency, ms (p50, p95, p99)", flagged)
+    clipped = ' A mark past the axis (▸, with its value) is an outlier the axis leaves out, so the others stay readable.' \
+        if 'class="clipped"' in chart else ""
     return _figure("claim-latency", chart, "Time from sending a claim to its commit, per run: half of the claims "
-                   "took less than p50, 95 % less than p95, 99 % less than p99." + (VIOLATED_NOTE if any(flagged) else ""))
+                   "took less than p50, 95 % less than p95, 99 % less than p99." + clipped
+                   + (VIOLATED_NOTE if any(flagged) else ""))
 
 
 def _lock_wait_figure(runs: list[dict], labels: list[str], flagged: list[bool]) -> str:
@@ -257,8 +220,9 @@ def _conditions(conditions: list[dict], runs: list[dict]) -> str:
     for c in conditions:
         verdict = {"held": '<span class="ok">held</span>', "VIOLATED": '<span class="bad">✗ VIOLATED</span>'}.get(
             c["verdict"], escape(c["verdict"] + (f" (plan of {c['same_as']})" if c.get("same_as") else "")))
-        how = "; ".join(c["rescanned_limit"] + c["limit_loops"]) or ("the limiting subquery runs once"
-                                                                       if c["plan"] else "-")
+        how = "; ".join(c["rescanned_limit"] + c["limit_loops"]) or (
+            "no row lock: two workers can pick the same rows" if c.get("row_lock") is False and not c.get("opaque")
+            else "the limiting subquery runs once" if c["plan"] else "-")
         plan = (f'<details><summary>plan</summary><pre>{escape(chr(10).join(c["plan"]))}</pre></details>'
                 if c["plan"] else "")
         notes = "<br>".join(escape(x) for x in c["evidence"] + ([c["note"]] if c.get("note") else []))
@@ -364,15 +328,23 @@ def _pooler(pooler: dict | None) -> str:
     return escape(f", workers through {pooler_words(pooler)}") if pooler else ""
 
 
+def _subject(runs: list[dict], verb: str) -> str:
+    """What a check checked, in its heading (a bench's many strategies are in its table)."""
+    names = sorted({r["strategy"] for r in runs})
+    return f": {escape(names[0])}" if verb == "check" and len(names) == 1 else ""
+
+
 def render(doc: dict) -> str:
     """The whole report as one HTML string."""
     runs = doc.get("runs", [])
     pg, tool = doc.get("postgres", {}), doc.get("tool", {})
-    labels = [run_label(r) for r in runs]
+    labels = chart_labels(runs)
     flagged = [not r["exactly_once"] for r in runs]
+    verb = report_verb(doc)
+    sweep = verb != "check"
     slo = doc["knees"][0]["latency_slo_ms"] if doc.get("knees") else None
     body = [
-        f"<h1>claimcheck report</h1><p class=meta>PostgreSQL {escape(str(pg.get('version', '?')))} "
+        f"<h1>claimcheck {escape(verb)}{_subject(runs, verb)}</h1><p class=meta>PostgreSQL {escape(str(pg.get('version', '?')))} "
         f"({escape(str(pg.get('source', '?')))}){_pooler(pg.get('pooler'))} · {escape(str(doc.get('created_at', '')))} · "
         f"<code>{escape(str(tool.get('command', '')))}</code></p>",
         conclusion(runs, doc.get("knees")), _power(doc.get("power")),
@@ -381,7 +353,8 @@ def render(doc: dict) -> str:
         *(["<h2>Queue depth and latency over time</h2>", _over_time(runs, slo)]
           if any(r.get("queue_over_time") for r in runs) else []),
         *(["<h2>Planner conditions</h2>", _conditions(doc["conditions"], runs)] if doc.get("conditions") else []),
-        "<h2>Throughput against workers</h2>", _throughput_figure(runs, labels, flagged),
+        "<h2>Throughput against workers</h2>" if sweep else "<h2>Throughput per run</h2>",
+        _throughput_figure(runs, labels, flagged, sweep),
         "<h2>Double claims</h2>",
         _figure("double-claims", svg.bar_chart(labels, {"jobs claimed twice or more": [
             float(r["double_claimed_jobs"]) for r in runs]}, "double claims per run", "jobs handed to more than one worker",

@@ -12,6 +12,7 @@ from typing import Mapping
 
 from rich.console import Console
 
+from claimcheck.report.conclusion import as_text, conclude
 from claimcheck.report.html import write_html
 from claimcheck.report.tableafter import print_tables_after
 from claimcheck.report.render import document, faults_table, knee_table, print_evidence, results_table, write_json
@@ -36,13 +37,14 @@ def plain_settings(options: Mapping[str, object]) -> dict:
 
 def report_runs(server: Server, results: list[RunResult], console: Console, *, verb: str, title: str,
                 settings: dict, json_path: Path | None, wide: bool, always_write: bool, evidence: int,
-                command: str | None = None, plans=None, knees=None, budget=None) -> None:
+                command: str | None = None, plans=None, knees=None, budget=None) -> dict:
     """Print the runs' table (the columns that decide on a terminal, all of them in a pipe or with
     `wide`), each run's evidence and faults; write the JSON report and the HTML next to it when
     `json_path` is given or `always_write` (then under reports/). `plans`: the planner conditions a
     check tried (claimcheck.plans.explore.ConditionOutcome), for the JSON's `conditions`; `knees`: a rate
     sweep's (claimcheck.verdict.knee.Knee), printed under the table and in the JSON's `knees`; `budget`: a
-    check's time budget (claimcheck.engine.budget.Budget), its footer under the table and the JSON's `budget`."""
+    check's time budget (claimcheck.engine.budget.Budget), its footer under the table and the JSON's `budget`.
+    Returns the JSON document."""
     console.print(results_table(results, title, wide=wide or not console.is_terminal))
     if budget is not None:  # how a check's time budget was spent (claimcheck.engine.budget)
         console.print(budget.footer(), highlight=False, markup=False, style="dim")
@@ -62,3 +64,9 @@ def report_runs(server: Server, results: list[RunResult], console: Console, *, v
         where = "" if json_path else f" (in {Path.cwd()}; --json PATH writes elsewhere)"
         console.print(f"JSON report: {path}{where}", highlight=False)
         console.print(f"HTML report: {write_html(doc, path)}", highlight=False)
+    return doc
+
+
+def print_conclusion(console: Console, doc: dict) -> None:
+    """A verb's last lines: what held, what to pick and why, as the HTML report's summary says it."""
+    console.print(as_text(conclude(doc["runs"], doc.get("knees"))))

@@ -29,6 +29,7 @@ from claimcheck.report.schema import SCHEMA_VERSION
 from claimcheck.server.pooling import pooler_words
 from claimcheck.server.provision import Server
 from claimcheck.server.redaction import scrub_all
+from claimcheck.server.schema import job_words, numbering_note
 
 REPORTS_DIR = Path("reports")
 EVIDENCE_SHOWN = 5
@@ -147,7 +148,7 @@ def verdict_text(run: RunResult, compact: bool = False) -> Text:
     notes = _notes(run)
     if compact:
         if notes:
-            text.append(" " + "".join(_NOTES[n][0] for n in notes), style="yellow")
+            text.append(" (" + "".join(_NOTES[n][0] for n in notes) + ")", style="yellow")
         return text
     for note in notes:
         text.append(_NOTES[note][2], style=_NOTES[note][3])
@@ -239,7 +240,7 @@ def _compact_table(runs: list[RunResult], title: str) -> Table:
             Text(f"{v.unclaimed_jobs:,}", style="red" if v.unclaimed_jobs and v.drained else ""),
             f"{run.throughput_jobs_per_s:,.0f}", _ms(run.claim_latency_ms["p95"]), verdict_text(run, compact=True))
     shown = sorted({n for run in runs for n in _notes(run)}, key=list(_NOTES).index)
-    lines = [f"{_NOTES[n][0]} {_NOTES[n][1]}" for n in shown]
+    lines = [f"({_NOTES[n][0]}) {_NOTES[n][1]}" for n in shown]
     table.caption = "\n".join(lines + ["--wide: every column (claims, done, p50/p99, lock waits)"])
     return table
 
@@ -330,8 +331,7 @@ def _plan_cells(run: RunResult, shown: bool) -> list[Text]:
     return [Text(", ".join(missing) or "fails", style="yellow")]
 
 
-def evidence_lines(violations: Iterable[Violation], limit: int = EVIDENCE_SHOWN) -> list[str]:
-    """A few violations as readable lines: job id, kind, then each claim of it."""
+def evidence_lines(violations: Iterable[Violation], limit: int = EVIDENCE_SHOWN, first_id: int = 0) -> list[str]:  # job_words
     lines: list[str] = []
     for violation in list(violations)[:limit]:
         times = max(violation.times_claimed, len(violation.claims))
@@ -339,7 +339,7 @@ def evidence_lines(violations: Iterable[Violation], limit: int = EVIDENCE_SHOWN)
         shared = (f", every claim shown on backend {next(iter(backends))}: one server session, handed to "
                   "several workers by the pooler" if len(backends) == 1 and None not in backends
                   and len({c.worker for c in violation.claims}) > 1 else "")
-        lines.append(f"job {violation.job}: claimed {'once' if times == 1 else f'{times:,} times'} ({violation.kind})"
+        lines.append(f"{job_words(violation.job, first_id)}: claimed {'once' if times == 1 else f'{times:,} times'} ({violation.kind})"
                      + (f", the first {len(violation.claims)} shown" if times > len(violation.claims) else "") + shared)
         for claim in violation.claims:
             ended = "never ended" if claim.ended_at_s is None else f"ended +{claim.ended_at_s:.4f}s"
@@ -449,7 +449,7 @@ def print_evidence(console: Console, run: RunResult, limit: int = EVIDENCE_SHOWN
     if run.exactly_once:
         return
     problems = violation_summary(run)
-    lines = evidence_lines(v.violations, limit) + shape_lines(v.shape_evidence, limit)
+    lines = evidence_lines(v.violations, limit, run.seeded.first_id) + shape_lines(v.shape_evidence, limit)
     # A run that failed without a violating claim (it stalled or made no progress) has no evidence
     # lines: no heading promises them.
     if not run.violated:  # a liveness failure: no double claim, no lost job, and it says so
@@ -459,7 +459,7 @@ def print_evidence(console: Console, run: RunResult, limit: int = EVIDENCE_SHOWN
         return
     console.print(f"[bold red]{escape(run_label(run).plain)} ({run.settings.mode}): {'; '.join(problems) or 'violated'}[/]. "
                   f"{_count(v.extra_claims, 'extra claim')}, {_count(v.redeliveries, 'redelivery', 'redeliveries')}."
-                  + (" Evidence (times from the start of the run):" if lines else ""))
+                  + (f" Evidence (times from the start of the run{numbering_note(run.seeded.first_id)}):" if lines else ""))
     for line in lines:
         console.print(line, highlight=False, markup=False)
 

@@ -68,11 +68,16 @@ CHAR_PX = 6.6
 
 
 def _clipped(text: str, room_px: float) -> str:
-    """The text, shortened with … in the middle to fit `room_px` (both ends of a name tell runs apart),
-    escaped; the full text goes in a <title> so hovering shows it."""
+    """The text, shortened with … to fit `room_px`, escaped; the full text goes in a <title> so hovering
+    shows it. A run's label (`name · 4w · stale-stats`) keeps its parts after the name whole, which tell
+    runs of one name apart, and shortens the name's end; anything else loses its middle (both ends of
+    a name tell runs apart)."""
     most = max(int(room_px / CHAR_PX), 8)
     if len(text) <= most:
         return escape(text)
+    head, sep, rest = text.partition(" · ")
+    if sep and most - len(sep + rest) - 1 >= 8:
+        return f"<title>{escape(text)}</title>{escape(head[:most - len(sep + rest) - 1] + '…' + sep + rest)}"
     keep = most - 1
     return f"<title>{escape(text)}</title>{escape(text[:(keep + 1) // 2] + '…' + text[len(text) - keep // 2:])}"
 
@@ -84,12 +89,13 @@ def _row_label(x: float, y: float, label: str, flagged: bool) -> str:
     return f'<text x="{x:.0f}" y="{y:.0f}" text-anchor="end">{_clipped(label, x - 2)}</text>'
 
 
-def _legend(names: Sequence[str], x: float, y: float, flagged: Sequence[bool] = (), room_px: float = 120) -> list[str]:
+def _legend(names: Sequence[str], x: float, y: float, flagged: Sequence[bool] = (), room_px: float = 120,
+            colors: Sequence[str] = PALETTE) -> list[str]:
     out = []
     for i, name in enumerate(names):
         yy = y + i * 16
         bad = i < len(flagged) and flagged[i]
-        out.append(f'<rect x="{x:.0f}" y="{yy - 9:.0f}" width="10" height="10" fill="{color(i)}"/>'
+        out.append(f'<rect x="{x:.0f}" y="{yy - 9:.0f}" width="10" height="10" fill="{colors[i % len(colors)]}"/>'
                    f'<text x="{x + 14:.0f}" y="{yy:.0f}"{f" fill={chr(34)}{BAD}{chr(34)}" if bad else ""}>'
                    f'{_clipped(name, room_px)}</text>')
     return out
@@ -227,10 +233,13 @@ def time_chart(series: dict[str, Sequence[tuple[float, float | None]]], title: s
 
 
 def bar_chart(labels: Sequence[str], stacks: dict[str, Sequence[float]], title: str, x_label: str,
-              legend: bool | None = None, flagged: Sequence[bool] = (), total_format: str = ",.0f") -> str:
+              legend: bool | None = None, flagged: Sequence[bool] = (), total_format: str = ",.0f",
+              hollow_flagged: bool = False) -> str:
     """Horizontal bars, one row per label, each split into the `stacks` (legend names) in order.
     The legend shows when asked, or by default when there is more than one stack. A row whose
-    `flagged` is true is a violated run: its label is red and marked ✗."""
+    `flagged` is true is a violated run: its label is red and marked ✗; with `hollow_flagged` (a
+    figure a violated run earns no credit for, its throughput) its bar is only a dashed red outline
+    and its total says it does not count, so it never reads like a correct run's full bar."""
     m = MARGIN_PX
     legend = len(stacks) > 1 if legend is None else legend
     width = WIDTH_PX + LABEL_COLUMN_PX - m["left"]
@@ -244,16 +253,22 @@ def bar_chart(labels: Sequence[str], stacks: dict[str, Sequence[float]], title: 
     out += _x_grid(ticks, scale, m["top"], bottom)
     for row, label in enumerate(labels):
         y = m["top"] + row * BAR_ROW_PX
-        out.append(_row_label(LABEL_COLUMN_PX - 6, y + 15, label, row < len(flagged) and flagged[row]))
+        bad = row < len(flagged) and flagged[row]
+        hollow = bad and hollow_flagged
+        out.append(_row_label(LABEL_COLUMN_PX - 6, y + 15, label, bad))
         x = float(LABEL_COLUMN_PX)
         for i, (name, values) in enumerate(stacks.items()):
             w = values[row] * scale
             if w > 0:
-                out.append(f'<rect class="bar" x="{x:.1f}" y="{y + 3}" width="{w:.1f}" height="{BAR_ROW_PX - 6}" '
-                           f'fill="{color(i)}"><title>{escape(label)} · {escape(name)}: {values[row]:{total_format}}'
+                paint = (f'fill="none" stroke="{BAD}" stroke-dasharray="4 3"' if hollow else f'fill="{color(i)}"')
+                out.append(f'<rect class="{"bar violated" if hollow else "bar"}" x="{x:.1f}" y="{y + 3}" width="{w:.1f}" '
+                           f'height="{BAR_ROW_PX - 6}" {paint}><title>{escape(label)} · {escape(name)}: '
+                           f'{values[row]:{total_format}}{" (VIOLATED exactly-once: does not count)" if bad else ""}'
                            f'</title></rect>')
                 x += w
-        out.append(f'<text x="{x + 4:.1f}" y="{y + 15}">{totals[row]:{total_format}}</text>')
+        total = f"{totals[row]:{total_format}}"
+        out.append(f'<text x="{x + 4:.1f}" y="{y + 15}"{f" fill={chr(34)}{BAD}{chr(34)}" if hollow else ""}>'
+                   f'{f"{FLAG}{total}" if hollow else total}</text>')
     out.append(f'<text x="{LABEL_COLUMN_PX + plot_w / 2:.0f}" y="{height - 6}" text-anchor="middle">'
                f'{escape(x_label)}</text>')
     if legend:
@@ -272,35 +287,68 @@ def _x_grid(ticks: Sequence[float], scale: float, top: float, bottom: float) -> 
     return out
 
 
+MARK_COLORS = ("#9ecae1", "#3182bd", "#08306b")
+"""A range chart's marks (p50, p95, p99): one hue, darker for the higher percentile; never BAD's red,
+which means a violated run."""
+AXIS_PERCENTILE = 0.75
+OUTLIER_FACTOR = 4.0
+"""The range chart's axis ends at its largest value within four times the upper quartile of its values; a
+value past that is drawn at the edge, marked clipped, with its figure, so a few slow runs (a 700 ms outlier)
+do not squash every other run to 0. A quarter of the values or more far out is no outlier: it sets the axis."""
+
+
+def axis_end(values: Sequence[float]) -> float:
+    """Where a range chart's axis ends: the largest value, unless it is an outlier (above OUTLIER_FACTOR
+    times the AXIS_PERCENTILE-th value), then the largest value that is not."""
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0
+    typical = ordered[min(len(ordered) - 1, math.ceil(AXIS_PERCENTILE * len(ordered)) - 1)]
+    kept = [v for v in ordered if v <= OUTLIER_FACTOR * typical] if typical > 0 else ordered
+    return kept[-1] if kept else ordered[-1]
+
+
 def range_chart(labels: Sequence[str], marks: dict[str, Sequence[float | None]], title: str, x_label: str,
                 flagged: Sequence[bool] = ()) -> str:
     """One row per label: a line from its smallest to its largest mark, and a tick per mark (e.g. the
-    p50, p95 and p99 of claim latency), labelled in the legend. A row without marks stays empty."""
+    p50, p95 and p99 of claim latency), labelled in the legend. A row without marks stays empty; a
+    mark past the axis's end (:func:`axis_end`) sits at the edge as a ▸ with its value, class `clipped`."""
     m = MARGIN_PX
     width = WIDTH_PX + LABEL_COLUMN_PX - m["left"]
     plot_w = width - LABEL_COLUMN_PX - m["right"] - 12
     height = m["top"] + max(len(labels), 1) * BAR_ROW_PX + m["bottom"]
-    ticks = nice_ticks(max((v for vs in marks.values() for v in vs if v is not None), default=0.0))
+    ticks = nice_ticks(axis_end([v for vs in marks.values() for v in vs if v is not None]))
     scale = plot_w / ticks[-1]
+    edge = ticks[-1]
     out = _open(width, height, title)
     bottom = m["top"] + len(labels) * BAR_ROW_PX
     out += _x_grid(ticks, scale, m["top"], bottom)
     for row, label in enumerate(labels):
         y = m["top"] + row * BAR_ROW_PX + BAR_ROW_PX / 2
         out.append(_row_label(LABEL_COLUMN_PX - 6, y + 4, label, row < len(flagged) and flagged[row]))
-        values = [(name, vs[row]) for name, vs in marks.items() if vs[row] is not None]
+        values: list[tuple[str, float]] = [(name, v) for name, vs in marks.items() if (v := vs[row]) is not None]
         if not values:
             continue
-        xs = [LABEL_COLUMN_PX + v * scale for _, v in values]
+        xs = [LABEL_COLUMN_PX + min(v, edge) * scale for _, v in values]
         out.append(f'<line x1="{min(xs):.1f}" x2="{max(xs):.1f}" y1="{y:.1f}" y2="{y:.1f}" stroke="#999" '
                    f'stroke-width="2"/>')
+        past = [(name, v) for name, v in values if v > edge]
         for i, (name, value) in enumerate(marks.items()):
-            if value[row] is not None:
-                out.append(f'<circle class="mark" cx="{LABEL_COLUMN_PX + value[row] * scale:.1f}" cy="{y:.1f}" r="4.5" '
-                           f'fill="{color(i)}"><title>{escape(label)} · {escape(name)}: {value[row]:.2f}</title></circle>')
+            v = value[row]
+            if v is not None and v <= edge:
+                out.append(f'<circle class="mark" cx="{LABEL_COLUMN_PX + v * scale:.1f}" cy="{y:.1f}" r="4.5" '
+                           f'fill="{MARK_COLORS[i % len(MARK_COLORS)]}"><title>{escape(label)} · {escape(name)}: '
+                           f'{v:.2f}</title></circle>')
+        if past:  # one ▸ at the edge for the row's marks past it, their values written before it
+            x = LABEL_COLUMN_PX + edge * scale
+            words = " · ".join(f"{name} {_fmt(v)}" for name, v in past)
+            out.append(f'<path class="clipped" d="M{x - 2:.1f},{y - 6:.1f}L{x + 6:.1f},{y:.1f}L{x - 2:.1f},{y + 6:.1f}Z" '
+                       f'fill="{MARK_COLORS[-1]}"><title>{escape(label)}: {escape(words)} (past the axis)</title></path>'
+                       f'<text x="{x - 5:.1f}" y="{y + 4:.1f}" text-anchor="end" fill="#333" paint-order="stroke" '
+                       f'stroke="#fff" stroke-width="3">{escape(words)}</text>')
     out.append(f'<text x="{LABEL_COLUMN_PX + plot_w / 2:.0f}" y="{height - 6}" text-anchor="middle">'
                f'{escape(x_label)}</text>')
-    out += _legend(list(marks), width - m["right"] + 12, m["top"] + 10)
+    out += _legend(list(marks), width - m["right"] + 12, m["top"] + 10, colors=MARK_COLORS)
     out.append("</svg>")
     return "".join(out)
 

@@ -24,6 +24,7 @@ from typing import Callable, Iterator
 
 import psycopg
 
+from claimcheck import install_command
 from claimcheck.errors import ServerError, UsageError
 from claimcheck.server import pgbouncer, pooling
 from claimcheck.server.pgbouncer import PoolerSpec
@@ -204,7 +205,7 @@ def _docker_server(major: int, max_connections: int) -> Iterator[Server]:
         import docker  # type: ignore[import-not-found]
         from testcontainers.postgres import PostgresContainer  # type: ignore[import-not-found]
     except ImportError:
-        raise ServerError("--pg docker needs the docker extra: pip install 'claimcheck[docker]'") from None
+        raise ServerError(f"--pg docker needs the docker extra: {install_command('docker')}") from None
     try:
         docker.from_env().ping()
     except Exception as exc:  # the docker client raises many unrelated types here

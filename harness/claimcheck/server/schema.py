@@ -31,6 +31,21 @@ KEY_RANGE_BITS = 30
 sharing a server never share a key (advisory locks are database-wide, schemas do not separate them)."""
 
 
+def job_words(key: object, first_id: int) -> str:
+    """How evidence names a job: `job 7` for the 7th key of a run's own range (%(key_base)s + 6, a
+    64-bit number nobody reads: the built-in table's ids, or a seed written from key_base), else the key
+    as the claim returned it (a user's own ids, a uuid, a text)."""
+    base = first_id - 1
+    if isinstance(key, int) and base > 0 and base % (1 << KEY_RANGE_BITS) == 0 and 0 < key - base < 1 << KEY_RANGE_BITS:
+        return f"job {key - base}"
+    return f"job {key}"
+
+
+def numbering_note(first_id: int) -> str:
+    """Where evidence numbers jobs within the run's key range (job_words), which id job 1 is."""
+    return "" if job_words(first_id, first_id) != "job 1" else f"; job 1 is the run's first key, id {first_id}"
+
+
 def new_run_id() -> str:
     return secrets.token_hex(4)
 

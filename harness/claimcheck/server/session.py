@@ -17,6 +17,7 @@ from claimcheck.server.provision import Server
 from claimcheck.contract.queries import QUERIES
 from claimcheck.server.redaction import scrub
 from claimcheck.server.runcontext import RunContext
+from claimcheck.server.databases import sweep_databases
 from claimcheck.server.schema import create_schema, drop_schema, new_run_id, sweep_leftovers
 
 CLEANUP_LOCK_TIMEOUT = "10s"
@@ -47,7 +48,7 @@ def run_schema(server: Server, run_id: str | None = None) -> Iterator[tuple[psyc
     created = False
     conn = run.connect("coordinator", in_schema=False)  # the schema does not exist yet
     try:
-        for note in sweep_leftovers(conn, schema):
+        for note in sweep_leftovers(conn, schema) + sweep_databases(conn, server, schema):
             Console(stderr=True).print(f"claimcheck: {note}", markup=False, highlight=False, soft_wrap=True)
         create_schema(conn, schema)
         created = True

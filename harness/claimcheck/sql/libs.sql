@@ -234,3 +234,25 @@ FROM chancy_jobs WHERE state NOT IN ('succeeded', 'failed') ORDER BY 1 LIMIT %(l
 
 -- name: chancy_reset
 TRUNCATE chancy_jobs;
+
+-- name: dbos_outcome
+-- DBOS keeps a workflow's row in dbos.workflow_status; the key is the workflow id `cc<key>`. A workflow
+-- DBOS gave up on after too many recoveries is MAX_RECOVERY_ATTEMPTS_EXCEEDED.
+SELECT count(*) FILTER (WHERE status = 'SUCCESS')                                  AS done,
+       count(*) FILTER (WHERE status IN ('ENQUEUED', 'DELAYED'))                   AS queued,
+       count(*) FILTER (WHERE status = 'PENDING')                                  AS running,
+       count(*) FILTER (WHERE status IN ('ERROR', 'CANCELLED', 'MAX_RECOVERY_ATTEMPTS_EXCEEDED')) AS failed,
+       coalesce(max(recovery_attempts), 0)                                         AS max_attempts
+FROM dbos.workflow_status WHERE left(workflow_uuid, 2) = 'cc';
+
+-- name: dbos_status
+SELECT substr(workflow_uuid, 3)::bigint, status, recovery_attempts::int
+FROM dbos.workflow_status WHERE left(workflow_uuid, 2) = 'cc' AND substr(workflow_uuid, 3)::bigint = ANY(%(keys)s);
+
+-- name: dbos_unfinished
+SELECT substr(workflow_uuid, 3)::bigint, workflow_uuid, status, recovery_attempts, coalesce(executor_id, '')
+FROM dbos.workflow_status WHERE left(workflow_uuid, 2) = 'cc' AND status NOT IN ('SUCCESS', 'ERROR', 'CANCELLED')
+ORDER BY 1 LIMIT %(limit)s;
+
+-- name: dbos_reset
+TRUNCATE dbos.workflow_status CASCADE;

@@ -75,7 +75,7 @@ FAILED = 4
 """The worker's `fail` changed the row: the job was requeued with backoff, or failed for good."""
 ABANDONED = 5
 """The worker's lease extension changed no row, so it stopped working on the job."""
-OUTCOME_NAMES = {LIVE: "live", DONE: "done", STALE: "stale completion", CLAIM_IS_COMPLETION: "claim completes",
+OUTCOME_NAMES = {LIVE: "live", DONE: "done", STALE: "changed no row", CLAIM_IS_COMPLETION: "claim completes",
                  FAILED: "failed", ABANDONED: "abandoned"}
 _CHANGED_ROW = (DONE, FAILED)
 _FINISHED = (DONE, CLAIM_IS_COMPLETION)

@@ -10,6 +10,8 @@ from typing import Any
 MATERIALIZE_ADVICE = ("wrap the limiting subquery in a MATERIALIZED CTE (WITH picked AS MATERIALIZED "
                       "(SELECT … LIMIT n FOR UPDATE SKIP LOCKED) … WHERE id IN (SELECT id FROM picked)), "
                       "or pick the ids first and claim them with = ANY")
+NO_LOCK_WHY = "no LockRows node: the claim picks its rows without a row lock, so two workers can pick the same rows"
+NO_LOCK_ADVICE = "add FOR UPDATE SKIP LOCKED to the SELECT that picks the rows (the plan guard's fix, `claimcheck explain`)"
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,13 @@ class PlanShape:
     opaque: bool = False
     """No Limit anywhere in the plan: the claim picks its rows out of sight (in a function, whose
     statements are planned when it runs), so the shape says nothing about how it picks them."""
+    locks: bool = True
+    """A LockRows node in the plan: the claim locks the rows it picks. Without one, a limit that runs
+    once is no safety: two workers read the same ready rows."""
+
+    @property
+    def unlocked(self) -> bool:
+        return not self.locks and not self.opaque
 
     @property
     def rescanned(self) -> tuple[str, ...]:
@@ -42,16 +51,16 @@ class PlanShape:
     @property
     def why(self) -> tuple[str, ...]:
         """Why the limiting subquery can run more than once, in words: the plan's reasons, then the loops measured."""
-        return (*self.rescanned, *self.loops)
+        return (*self.rescanned, *self.loops, *((NO_LOCK_WHY,) if self.unlocked else ()))
 
     @property
     def advice(self) -> str | None:
-        """What to change in the claim, or None when its limiting subquery runs once."""
-        return None if self.runs_once else MATERIALIZE_ADVICE
+        """What to change in the claim, or None when its limiting subquery runs once and locks its rows."""
+        return MATERIALIZE_ADVICE if not self.runs_once else NO_LOCK_ADVICE if self.unlocked else None
 
     def as_dict(self) -> dict[str, Any]:
         return {"shape": self.signature, "plan": self.text.splitlines(), "rescanned_limit": list(self.rescanned),
-                "limit_loops": list(self.loops), "opaque": self.opaque}
+                "limit_loops": list(self.loops), "opaque": self.opaque, "row_lock": self.locks}
 
 
 def rescan_sentence(rerun_by: str) -> str:
