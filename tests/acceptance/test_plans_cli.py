@@ -3,6 +3,8 @@ the condition and its plan, its MATERIALIZED form holds, and `explain` tells the
 import json
 from pathlib import Path
 
+from claimcheck.report.schema import SCHEMA_VERSION
+
 CLAIMS = Path(__file__).parents[1] / "plans"
 UNSAFE = str(CLAIMS / "in_subquery_skip_locked.sql")
 SAFE = str(CLAIMS / "in_subquery_materialized.sql")
@@ -17,7 +19,7 @@ def test_a_plain_check_catches_the_rescanned_subquery_and_names_the_condition(cl
     assert "VIOLATED under stale-stats" in result.stdout and "Nested Loop Semi Join" in result.stdout
     assert "MATERIALIZED CTE" in result.stdout
     doc = json.loads(out.read_text())
-    assert doc["schema_version"] == 4
+    assert doc["schema_version"] == SCHEMA_VERSION
     (failed,) = [c for c in doc["conditions"] if c["verdict"] == "VIOLATED"]
     assert failed["condition"] == "stale-stats" and failed["rescanned_limit"]
     assert any("rows for LIMIT 10" in line for line in failed["evidence"])
