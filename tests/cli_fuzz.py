@@ -120,7 +120,7 @@ def allowed(verb: str, options: dict[str, str], flags: set[str]) -> bool:
 
 def outcome(args: list[str]) -> tuple[int, str]:
     """The CLI's exit code and stderr, in process."""
-    from claimcheck.cli import main
+    from pg_claimcheck.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

@@ -9,8 +9,8 @@ import os
 
 import pytest
 
-from claimcheck.errors import ClaimcheckError
-from claimcheck.server.provision import DSN_ENV, provide_server
+from pg_claimcheck.errors import ClaimcheckError
+from pg_claimcheck.server.provision import DSN_ENV, provide_server
 
 MARKERS = {
     "unit": "pure logic, no server",
@@ -22,11 +22,11 @@ MARKERS = {
 
 @pytest.fixture(autouse=True)
 def _secrets_of_this_test_only():
-    """The passwords a run has seen are hidden for the rest of its process (claimcheck.server.redaction).
+    """The passwords a run has seen are hidden for the rest of its process (pg_claimcheck.server.redaction).
     A CLI run is its own process; in-process tests are not: a fuzzed DSN whose password was
     `claimcheck` or `000` made every later message of that xdist worker read `***: error: ... 60,***`.
     Each test starts from the secrets the process had before it."""
-    from claimcheck.server import redaction
+    from pg_claimcheck.server import redaction
 
     before = set(redaction._known)
     yield
@@ -48,8 +48,8 @@ def pytest_report_header(config: pytest.Config) -> str:
     dsn = config.getoption("--test-dsn")
     if not dsn:
         return "claimcheck server: an embedded PostgreSQL per (xdist) worker"
-    from claimcheck.server.provision import server_version
-    from claimcheck.server.redaction import redact_dsn as redact
+    from pg_claimcheck.server.provision import server_version
+    from pg_claimcheck.server.redaction import redact_dsn as redact
 
     try:
         version, _ = server_version(dsn)

@@ -1,4 +1,4 @@
-"""An in-memory job queue behind the claim cycles' backend protocol (claimcheck.engine.backend), as
+"""An in-memory job queue behind the claim cycles' backend protocol (pg_claimcheck.engine.backend), as
 procrastinate's `InMemoryConnector` stands behind its worker: the cycles' rules (the order of commit,
 records and flushes, retries, reconnects, rollbacks) are tested against it without a server.
 
@@ -20,14 +20,14 @@ from types import SimpleNamespace
 
 import psycopg
 
-from claimcheck.engine.backend import INJECTED_ERROR, complete_one_by_one
-from claimcheck.engine.logstream import LogStream
-from claimcheck.engine.shared import Shared
-from claimcheck.engine.worker import Loop, WorkerPlan
-from claimcheck.contract.strategy import load_strategy
-from claimcheck.server.runcontext import RunContext
-from claimcheck.settings import RunSettings
-from claimcheck.verdict.ledger import WorkerLog
+from pg_claimcheck.contract.strategy import load_strategy
+from pg_claimcheck.engine.backend import INJECTED_ERROR, complete_one_by_one
+from pg_claimcheck.engine.logstream import LogStream
+from pg_claimcheck.engine.shared import Shared
+from pg_claimcheck.engine.worker import Loop, WorkerPlan
+from pg_claimcheck.server.runcontext import RunContext
+from pg_claimcheck.settings import RunSettings
+from pg_claimcheck.verdict.ledger import WorkerLog
 
 LOST = "lost"
 """A scripted error that drops the connection before the statement reaches the server."""
@@ -164,7 +164,7 @@ class MemoryBackend:
 
 
 class TraceSink:
-    """Where the worker's stream sends (a claimcheck.engine.logstream.RecordSink): each delta goes to
+    """Where the worker's stream sends (a pg_claimcheck.engine.logstream.RecordSink): each delta goes to
     the trace as ("send", the jobs it carries), the summary as ("send", "end")."""
 
     def __init__(self, trace: list) -> None:

@@ -1,13 +1,13 @@
 """Hand-built claimcheck reports that follow the published schema, for compare's and the HTML's tests."""
 from __future__ import annotations
 
-from claimcheck.report import schema as report_schema
+from pg_claimcheck.report import schema as report_schema
 
 
 def run_object(strategy="skip-locked", workers=8, jobs_per_s=1000.0, ok=True, mode="lease", batch=10,
                rates=None, **changes) -> dict:
     """One run object; `rates` is the jobs/s of each repetition (the median becomes `throughput_jobs_per_s`)."""
-    from claimcheck.verdict.stats import spread
+    from pg_claimcheck.verdict.stats import spread
 
     rates = rates or [jobs_per_s]
     doubles = 0 if ok else 5

@@ -46,7 +46,7 @@ class Cli:
 
     def start(self, *args: str, dsn: bool = True) -> subprocess.Popen:
         # A session of its own, like a terminal job: Ctrl-C goes to its whole process group.
-        return subprocess.Popen([sys.executable, "-m", "claimcheck", *args], env=self.env(dsn), text=True,
+        return subprocess.Popen([sys.executable, "-m", "pg_claimcheck", *args], env=self.env(dsn), text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
                                 cwd=self.scratch)
 

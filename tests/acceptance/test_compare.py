@@ -3,7 +3,8 @@ import json
 
 import pytest
 
-from sample_reports import report as full_report, run_object
+from sample_reports import report as full_report
+from sample_reports import run_object
 
 
 def report(cli, name, **changes):

@@ -8,7 +8,7 @@ import psutil
 import psycopg
 import pytest
 
-from claimcheck.libs.feed import JOIN_TIMEOUT_S
+from pg_claimcheck.libs.feed import JOIN_TIMEOUT_S
 
 LIB_SMALL = ("--workers", "2", "--jobs", "200")
 
@@ -62,7 +62,7 @@ def test_ctrl_c_stops_the_library_workers_and_drops_the_database(cli):
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_an_interrupted_fed_run_stops_its_producer_and_workers_at_once(cli, sig):
-    """`lib --rate`: the producer, told to stop, is reaped within claimcheck.libs.feed.CLOSE_GRACE_S, not
+    """`lib --rate`: the producer, told to stop, is reaped within pg_claimcheck.libs.feed.CLOSE_GRACE_S, not
     waited for until its duration ends; exit 2 and nothing left. (The bound is the join the coordinator
     used to make before it stopped the workers, JOIN_TIMEOUT_S: a run stopped within it no longer waits.)"""
     proc = cli.start("lib", "saq", "--workers", "2", "--jobs", "200", "--rate", "50", "--duration", "120")
@@ -86,7 +86,7 @@ def test_a_killed_coordinators_workers_leave_and_a_later_run_of_any_verb_sweeps_
     proc = cli.start("lib", "pgqueuer", "--workers", "2", "--jobs", "50000", "--work-ms", "5")
     deadline = time.monotonic() + 90
     while len(workers := [p for p in psutil.Process(proc.pid).children(recursive=True)
-                          if "claimcheck.libs._worker" in " ".join(p.cmdline())]) < 2 and time.monotonic() < deadline:
+                          if "pg_claimcheck.libs._worker" in " ".join(p.cmdline())]) < 2 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert len(workers) == 2
     time.sleep(1.0)

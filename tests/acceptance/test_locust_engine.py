@@ -13,7 +13,7 @@ import time
 import psycopg
 import pytest
 
-from claimcheck.locust.engine import LOCUSTFILE
+from pg_claimcheck.locust.engine import LOCUSTFILE
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("locust") is None,
                                 reason="Locust is an extra: pip install 'pg-claimcheck[locust]'")
@@ -135,7 +135,7 @@ def test_ctrl_c_on_the_locust_engine_drops_the_schema(cli):
 
 
 def test_without_locust_the_engine_says_how_to_get_it(cli):
-    hide = ("import sys; sys.modules['locust'] = None; from claimcheck.cli import main; "
+    hide = ("import sys; sys.modules['locust'] = None; from pg_claimcheck.cli import main; "
             "sys.exit(main(['check', 'skip-locked', '--engine', 'locust']))")
     result = subprocess.run([sys.executable, "-c", hide], env=cli.env(dsn=True), capture_output=True, text=True,
                             timeout=60)

@@ -1,5 +1,5 @@
 """`--pooler pgbouncer`: the PgBouncer claimcheck starts is gone after Ctrl-C, and a SIGKILLed run's is
-swept by the next run, like an embedded cluster (see claimcheck.server.pgbouncer)."""
+swept by the next run, like an embedded cluster (see pg_claimcheck.server.pgbouncer)."""
 from __future__ import annotations
 
 import os
@@ -9,8 +9,8 @@ import time
 import psycopg
 import pytest
 
-from claimcheck.errors import ServerError
-from claimcheck.server.pgbouncer import PgBouncer, PoolerSpec, pgbouncer_path
+from pg_claimcheck.errors import ServerError
+from pg_claimcheck.server.pgbouncer import PgBouncer, PoolerSpec, pgbouncer_path
 
 try:
     pgbouncer_path()

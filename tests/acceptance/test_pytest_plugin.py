@@ -51,15 +51,15 @@ def test_unsafe_claim_fails_with_the_evidence(server, tmp_path):
 def test_public_api_from_a_plain_script(server, tmp_path):
     script = tmp_path / "use_api.py"
     script.write_text(
-        "import claimcheck\n"
-        "from claimcheck import RunResult, assert_exactly_once, run\n"
+        "import pg_claimcheck\n"
+        "from pg_claimcheck import RunResult, assert_exactly_once, run\n"
         f"result = run('skip-locked', workers=2, jobs=200, dsn={server.dsn!r})\n"
         "assert isinstance(result, RunResult) and result.exactly_once\n"
         "try:\n"
         f"    assert_exactly_once('naive-subquery', workers=8, jobs=2000, dsn={server.dsn!r})\n"
         "except AssertionError as exc:\n"
         "    print('violated:', str(exc).splitlines()[0])\n"
-        "print('version', claimcheck.__version__)\n")
+        "print('version', pg_claimcheck.__version__)\n")
     done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True,
                           timeout=PYTEST_TIMEOUT_S)
     assert done.returncode == 0, done.stdout + done.stderr

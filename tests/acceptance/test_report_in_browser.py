@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from claimcheck.report.html import render
+from pg_claimcheck.report.html import render
 from sample_reports import report, run_object
 
 BROWSER = next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)

@@ -39,7 +39,7 @@ def password_dsn(server):
 
 def _run_watching_ps(cli, args: list[str], env: dict) -> tuple[int, str, str, list[str]]:
     """Run the CLI; while it runs, look at every process's command line for the password."""
-    proc = subprocess.Popen([sys.executable, "-m", "claimcheck", *args], env=env, text=True, cwd=cli.scratch,
+    proc = subprocess.Popen([sys.executable, "-m", "pg_claimcheck", *args], env=env, text=True, cwd=cli.scratch,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     seen: list[str] = []
     while proc.poll() is None:

@@ -21,8 +21,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from claimcheck.server.provision import DSN_ENV, provide_server
-from claimcheck.verdict.stats import median
+from pg_claimcheck.server.provision import DSN_ENV, provide_server
+from pg_claimcheck.verdict.stats import median
 
 PAIRS = int(sys.argv[1]) if len(sys.argv) > 1 else 10
 REPEAT = 5
@@ -34,7 +34,7 @@ BENCH = ["--strategies", "skip-locked", "--mode", "lease", "--workers", str(WORK
 
 
 def claimcheck(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "claimcheck", *args], capture_output=True, text=True, timeout=600)
+    return subprocess.run([sys.executable, "-m", "pg_claimcheck", *args], capture_output=True, text=True, timeout=600)
 
 
 def bench(dsn: str, path: Path, work_ms: float) -> dict:

@@ -44,7 +44,7 @@ def record(scratch: Path, mode: str, workers: int) -> tuple[dict, int, list[tupl
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(0.5)  # perf is sampling before the coordinator starts
     try:
-        bench = subprocess.Popen([sys.executable, "-m", "claimcheck", *bench_args((mode,), (workers,)),
+        bench = subprocess.Popen([sys.executable, "-m", "pg_claimcheck", *bench_args((mode,), (workers,)),
                                   "--json", str(report)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         _, errors = bench.communicate()
     finally:

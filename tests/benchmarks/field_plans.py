@@ -16,7 +16,7 @@ $CLAIMCHECK_DSN (or an embedded one), each condition starts from the file's `sch
 Then the claim runs once under EXPLAIN (ANALYZE) in a transaction that is rolled back (a pick
 first, its rows given to the claim as a worker gives them; a claim of several statements runs
 them in order and explains its last, whose rows are the claim's), with `%(batch)s` = 2. Printed per
-file and condition: the rows the claim took against its limit (claimcheck.contract.limit: 2 for
+file and condition: the rows the claim took against its limit (pg_claimcheck.contract.limit: 2 for
 `%(batch)s`, else the number written in it), OVER when it took more, `rescanned` when a
 LockRows node ran more than once in the statement (the limiting, locking subquery on the inner
 side of a nested loop), and the plan's shape (`--plans`: the whole tree).
@@ -30,12 +30,12 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
-from claimcheck.contract.dialect import to_positional
-from claimcheck.contract.limit import claim_limit
-from claimcheck.contract.strategy import execute_section, load_strategy, pick_params
-from claimcheck.server.provision import provide_server
-from claimcheck.server.schema import build_own_tables, key_base
-from claimcheck.server.session import run_schema
+from pg_claimcheck.contract.dialect import to_positional
+from pg_claimcheck.contract.limit import claim_limit
+from pg_claimcheck.contract.strategy import execute_section, load_strategy, pick_params
+from pg_claimcheck.server.provision import provide_server
+from pg_claimcheck.server.schema import build_own_tables, key_base
+from pg_claimcheck.server.session import run_schema
 
 FIELD = Path(__file__).parents[1] / "field"
 BATCH = 2

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import psutil
 
-from claimcheck.server.provision import provide_server
-from claimcheck.server.schema import build_jobs_table
-from claimcheck.server.session import run_schema
+from pg_claimcheck.server.provision import provide_server
+from pg_claimcheck.server.schema import build_jobs_table
+from pg_claimcheck.server.session import run_schema
 
 CLAIM_AND_FINISH_100 = """\
 -- name: claim
@@ -59,7 +59,7 @@ RETURNING j.id, j.attempts;
 
 
 def cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "claimcheck", *args]
+    return [sys.executable, "-m", "pg_claimcheck", *args]
 
 
 def check_wall_time() -> None:

@@ -21,9 +21,9 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from cli_fuzz import check_example, examples  # noqa: E402
-from claimcheck.contract.strategy import load_strategy  # noqa: E402
-from claimcheck.errors import SqlFileError, UsageError  # noqa: E402
-from claimcheck.server.provision import DSN_ENV, provide_server  # noqa: E402
+from pg_claimcheck.contract.strategy import load_strategy  # noqa: E402
+from pg_claimcheck.errors import SqlFileError, UsageError  # noqa: E402
+from pg_claimcheck.server.provision import DSN_ENV, provide_server  # noqa: E402
 from sqlfile_fuzz import files  # noqa: E402
 
 OPTIONS, FILES, RUNS = (int(a) for a in (sys.argv[1:] + ["5000", "5000", "40"][len(sys.argv) - 1:])[:3])
@@ -58,7 +58,7 @@ def read_files(example):
 
 
 def run_files(dsn: str) -> None:
-    from claimcheck.cli import main
+    from pg_claimcheck.cli import main
 
     @quick(RUNS)
     @given(files().filter(lambda f: not f[1]), st.sampled_from(["lease", "lock"]), st.integers(1, 4))

@@ -11,10 +11,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from claimcheck.libs import ADAPTERS, load_adapter
-from claimcheck.libs.runner import lib_settings, run_library
-from claimcheck.libs.scoreboard import FAULT_KINDS as KINDS
-from claimcheck.server.provision import provide_server
+from pg_claimcheck.libs import ADAPTERS, load_adapter
+from pg_claimcheck.libs.runner import lib_settings, run_library
+from pg_claimcheck.libs.scoreboard import FAULT_KINDS as KINDS
+from pg_claimcheck.server.provision import provide_server
 
 
 def main() -> None:

@@ -29,7 +29,7 @@ def one_sweep(scratch: Path, libs: list[str], jobs: int) -> list[dict]:
     out = scratch / "lib_parity.json"
     command = ["bench", "--libs", ",".join(libs), "--workers", ",".join(map(str, WORKERS)), "--work-ms", "0",
                "--jobs", str(jobs), "--pgbench", "--json", str(out)]
-    done = subprocess.run([sys.executable, "-m", "claimcheck", *command], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "pg_claimcheck", *command], capture_output=True, text=True)
     if done.returncode not in (0, 1):  # 1: a library broke its promise, which the table shows
         raise SystemExit(f"bench failed (exit {done.returncode}): {done.stderr.strip()[-500:]}")
     return json.loads(out.read_text())["runs"]

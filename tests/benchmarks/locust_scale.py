@@ -4,7 +4,7 @@ only part 2).
 
 1. Claimers per box: `claimcheck check skip-locked --engine locust --processes 2 --users N` for each
    N, against one embedded server started here with max_connections raised to fit (harness/
-   claimcheck/server/postmaster.py). For each: the users that connected, the users that committed at least one claim,
+   pg_claimcheck/server/postmaster.py). For each: the users that connected, the users that committed at least one claim,
    the verdict, jobs/s and claim latency. "Sustained" = every user connected and claimed, and the
    ledger judged the run.
 2. Client efficiency: jobs/s and jobs per client CPU-second ("per core": one core busy for one
@@ -24,7 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from claimcheck.server.provision import provide_server
+from pg_claimcheck.server.provision import provide_server
 
 MAX_CONNECTIONS = 1_100
 SCALE_JOBS, SCALE_BATCH, SCALE_WORK_MS = 40_000, 5, "20"
@@ -40,7 +40,7 @@ def _children_cpu() -> float:
 def run_check(dsn: str, args: list[str], scratch: Path) -> tuple[dict, float]:
     out = scratch / "run.json"
     before = _children_cpu()
-    done = subprocess.run([sys.executable, "-m", "claimcheck", "check", "skip-locked", *args, "--json", str(out),
+    done = subprocess.run([sys.executable, "-m", "pg_claimcheck", "check", "skip-locked", *args, "--json", str(out),
                            "--dsn", dsn], capture_output=True, text=True)
     cpu = _children_cpu() - before
     if done.returncode not in (0, 1):

@@ -19,8 +19,8 @@ import time
 
 import msgpack
 
-from claimcheck.engine.logstream import LogDelta, LogStream, PipeSink
-from claimcheck.verdict.ledger import DONE, WorkerLog
+from pg_claimcheck.engine.logstream import LogDelta, LogStream, PipeSink
+from pg_claimcheck.verdict.ledger import DONE, WorkerLog
 
 SIZES = (1, 10, 125, 1000)
 
@@ -36,7 +36,7 @@ class _Pipe:
 
 
 class _Locust:
-    """A RecordSink as claimcheck.locust.claimer.ToMaster is one, without Locust: msgpack bytes."""
+    """A RecordSink as pg_claimcheck.locust.claimer.ToMaster is one, without Locust: msgpack bytes."""
 
     def __init__(self) -> None:
         self.sent: list[bytes] = []

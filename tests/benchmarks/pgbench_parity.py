@@ -40,7 +40,7 @@ def run_bench(scratch: Path, args: list[str]) -> list[dict]:
     """The runs of one `claimcheck` invocation (`bench_args`, and what else `args` adds), from its
     JSON report: every cell once here, one cell of our workers in python_floor.py."""
     out = scratch / "parity.json"
-    done = subprocess.run([sys.executable, "-m", "claimcheck", *args, "--json", str(out)],
+    done = subprocess.run([sys.executable, "-m", "pg_claimcheck", *args, "--json", str(out)],
                           capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"bench failed (exit {done.returncode}): {done.stderr.strip()[-500:]}")

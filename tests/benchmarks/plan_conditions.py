@@ -13,13 +13,14 @@ import argparse
 import os
 from pathlib import Path
 
-from claimcheck.contract.strategy import load_strategy, validate_on_server
-from claimcheck.plans.conditions import CHOICES, build_tables
-from claimcheck.plans.explore import condition_settings, plan_under
-from claimcheck.scenarios import builtin_names
-from claimcheck.server.provision import provide_server
-from claimcheck.server.session import run_schema
-from claimcheck.settings import RunSettings
+from pg_claimcheck.scenarios import builtin_names
+
+from pg_claimcheck.contract.strategy import load_strategy, validate_on_server
+from pg_claimcheck.plans.conditions import CHOICES, build_tables
+from pg_claimcheck.plans.explore import condition_settings, plan_under
+from pg_claimcheck.server.provision import provide_server
+from pg_claimcheck.server.session import run_schema
+from pg_claimcheck.settings import RunSettings
 
 FIELD = Path(__file__).parents[1] / "field"
 

@@ -3,7 +3,7 @@ workers, lease and lock mode, in four set-ups run one after the other, round aft
 
 - direct: the workers' usual connections (libpq fast path, named prepared statements);
 - stateless: the same server, directly, but the workers connect as they do through a pooler
-  (claimcheck.server.runcontext.StatelessConnection: a search path and isolation per transaction,
+  (pg_claimcheck.server.runcontext.StatelessConnection: a search path and isolation per transaction,
   nothing prepared by name): claimcheck's own part of the cost;
 - pgbouncer: `--pooler pgbouncer` (transaction mode, its default pool: half the workers);
 - pgbouncer, pool = workers: as many server connections as workers (the pooler's hop, no waiting);
@@ -21,12 +21,12 @@ from contextlib import contextmanager
 
 from rich.console import Console
 
-from claimcheck.server.pgbouncer import PoolerSpec
-from claimcheck.server.provision import provide_server
-from claimcheck.server.runcontext import Topology
-from claimcheck.app.runs import run_all
-from claimcheck.settings import RunSettings
-from claimcheck.contract.strategy import load_strategy
+from pg_claimcheck.app.runs import run_all
+from pg_claimcheck.contract.strategy import load_strategy
+from pg_claimcheck.server.pgbouncer import PoolerSpec
+from pg_claimcheck.server.provision import provide_server
+from pg_claimcheck.server.runcontext import Topology
+from pg_claimcheck.settings import RunSettings
 
 WORKERS = (8, 16)
 MODES = ("lease", "lock")

@@ -13,18 +13,19 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-from contextlib import contextmanager
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
-from claimcheck.contract.strategy import load_strategy
-from claimcheck.engine.driver import run_strategy
-from claimcheck.scenarios import CATALOG
-from claimcheck.errors import ClaimcheckError, UsageError
-from claimcheck.server.pgbouncer import PgBouncer, PoolerSpec
-from claimcheck.server.provision import provide_server
-from claimcheck.server.session import run_schema
-from claimcheck.settings import RunSettings, WorkTime
+from pg_claimcheck.scenarios import CATALOG
+
+from pg_claimcheck.contract.strategy import load_strategy
+from pg_claimcheck.engine.driver import run_strategy
+from pg_claimcheck.errors import ClaimcheckError, UsageError
+from pg_claimcheck.server.pgbouncer import PgBouncer, PoolerSpec
+from pg_claimcheck.server.provision import provide_server
+from pg_claimcheck.server.session import run_schema
+from pg_claimcheck.settings import RunSettings, WorkTime
 
 ROOT = Path(__file__).parents[1]
 MODES = (None, "session", "transaction", "statement", "statement as --dsn")

@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from claimcheck.scenarios import SCENARIO_DIR, builtin_names
+from pg_claimcheck.scenarios import SCENARIO_DIR, builtin_names
 
 FIELD = Path(__file__).parents[1] / "field"
 NEEDS_FAULTS = {"skip-locked-unfenced"}
@@ -52,7 +52,7 @@ def _expected(path: Path) -> str:
 def one(name: str, target: str, workers: int | None, jobs: int | None, plans: str | None, cap: float) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "check.json"
-        cmd = [sys.executable, "-m", "claimcheck", "check", target, "--json", str(report)]
+        cmd = [sys.executable, "-m", "pg_claimcheck", "check", target, "--json", str(report)]
         cmd += ["--workers", str(workers)] if workers else []
         cmd += ["--jobs", str(jobs)] if jobs else []
         cmd += ["--plans", plans] if plans else []

@@ -5,7 +5,7 @@ Run: .venv/bin/python tests/benchmarks/python_floor.py [RUNS]   ($CLAIMCHECK_DSN
 
 The same cells as tests/benchmarks/pgbench_parity.py (skip-locked, batch 10, zero work, 20,000
 jobs; lease and lock mode; 1, 8 and 16 workers). In each cell, RUNS times: the floor, then pgbench
-on the same statements (`claimcheck.engine.pgbench`, as `bench --pgbench` runs it), then our own workers
+on the same statements (`pg_claimcheck.engine.pgbench`, as `bench --pgbench` runs it), then our own workers
 (`claimcheck bench` for the cell, on the same server), each on a freshly seeded table: the three
 meet the machine in the same state, within a minute, which separate sweeps cannot promise.
 
@@ -36,16 +36,22 @@ import time
 from pathlib import Path
 
 import psycopg
-
-from claimcheck.contract.dialect import to_positional
-from claimcheck.engine.pgbench import run_pgbench
-from claimcheck.server.provision import provide_server
-from claimcheck.server.runcontext import RunContext, schema_name
-from claimcheck.server.schema import build_jobs_table, create_schema, drop_schema
-from claimcheck.settings import RunSettings, WorkTime
-from claimcheck.contract.strategy import load_strategy
 from pgbench_parity import (  # this directory: run as a script, like it
-    MODES, WORKERS, bench_args, run_bench, table, workers_us)
+    MODES,
+    WORKERS,
+    bench_args,
+    run_bench,
+    table,
+    workers_us,
+)
+
+from pg_claimcheck.contract.dialect import to_positional
+from pg_claimcheck.contract.strategy import load_strategy
+from pg_claimcheck.engine.pgbench import run_pgbench
+from pg_claimcheck.server.provision import provide_server
+from pg_claimcheck.server.runcontext import RunContext, schema_name
+from pg_claimcheck.server.schema import build_jobs_table, create_schema, drop_schema
+from pg_claimcheck.settings import RunSettings, WorkTime
 
 JOBS, BATCH = 20_000, 10  # the parity benchmark's cells (its MODES and WORKERS)
 STRATEGY = load_strategy("skip-locked")

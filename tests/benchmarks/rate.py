@@ -15,7 +15,7 @@ skip-locked's own statements, batch 1, zero work time, lease mode:
   commit (docs/producers.md).
 - **pgbench**: W clients on one thread, `--rate R`, ceil(R x S / W) scripts each; a script is one job:
   `enqueue_job` (its key from a per-client counter), the claim, the completion
-  (`claimcheck.engine.pgbench.rate_script`). pgbench schedules script starts in advance (Poisson arrivals
+  (`pg_claimcheck.engine.pgbench.rate_script`). pgbench schedules script starts in advance (Poisson arrivals
   of mean rate R) and a client that comes free takes the next start: a job waits for the first free
   client as ours waits for the first free worker. Its latency = the scheduled start to the end of the
   completion; its schedule lag = the scheduled start to the actual start (the enqueue's send).
@@ -29,7 +29,7 @@ enqueue and claim are sent by the client that will work it, no polling (our work
 its next claim, up to --poll-ms later when it was idle); above the knee pgbench runs every script
 however late (its lag grows through the run), while our producer sends late jobs until `--duration`
 plus 1 s and counts the rest as not enqueued (`producer_kept_up` false), and its own lag is the
-producer's, not the queue's. pgbench is the embedded server's (`claimcheck.engine.pgbench`); its
+producer's, not the queue's. pgbench is the embedded server's (`pg_claimcheck.engine.pgbench`); its
 latencies are read from its per-transaction log (--log) into HDR histograms made as ours are.
 """
 from __future__ import annotations
@@ -43,15 +43,15 @@ import tempfile
 from pathlib import Path
 
 import psycopg
-
-from claimcheck.contract.strategy import load_strategy
-from claimcheck.engine.pgbench import run_pgbench_at_rate
-from claimcheck.engine.feedfigures import _histogram, _record, _summary
-from claimcheck.server.provision import provide_server
-from claimcheck.server.runcontext import RunContext, schema_name
-from claimcheck.server.schema import build_jobs_table, create_schema, drop_schema
-from claimcheck.settings import RunSettings, WorkTime
 from pgbench_parity import run_bench  # this directory: run as a script, like it
+
+from pg_claimcheck.contract.strategy import load_strategy
+from pg_claimcheck.engine.feedfigures import _histogram, _record, _summary
+from pg_claimcheck.engine.pgbench import run_pgbench_at_rate
+from pg_claimcheck.server.provision import provide_server
+from pg_claimcheck.server.runcontext import RunContext, schema_name
+from pg_claimcheck.server.schema import build_jobs_table, create_schema, drop_schema
+from pg_claimcheck.settings import RunSettings, WorkTime
 
 STRATEGY = "skip-locked"
 SEEDED_JOBS = 1  # the least backlog `check --rate` takes: latency then measures the rate, not a backlog

@@ -10,11 +10,11 @@ from __future__ import annotations
 import os
 import sys
 
-from claimcheck.contract.strategy import load_strategy
-from claimcheck.engine.driver import run_strategy
-from claimcheck.server.provision import provide_server
-from claimcheck.server.session import run_schema
-from claimcheck.settings import RunSettings
+from pg_claimcheck.contract.strategy import load_strategy
+from pg_claimcheck.engine.driver import run_strategy
+from pg_claimcheck.server.provision import provide_server
+from pg_claimcheck.server.session import run_schema
+from pg_claimcheck.settings import RunSettings
 
 CASES = {
     "1 producer, 200/s for 1.5 s, 3 workers": dict(workers=3, jobs=20, batch=5, rate_per_s=200, produce_s=1.5),

@@ -35,7 +35,7 @@ import psutil
 import psycopg
 from psycopg import sql
 
-from claimcheck.server.provision import provide_server
+from pg_claimcheck.server.provision import provide_server
 
 KINDS = {
     "check": ["check", "skip-locked", "--jobs", "100000", "--workers", "4", "--work-ms", "2", "--plans", "none"],
@@ -82,7 +82,7 @@ def _env(scratch: Path, run_id: str, dsn: str) -> dict:
 def _start(kind: str, scratch: Path, env: dict) -> subprocess.Popen:
     argv = [a.format(scratch=scratch) for a in KINDS[kind]]
     # SIGINT as a terminal leaves it, whatever this script inherited (started with `&`, it is ignored).
-    return subprocess.Popen([sys.executable, "-m", "claimcheck", *argv], env=env, cwd=scratch, text=True,
+    return subprocess.Popen([sys.executable, "-m", "pg_claimcheck", *argv], env=env, cwd=scratch, text=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
@@ -147,7 +147,7 @@ def trial(kind: str, signum: int, delay_s: float, dsn: str, root: Path) -> Trial
             time.sleep(0.05)
         t.exit_s = time.monotonic() - sent
         time.sleep(1.0)  # the server notices the closed connections
-        subprocess.run([sys.executable, "-m", "claimcheck", *SWEEP], env=dict(env, CLAIMCHECK_RUN_ID=run_id + "s"),
+        subprocess.run([sys.executable, "-m", "pg_claimcheck", *SWEEP], env=dict(env, CLAIMCHECK_RUN_ID=run_id + "s"),
                        cwd=scratch, capture_output=True, timeout=300)
     else:
         if "finished in" in (err or ""):  # the signal came as it was leaving: not an interrupted run

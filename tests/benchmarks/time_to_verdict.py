@@ -24,8 +24,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from claimcheck.scenarios import builtin_names
-from claimcheck.contract.strategy import load_strategy
+from pg_claimcheck.scenarios import builtin_names
+
+from pg_claimcheck.contract.strategy import load_strategy
 
 NEEDS_FAULTS = {"skip-locked-unfenced"}
 
@@ -33,7 +34,7 @@ NEEDS_FAULTS = {"skip-locked-unfenced"}
 def one(name: str, cap: float, drain: bool, plans: str = "default") -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "check.json"
-        cmd = [sys.executable, "-m", "claimcheck", "check", name, "--json", str(report)]
+        cmd = [sys.executable, "-m", "pg_claimcheck", "check", name, "--json", str(report)]
         if name in NEEDS_FAULTS:
             cmd.append("--faults")
         if drain:

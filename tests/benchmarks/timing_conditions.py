@@ -3,7 +3,7 @@
 Run: .venv/bin/python tests/benchmarks/timing_conditions.py [--runs N] [--workers W] [--only a,b]
 
 One server for all (embedded, or CLAIMCHECK_DSN), one run schema per design; each condition's short
-run (claimcheck.plans.explore, as `check` runs it, stopping at a proven violation) N times per
+run (pg_claimcheck.plans.explore, as `check` runs it, stopping at a proven violation) N times per
 design, and per cell the runs VIOLATED of N and the median seconds of a run (its tables, plan and
 workers). The conditions: `control` (the fresh 300-job table with no perturbation: what a plain
 short run catches), the planner conditions of `--plans default`, and `snapshot-pause` at pauses of
@@ -28,13 +28,13 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from power import designs  # noqa: E402
 
-from claimcheck.contract.strategy import load_strategy  # noqa: E402
-from claimcheck.plans.conditions import GENERIC, HISTORY, NESTED, SNAPSHOT_PAUSE, STALE, Condition  # noqa: E402
-from claimcheck.plans.explore import explore  # noqa: E402
-from claimcheck.plans.timing import PAUSE_SETTING  # noqa: E402
-from claimcheck.server.provision import provide_server  # noqa: E402
-from claimcheck.server.session import run_schema  # noqa: E402
-from claimcheck.settings import RunSettings  # noqa: E402
+from pg_claimcheck.contract.strategy import load_strategy  # noqa: E402
+from pg_claimcheck.plans.conditions import GENERIC, HISTORY, NESTED, SNAPSHOT_PAUSE, STALE, Condition  # noqa: E402
+from pg_claimcheck.plans.explore import explore  # noqa: E402
+from pg_claimcheck.plans.timing import PAUSE_SETTING  # noqa: E402
+from pg_claimcheck.server.provision import provide_server  # noqa: E402
+from pg_claimcheck.server.session import run_schema  # noqa: E402
+from pg_claimcheck.settings import RunSettings  # noqa: E402
 
 QUE = Path(__file__).parents[1] / "field" / "que_0_14_session_advisory.sql"
 CONTROL = Condition("control", "a fresh 300-job table, nothing perturbed")

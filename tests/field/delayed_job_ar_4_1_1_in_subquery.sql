@@ -6,7 +6,7 @@
 -- max_run_time 4 hours, Delayed::Worker's default; db_time_now as now()), .limit(1).lock(true)
 -- .select("id"), the worker's name as %(worker)s; the table from the migration template. The
 -- completion is the destroy on success. The statement asks for LIMIT 1, so claimcheck judges it
--- against 1 whatever --batch says (claimcheck.contract.limit).
+-- against 1 whatever --batch says (pg_claimcheck.contract.limit).
 -- Issue #143: "PostgreSQL is updating multiple record in some cases ... the postgresql planer
 -- sometimes decides not to see the limit in the sub-query"; the maintainer: "Do you know of a
 -- reliable way to reproduce this? I can't get a test case to fail." The same statement as v0.4.4's

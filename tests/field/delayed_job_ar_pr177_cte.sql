@@ -6,7 +6,7 @@
 -- max_run_time 4 hours, Delayed::Worker's default; db_time_now as now()), .limit(1).lock(true)
 -- .select("id"), the worker's name as %(worker)s; the table from the migration template. The
 -- completion is the destroy on success. The statement asks for LIMIT 1, so claimcheck judges it
--- against 1 whatever --batch says (claimcheck.contract.limit).
+-- against 1 whatever --batch says (pg_claimcheck.contract.limit).
 -- The PR: "the planner may choose to generate a plan that executes a nested loop over the
 -- LIMITing subquery, causing more UPDATEs than LIMIT. The solution is to materialize the selection
 -- in a CTE." A CTE whose query locks rows (FOR UPDATE) is never inlined into the outer query

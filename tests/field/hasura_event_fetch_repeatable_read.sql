@@ -6,7 +6,7 @@
 -- Translation: the schema hdb_catalog as the run's schema (names unqualified); event_log and
 -- event_triggers with the columns the statements use (text ids from gen_random_uuid(), as
 -- Hasura's catalog makes them), one trigger (a seed run again adds events to it), %(jobs)s events. The fetch as written: its own LIMIT
--- 100, not --batch, which claimcheck reads from the text (claimcheck.contract.limit: before, a
+-- 100, not --batch, which claimcheck reads from the text (pg_claimcheck.contract.limit: before, a
 -- plain `check` called every claim of 100 rows an over-claim against --batch's default 10). The
 -- webhook's success as one `complete` section: insertInvocation (the invocation row and tries +
 -- 1), markDelivered, then unlockEvent (Hasura runs the last in a transaction of its own). The

@@ -6,7 +6,7 @@
 -- with q_name 'default'; delete. PR #320: "sometimes the queue lock query locks and returns more
 -- than one job row ... the subquery is sometimes being inlined into a nested loop and invoked
 -- multiple times for each job row". The statement asks for LIMIT 1, so claimcheck judges it
--- against 1 whatever --batch says (claimcheck.contract.limit). Measured on PostgreSQL 15
+-- against 1 whatever --batch says (pg_claimcheck.contract.limit). Measured on PostgreSQL 15
 -- (tests/benchmarks/field_plans.py): analyzed at 41 jobs, a Hash Semi Join, 1 row; analyzed at
 -- 1 job and filled to 41, a Nested Loop Semi Join with the subquery rescanned 41 times, 41 rows;
 -- 200 jobs with hashing, sorting and materializing off, 200 rows.

@@ -6,7 +6,7 @@
 -- from the columns they use (id, enqueued_on, delay_until; a payload) with an index on
 -- (enqueued_on, id) for the ORDER BY. The DELETE ... RETURNING is the claim and the completion in
 -- one (no `complete` section: a message is done when it is deleted). It asks for LIMIT 10, so
--- claimcheck judges it against 10 whatever --batch says (claimcheck.contract.limit).
+-- claimcheck judges it against 10 whatever --batch says (pg_claimcheck.contract.limit).
 -- The CTE locks its rows (FOR UPDATE), so PostgreSQL does not fold it into the DELETE: it runs
 -- once and a rescan of it re-reads its stored rows: 10 rows under every plan
 -- tests/benchmarks/field_plans.py tried, the Nested Loop Semi Join with the CTE Scan rescanned

@@ -6,7 +6,7 @@
 -- from the columns they use (id, enqueued_on, delay_until; a payload) with an index on
 -- (enqueued_on, id) for the ORDER BY. The DELETE ... RETURNING is the claim and the completion in
 -- one (no `complete` section: a message is done when it is deleted). It asks for LIMIT 10, so
--- claimcheck judges it against 10 whatever --batch says (claimcheck.contract.limit).
+-- claimcheck judges it against 10 whatever --batch says (pg_claimcheck.contract.limit).
 -- The asker (PostgreSQL 10.18, three workers): "when I apply load tests to my system, I will
 -- occasionally (under 5 percent) get results the range from dozens of records to even several hundred
 -- records being returned". His plan (in the question) is a Nested Loop over a HashAggregate of the

@@ -14,15 +14,14 @@ from pathlib import Path
 
 import pytest
 
-import claimcheck
-
-from claimcheck.engine.driver import run_strategy
-from claimcheck.interleave.session import run_spec
-from claimcheck.interleave.spec import read_spec
-from claimcheck.server.session import run_schema
-from claimcheck.settings import RunSettings, WorkTime
-from claimcheck.contract.sqlfile import read_sql_file
-from claimcheck.contract.strategy import HEADER_KEYS, load_strategy
+import pg_claimcheck
+from pg_claimcheck.contract.sqlfile import read_sql_file
+from pg_claimcheck.contract.strategy import HEADER_KEYS, load_strategy
+from pg_claimcheck.engine.driver import run_strategy
+from pg_claimcheck.interleave.session import run_spec
+from pg_claimcheck.interleave.spec import read_spec
+from pg_claimcheck.server.session import run_schema
+from pg_claimcheck.settings import RunSettings, WorkTime
 
 HERE = Path(__file__).parent
 SMALL = {"workers": 4, "jobs": 200}
@@ -113,7 +112,7 @@ def test_field_design_verdict(server, case: Case, record_property):
     strategy = load_strategy(str(HERE / case.file))
     started = time.perf_counter()
     if case.plans:
-        result = claimcheck.run(HERE / case.file, server=server, plans="default", **settings)
+        result = pg_claimcheck.run(HERE / case.file, server=server, plans="default", **settings)
     else:
         with run_schema(server) as (conn, run):
             result = run_strategy(conn, server, run, strategy, RunSettings(**settings))

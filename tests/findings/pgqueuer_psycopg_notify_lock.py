@@ -18,8 +18,8 @@ import time
 import psycopg
 from pgqueuer.adapters.drivers.psycopg import PsycopgDriver
 
-from claimcheck.libs import load_adapter
-from claimcheck.libs._adapter import Recorder, WorkerConfig
+from pg_claimcheck.libs import load_adapter
+from pg_claimcheck.libs._adapter import Recorder, WorkerConfig
 
 DSN = sys.argv[1]  # a scratch database to throw away afterwards
 JOBS = int(sys.argv[2]) if len(sys.argv) > 2 else 5000

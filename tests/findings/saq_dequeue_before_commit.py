@@ -4,9 +4,12 @@ Run: python tests/findings/saq_dequeue_before_commit.py postgresql://USER@HOST/S
 A deferred constraint trigger stands in for a connection lost at COMMIT (what claimcheck's
 pg_terminate_backend fault caught a saq worker doing, "idle in transaction" inside _dequeue).
 """
-import asyncio, psycopg
-from saq.queue.postgres import PostgresQueue
+import asyncio
 import sys
+
+import psycopg
+from saq.queue.postgres import PostgresQueue
+
 DSN = sys.argv[1]  # a scratch database to throw away afterwards
 FAIL_AT_COMMIT = """
 CREATE FUNCTION fail_commit() RETURNS trigger LANGUAGE plpgsql AS

@@ -1,10 +1,10 @@
 import pytest
 
-from claimcheck.engine.driver import run_strategy
-from claimcheck.verdict.result import RunResult
-from claimcheck.server.session import run_schema
-from claimcheck.settings import RunSettings
-from claimcheck.contract.strategy import load_strategy
+from pg_claimcheck.contract.strategy import load_strategy
+from pg_claimcheck.engine.driver import run_strategy
+from pg_claimcheck.server.session import run_schema
+from pg_claimcheck.settings import RunSettings
+from pg_claimcheck.verdict.result import RunResult
 
 
 @pytest.fixture

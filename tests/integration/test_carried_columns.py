@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from claimcheck.errors import SqlFileError
-from claimcheck.settings import FaultPlan, WorkTime
+from pg_claimcheck.errors import SqlFileError
+from pg_claimcheck.settings import FaultPlan, WorkTime
 
 EXAMPLE = Path(__file__).parents[1] / "examples" / "claim_token_fence.sql"
 # Our jobs table, its completion fenced by the lease end the claim wrote rather than by the attempt:

@@ -1,4 +1,4 @@
-"""The worker's libpq fast path (claimcheck.engine.fastpath) under claim errors, on a real server."""
+"""The worker's libpq fast path (pg_claimcheck.engine.fastpath) under claim errors, on a real server."""
 from __future__ import annotations
 
 import dataclasses
@@ -10,15 +10,15 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from claimcheck.engine.fastpath import LibpqBackend, PreparedStatement, Transaction
-from claimcheck.verdict.ledger import DONE, WorkerLog
-from claimcheck.engine.logstream import LogStream, PipeSink
-from claimcheck.server.schema import build_jobs_table
-from claimcheck.server.session import run_schema
-from claimcheck.settings import RunSettings, WorkTime
-from claimcheck.contract.strategy import DEFAULT_SHAPE, load_strategy
-from claimcheck.engine.shared import Shared
-from claimcheck.engine.worker import Loop, WorkerPlan, connect_worker
+from pg_claimcheck.contract.strategy import DEFAULT_SHAPE, load_strategy
+from pg_claimcheck.engine.fastpath import LibpqBackend, PreparedStatement, Transaction
+from pg_claimcheck.engine.logstream import LogStream, PipeSink
+from pg_claimcheck.engine.shared import Shared
+from pg_claimcheck.engine.worker import Loop, WorkerPlan, connect_worker
+from pg_claimcheck.server.schema import build_jobs_table
+from pg_claimcheck.server.session import run_schema
+from pg_claimcheck.settings import RunSettings, WorkTime
+from pg_claimcheck.verdict.ledger import DONE, WorkerLog
 
 NOWAIT_QUEUE = """
 -- name: schema

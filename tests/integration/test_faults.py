@@ -1,8 +1,8 @@
 """The lifecycle under faults, on the real server: nothing lost, nothing run twice while owned."""
 import pytest
 
-from claimcheck.errors import UsageError
-from claimcheck.settings import FaultPlan, WorkTime
+from pg_claimcheck.errors import UsageError
+from pg_claimcheck.settings import FaultPlan, WorkTime
 
 FAULT_LOAD = dict(workers=8, jobs=3_000, batch=10, lease_seconds=1.0, reap_every_s=0.2, fail_rate=0.05,
                   backoff_unit_s=0.02)

@@ -9,12 +9,12 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from claimcheck.contract.queries import QUERIES
-from claimcheck.contract.strategy import load_strategy
-from claimcheck.engine import driver
-from claimcheck.errors import ServerError
-from claimcheck.server.session import run_schema
-from claimcheck.settings import RunSettings
+from pg_claimcheck.contract.queries import QUERIES
+from pg_claimcheck.contract.strategy import load_strategy
+from pg_claimcheck.engine import driver
+from pg_claimcheck.errors import ServerError
+from pg_claimcheck.server.session import run_schema
+from pg_claimcheck.settings import RunSettings
 
 HELD = 5
 

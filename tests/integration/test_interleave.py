@@ -4,11 +4,11 @@ from pathlib import Path
 
 import pytest
 
-from claimcheck.interleave.search import search
-from claimcheck.interleave.session import SPEC_DIR, load_spec, run_spec
-from claimcheck.interleave.spec import parse_spec
-from claimcheck.interleave.trace import normalize, render
-from claimcheck.contract.strategy import load_strategy
+from pg_claimcheck.contract.strategy import load_strategy
+from pg_claimcheck.interleave.search import search
+from pg_claimcheck.interleave.session import SPEC_DIR, load_spec, run_spec
+from pg_claimcheck.interleave.spec import parse_spec
+from pg_claimcheck.interleave.trace import normalize, render
 
 GOLDEN = Path(__file__).parents[1] / "golden"
 SEARCH_SEED = 20261129
@@ -91,7 +91,7 @@ def test_search_finds_nothing_for_safe_strategies(server, name):
 def test_failing_sql_names_the_line_and_leaves_no_connection(server, monkeypatch):
     import psycopg
 
-    from claimcheck.interleave.spec import SpecError
+    from pg_claimcheck.interleave.spec import SpecError
 
     monkeypatch.setenv("CLAIMCHECK_RUN_ID", "ilv_bad_sql")
     spec = parse_spec("session A\nstep a1 { BEGIN }\nstep a2 { SELEC 1 }\nstep a3 { COMMIT }\n", "bad.spec")

@@ -9,10 +9,10 @@ import dataclasses
 import psycopg
 import pytest
 
-from claimcheck.libs import ADAPTERS, EXTERNAL, LibraryMissing, load_adapter
-from claimcheck.libs.runner import lib_settings, run_library
-from claimcheck.server.schema import SCHEMA_PREFIX, new_run_id
-from claimcheck.settings import FaultPlan
+from pg_claimcheck.libs import ADAPTERS, EXTERNAL, LibraryMissing, load_adapter
+from pg_claimcheck.libs.runner import lib_settings, run_library
+from pg_claimcheck.server.schema import SCHEMA_PREFIX, new_run_id
+from pg_claimcheck.settings import FaultPlan
 
 LIBRARIES = [name for name in ADAPTERS if name not in EXTERNAL]
 """The Python libraries; the Node ones are tests/integration/test_node_libs.py's."""
@@ -89,9 +89,9 @@ def test_every_fault_kind_is_injected_and_reported(server, library, record_prope
 def test_a_role_without_createdb_is_told_what_to_grant(server):
     import secrets
 
-    from claimcheck.errors import ServerError
-    from claimcheck.libs.database import run_database
-    from claimcheck.server.provision import Server
+    from pg_claimcheck.errors import ServerError
+    from pg_claimcheck.libs.database import run_database
+    from pg_claimcheck.server.provision import Server
 
     role = f"claimcheck_nocreatedb_{secrets.token_hex(3)}"
     with psycopg.connect(server.dsn, autocommit=True) as conn:
@@ -110,7 +110,7 @@ def test_a_role_without_createdb_is_told_what_to_grant(server):
 def test_a_missing_library_says_which_extra_to_install(monkeypatch):
     import importlib
 
-    import claimcheck.libs as libs
+    import pg_claimcheck.libs as libs
 
     def missing(name):
         raise ImportError("No module named 'procrastinate'")
@@ -121,12 +121,12 @@ def test_a_missing_library_says_which_extra_to_install(monkeypatch):
 
 
 def test_the_public_api_has_a_library_form(server):
-    import claimcheck
+    import pg_claimcheck
 
     result = claimcheck.assert_exactly_once(lib="procrastinate", server=server, workers=2, jobs=100)
     assert result.table.done == 100 and result.library["name"] == "procrastinate"
     with pytest.raises(TypeError):
-        claimcheck.run("skip-locked", lib="procrastinate", server=server)
+        pg_claimcheck.run("skip-locked", lib="procrastinate", server=server)
 
 
 FED_AT_40_PER_S = [name for name in LIBRARIES if name not in ("huey", "chancy")]
@@ -156,7 +156,7 @@ def test_lib_shows_its_progress_as_check_and_bench_do(server):
 
     from rich.console import Console
 
-    from claimcheck.commands.lib import run_libraries
+    from pg_claimcheck.commands.lib import run_libraries
 
     out = io.StringIO()
     err = Console(file=out, force_terminal=True, width=100, color_system=None)
@@ -178,7 +178,7 @@ def test_huey_losing_a_killed_consumers_task_is_what_it_promised(server, monkeyp
     """A SIGKILLed consumer takes the task it ran with it: huey's docs say such tasks are lost, so the run is
     not failed for it; it is reported (`lost_as_promised`), and no task ran twice. (The run ends at the
     stall limit, the lost task never finishing: shortened here.)"""
-    from claimcheck.engine import supervisor
+    from pg_claimcheck.engine import supervisor
 
     monkeypatch.setattr(supervisor, "STALL_TIMEOUT_S", 12.0)  # the workers must start within it
     result = run_with_faults(server, "huey", FaultPlan(kills=1, terminates=0, stalls=0, restarts=0))

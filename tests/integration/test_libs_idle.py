@@ -2,9 +2,9 @@
 import psycopg
 import pytest
 
-from claimcheck.libs import load_adapter
-from claimcheck.libs.idle import run_library_idle
-from claimcheck.server.schema import SCHEMA_PREFIX
+from pg_claimcheck.libs import load_adapter
+from pg_claimcheck.libs.idle import run_library_idle
+from pg_claimcheck.server.schema import SCHEMA_PREFIX
 
 pytest.importorskip("procrastinate", reason="claimcheck[procrastinate] is not installed")
 

@@ -7,11 +7,11 @@ reported, not asserted (tests/benchmarks/lib_parity.py measures them).
 import psycopg
 import pytest
 
-from claimcheck.errors import UsageError
-from claimcheck.libs import ADAPTERS, EXTERNAL, load_adapter
-from claimcheck.libs.parity import check_cycles
-from claimcheck.libs.runner import lib_settings, run_library
-from claimcheck.server.schema import SCHEMA_PREFIX, new_run_id
+from pg_claimcheck.errors import UsageError
+from pg_claimcheck.libs import ADAPTERS, EXTERNAL, load_adapter
+from pg_claimcheck.libs.parity import check_cycles
+from pg_claimcheck.libs.runner import lib_settings, run_library
+from pg_claimcheck.server.schema import SCHEMA_PREFIX, new_run_id
 
 JOBS = 200
 
@@ -43,7 +43,7 @@ def test_pgbench_finishes_every_job_with_the_librarys_own_sql(server, library, r
 
 
 def test_a_cycle_that_cannot_be_built_is_refused_before_anything_starts(server, monkeypatch):
-    import claimcheck.libs.saq as saq_adapter
+    import pg_claimcheck.libs.saq as saq_adapter
 
     monkeypatch.setattr(saq_adapter, "SQL_COPIED_FROM", "0.0.1")
     with pytest.raises(UsageError, match="without --pgbench"):
@@ -52,8 +52,8 @@ def test_a_cycle_that_cannot_be_built_is_refused_before_anything_starts(server, 
 
 def test_the_cli_exits_2_in_one_paragraph_and_creates_no_database(server, monkeypatch, capsys):
     """`claimcheck lib saq --pgbench` with a saq whose SQL we have not read: refused before any run."""
-    import claimcheck.libs.saq as saq_adapter
-    from claimcheck.cli import main
+    import pg_claimcheck.libs.saq as saq_adapter
+    from pg_claimcheck.cli import main
 
     monkeypatch.setattr(saq_adapter, "SQL_COPIED_FROM", "0.0.1")
     monkeypatch.setenv("CLAIMCHECK_DSN", server.dsn)

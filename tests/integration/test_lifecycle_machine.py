@@ -20,18 +20,24 @@ examples, and the unfenced search found it within 5 to 29 examples in 40 runs of
 connections live across examples (a crash still replaces one): a connection cost about 17 ms, a
 statement 0.3 ms.
 """
+import psycopg
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition, rule,
-                                 run_state_machine_as_test)
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 from psycopg import sql
 
-import psycopg
-from claimcheck.contract.queries import QUERIES
-from claimcheck.server.schema import build_jobs_table
-from claimcheck.server.session import run_schema
-from claimcheck.contract.strategy import load_strategy, sample_params
+from pg_claimcheck.contract.queries import QUERIES
+from pg_claimcheck.contract.strategy import load_strategy, sample_params
+from pg_claimcheck.server.schema import build_jobs_table
+from pg_claimcheck.server.session import run_schema
 
 WORKERS = ("w0", "w1", "w2")
 JOBS = 6

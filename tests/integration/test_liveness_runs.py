@@ -12,8 +12,8 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from claimcheck.engine import supervisor
-from claimcheck.settings import WorkTime
+from pg_claimcheck.engine import supervisor
+from pg_claimcheck.settings import WorkTime
 
 FIELD = Path(__file__).resolve().parents[1] / "field"
 
@@ -61,10 +61,10 @@ def test_the_servers_idle_in_transaction_timeout_is_named_as_the_cause(timeout_r
     """`--mode lock --work-ms 1300` under a role with idle_in_transaction_session_timeout = 1s: every
     claim's transaction is ended by the server mid-work. That read "VIOLATED stalled", the timeout
     never named."""
-    from claimcheck.contract.strategy import load_strategy
-    from claimcheck.engine.driver import run_strategy
-    from claimcheck.server.session import run_schema
-    from claimcheck.settings import RunSettings
+    from pg_claimcheck.contract.strategy import load_strategy
+    from pg_claimcheck.engine.driver import run_strategy
+    from pg_claimcheck.server.session import run_schema
+    from pg_claimcheck.settings import RunSettings
 
     settings = RunSettings(workers=2, jobs=40, batch=2, mode="lock", work=WorkTime.parse("1300"))
     with run_schema(timeout_role) as (conn, run):
@@ -80,9 +80,9 @@ def test_a_slow_correct_claim_at_the_defaults_is_not_violated(server):
     of 20,000 jobs a claim took up to 26 s, and the check read "4 done, VIOLATED … no job was finished
     for 30s". Sized by the budget from its short runs, the run as seeded holds few enough jobs for its
     claims to finish; whatever the machine's speed the outcome is never a violation."""
-    import claimcheck
+    import pg_claimcheck
 
-    result = claimcheck.run(FIELD / "procrastinate_3_8_unique_lock.sql", server=server, plans="default", workers=16,
+    result = pg_claimcheck.run(FIELD / "procrastinate_3_8_unique_lock.sql", server=server, plans="default", workers=16,
                             budget_s=10)
     assert not result.violated, result.stop_reason
     assert result.seeded.count < 20_000

@@ -1,7 +1,7 @@
 """graphile-worker, pg-boss (10 and 12) and BullMQ's PostgreSQL backend through their own Node
 workers, judged by the ledger (claimcheck lib).
 
-The libraries are installed once into the per-user cache (claimcheck.libs.external; the session
+The libraries are installed once into the per-user cache (pg_claimcheck.libs.external; the session
 fixture below), so a run does not ask the npm registry again. Small runs: the whole path (npm,
 the library's migrations, its enqueue API, its own worker loop, the JSON-lines records, the
 ledger, the fault report) works, and pg-boss's handler that outlives its expiry is caught.
@@ -14,14 +14,14 @@ import sys
 
 import pytest
 
-from claimcheck.engine.pgbench import pgbench_path
-from claimcheck.errors import UsageError
-from claimcheck.libs import EXTERNAL, load_adapter
-from claimcheck.libs.npm import cache_root, node_major
+from pg_claimcheck.engine.pgbench import pgbench_path
+from pg_claimcheck.errors import UsageError
+from pg_claimcheck.libs import EXTERNAL, load_adapter
+from pg_claimcheck.libs.npm import cache_root, node_major
 
 NODE = sorted(name for name in EXTERNAL if name != "delayed_job")  # Ruby's: test_ruby_libs.py
-from claimcheck.libs.runner import lib_settings, run_library
-from claimcheck.settings import FaultPlan
+from pg_claimcheck.libs.runner import lib_settings, run_library
+from pg_claimcheck.settings import FaultPlan
 
 
 @pytest.fixture(scope="session")
@@ -66,7 +66,7 @@ def test_a_pg_boss_handler_that_outlives_its_expiry_runs_beside_its_retry(server
     """Work longer than expireInSeconds: pg-boss's own worker gives up on the handler (its
     resolveWithinSeconds), fails the job and fetches its retry while the handler still runs. No
     worker failed, so "exactly-once delivery" is broken: the ledger says concurrent."""
-    from claimcheck.libs.pgboss import EXPIRE_S
+    from pg_claimcheck.libs.pgboss import EXPIRE_S
 
     # The cap leaves room for Node's start-up on a loaded machine (at load 20-40 it took most of 3.5 s)
     settings = lib_settings(workers=1, jobs=2, work_ms=str(EXPIRE_S * 1000 + 1500), duration_s=EXPIRE_S + 6)
@@ -116,7 +116,7 @@ def test_a_killed_and_a_stalled_worker_s_job_comes_back_once_its_lease_ran_out(s
 
 def test_without_node_lib_says_what_is_missing_and_exits_2(tmp_path):
     env = {**os.environ, "PATH": str(tmp_path), "CLAIMCHECK_CACHE": str(tmp_path / "cache")}
-    done = subprocess.run([sys.executable, "-m", "claimcheck", "lib", "graphile-worker", "--jobs", "10"],
+    done = subprocess.run([sys.executable, "-m", "pg_claimcheck", "lib", "graphile-worker", "--jobs", "10"],
                           env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2, done.stderr
     assert "no node on PATH" in done.stderr and "nodejs" in done.stderr

@@ -6,18 +6,17 @@ import textwrap
 import time
 from pathlib import Path
 
-
 import pytest
 
-from claimcheck.engine.driver import seed
-from claimcheck.errors import SqlFileError
-from claimcheck.interleave.runner import InterleavingRunner
-from claimcheck.interleave.search import search
-from claimcheck.interleave.spec import parse_spec
-from claimcheck.server.ownership import parse_comment
-from claimcheck.contract.queries import QUERIES
-from claimcheck.server.session import run_schema
-from claimcheck.contract.strategy import load_strategy, validate_on_server
+from pg_claimcheck.contract.queries import QUERIES
+from pg_claimcheck.contract.strategy import load_strategy, validate_on_server
+from pg_claimcheck.engine.driver import seed
+from pg_claimcheck.errors import SqlFileError
+from pg_claimcheck.interleave.runner import InterleavingRunner
+from pg_claimcheck.interleave.search import search
+from pg_claimcheck.interleave.spec import parse_spec
+from pg_claimcheck.server.ownership import parse_comment
+from pg_claimcheck.server.session import run_schema
 
 FIELD = Path(__file__).parents[1] / "field"
 
@@ -81,7 +80,7 @@ def test_uuid_pick_columns_reach_the_claim_and_double_claims_show_uuid_keys(run,
 
 def test_over_claims_and_attempts_beyond_max_are_violations(run, tmp_path):
     # The claim takes %(batch)s and asks for 3 more: judged against --batch (a LIMIT written as a
-    # number would be its own limit, see claimcheck.contract.limit).
+    # number would be its own limit, see pg_claimcheck.contract.limit).
     path = write(tmp_path, UUID_TABLE + """
         -- name: claim
         WITH next AS (SELECT id FROM q WHERE status = 'queued' ORDER BY id LIMIT %(batch)s + 3 FOR UPDATE SKIP LOCKED)

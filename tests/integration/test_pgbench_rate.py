@@ -3,11 +3,11 @@ and works one, and every script's latency and schedule lag come back from pgbenc
 the benchmark's, not asserted here."""
 import pytest
 
-from claimcheck.contract.strategy import load_strategy
-from claimcheck.engine.pgbench import run_pgbench_at_rate
-from claimcheck.server.schema import build_jobs_table
-from claimcheck.server.session import run_schema
-from claimcheck.settings import RunSettings, WorkTime
+from pg_claimcheck.contract.strategy import load_strategy
+from pg_claimcheck.engine.pgbench import run_pgbench_at_rate
+from pg_claimcheck.server.schema import build_jobs_table
+from pg_claimcheck.server.session import run_schema
+from pg_claimcheck.settings import RunSettings, WorkTime
 
 
 def test_pgbench_at_a_rate_enqueues_each_scheduled_job_works_one_per_script_and_logs_each_script(server):

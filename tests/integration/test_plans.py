@@ -1,14 +1,14 @@
 """Planner conditions on a real server, on small tables: what each condition makes the planner
-believe, and the runs they lead to (claimcheck.plans)."""
+believe, and the runs they lead to (pg_claimcheck.plans)."""
 from pathlib import Path
 
 import pytest
 
-import claimcheck
-from claimcheck.contract.strategy import load_strategy
-from claimcheck.plans.conditions import NESTED, STALE, build_tables
-from claimcheck.plans.explore import plan_under
-from claimcheck.server.session import run_schema
+import pg_claimcheck
+from pg_claimcheck.contract.strategy import load_strategy
+from pg_claimcheck.plans.conditions import NESTED, STALE, build_tables
+from pg_claimcheck.plans.explore import plan_under
+from pg_claimcheck.server.session import run_schema
 
 CLAIMS = Path(__file__).parents[1] / "plans"
 UNSAFE = str(CLAIMS / "in_subquery_skip_locked.sql")

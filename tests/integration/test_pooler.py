@@ -15,22 +15,22 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from claimcheck.cli import main
-from claimcheck.engine.backend import PsycopgBackend
-from claimcheck.engine.driver import run_strategy
-from claimcheck.engine.fastpath import InlineStatement, Transaction
-from claimcheck.errors import ServerError, SqlFileError, UsageError
-from claimcheck.server.pgbouncer import PgBouncer, PoolerSpec, pgbouncer_path
-from claimcheck.server.provision import provide_server
-from claimcheck.engine.logstream import LogStream
-from claimcheck.engine.shared import Shared
-from claimcheck.engine.worker import Loop, WorkerPlan, connect_worker, worker_role
-from claimcheck.server.runcontext import RunContext, StatelessConnection, Topology
-from claimcheck.server.schema import build_jobs_table
-from claimcheck.server.session import run_schema
-from claimcheck.settings import RunSettings
-from claimcheck.contract.strategy import load_strategy
-from claimcheck.verdict.ledger import DONE, WorkerLog
+from pg_claimcheck.cli import main
+from pg_claimcheck.contract.strategy import load_strategy
+from pg_claimcheck.engine.backend import PsycopgBackend
+from pg_claimcheck.engine.driver import run_strategy
+from pg_claimcheck.engine.fastpath import InlineStatement, Transaction
+from pg_claimcheck.engine.logstream import LogStream
+from pg_claimcheck.engine.shared import Shared
+from pg_claimcheck.engine.worker import Loop, WorkerPlan, connect_worker, worker_role
+from pg_claimcheck.errors import ServerError, SqlFileError, UsageError
+from pg_claimcheck.server.pgbouncer import PgBouncer, PoolerSpec, pgbouncer_path
+from pg_claimcheck.server.provision import provide_server
+from pg_claimcheck.server.runcontext import RunContext, StatelessConnection, Topology
+from pg_claimcheck.server.schema import build_jobs_table
+from pg_claimcheck.server.session import run_schema
+from pg_claimcheck.settings import RunSettings
+from pg_claimcheck.verdict.ledger import DONE, WorkerLog
 
 
 def _missing() -> str | None:
@@ -95,7 +95,7 @@ class _Kept:
 
 @pytest.mark.parametrize("mode", ["lease", "lock"])
 def test_the_psycopg_backend_drains_through_a_transaction_pool(server, mode):
-    # Locust's users take psycopg's general path (claimcheck.engine.backend.PsycopgBackend): through a
+    # Locust's users take psycopg's general path (pg_claimcheck.engine.backend.PsycopgBackend): through a
     # transaction pool its StatelessConnection binds on the client and prepares nothing by name, and
     # each claim's backend is recorded.
     with pooled(server, "transaction") as through, run_schema(through) as (admin, run):

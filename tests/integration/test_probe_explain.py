@@ -1,12 +1,12 @@
 """The plan guard for every built-in strategy, on a queue with history (50,000 done + 20 ready)."""
 import pytest
+from pg_claimcheck.scenarios import builtin_names
 
-from claimcheck.errors import SqlFileError
-from claimcheck.plans.shape import prepare_plan_table
-from claimcheck.probes.explain import plan_verdict
-from claimcheck.server.session import run_schema
-from claimcheck.contract.strategy import load_strategy
-from claimcheck.scenarios import builtin_names
+from pg_claimcheck.contract.strategy import load_strategy
+from pg_claimcheck.errors import SqlFileError
+from pg_claimcheck.plans.shape import prepare_plan_table
+from pg_claimcheck.probes.explain import plan_verdict
+from pg_claimcheck.server.session import run_schema
 
 # skip-locked-unfenced claims like skip-locked: its flaw is in the completion, not the plan.
 LOCKING_CLAIMS = {"for-update", "skip-locked", "skip-locked-done", "skip-locked-unfenced"}

@@ -5,10 +5,10 @@ import time
 
 import pytest
 
-from claimcheck.contract.strategy import load_strategy
-from claimcheck.engine.driver import seed
-from claimcheck.probes.idle import Design, run_design
-from claimcheck.server.session import run_schema
+from pg_claimcheck.contract.strategy import load_strategy
+from pg_claimcheck.engine.driver import seed
+from pg_claimcheck.probes.idle import Design, run_design
+from pg_claimcheck.server.session import run_schema
 
 
 @pytest.fixture

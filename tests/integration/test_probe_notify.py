@@ -1,10 +1,10 @@
 """LISTEN/NOTIFY on the test server: the three documented properties and the wake-up comparison."""
 import psycopg
 
-from claimcheck.probes.notify import channel_name, notify_facts
-from claimcheck.probes.wakeup import Variant, run_wakeup
-from claimcheck.server.session import run_schema
-from claimcheck.contract.strategy import load_strategy
+from pg_claimcheck.contract.strategy import load_strategy
+from pg_claimcheck.probes.notify import channel_name, notify_facts
+from pg_claimcheck.probes.wakeup import Variant, run_wakeup
+from pg_claimcheck.server.session import run_schema
 
 
 def test_delivery_folding_and_payload_limit(server):

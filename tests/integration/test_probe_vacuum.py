@@ -5,10 +5,10 @@ when the probe saw none (it reports them), so those are checked under that condi
 """
 import pytest
 
-from claimcheck.probes.soak import SOAK_SAMPLES, run_soak
-from claimcheck.probes.vacuum import ARCHIVE_TAIL_JOBS, archive, run_holder
-from claimcheck.server.session import run_schema
-from claimcheck.contract.strategy import load_strategy
+from pg_claimcheck.contract.strategy import load_strategy
+from pg_claimcheck.probes.soak import SOAK_SAMPLES, run_soak
+from pg_claimcheck.probes.vacuum import ARCHIVE_TAIL_JOBS, archive, run_holder
+from pg_claimcheck.server.session import run_schema
 
 N = 600
 ONE_VERSION_PER_JOB = load_strategy("skip-locked-done")  # the seed's pgbench claim: one row version per job

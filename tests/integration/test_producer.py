@@ -1,4 +1,4 @@
-"""`check --rate`: an open-loop producer feeds the queue while the workers claim (claimcheck.engine.producer).
+"""`check --rate`: an open-loop producer feeds the queue while the workers claim (pg_claimcheck.engine.producer).
 Small, short runs on a real server: the point is that jobs arriving mid-run are judged like seeded
 ones, that an unsafe claim is still caught under arrivals, and that a producer that falls behind
 its schedule says so."""
@@ -9,11 +9,11 @@ import psycopg
 import pytest
 from rich.console import Console
 
-from claimcheck.report.render import results_table
-from claimcheck.report.schema import schema as report_schema
-from claimcheck.settings import RunSettings
-from claimcheck.errors import ClaimcheckError, ServerError, UsageError
-from claimcheck.server.runcontext import RunContext
+from pg_claimcheck.errors import ClaimcheckError, ServerError, UsageError
+from pg_claimcheck.report.render import results_table
+from pg_claimcheck.report.schema import schema as report_schema
+from pg_claimcheck.server.runcontext import RunContext
+from pg_claimcheck.settings import RunSettings
 
 SKIP_LOCKED = Path(__file__).resolve().parents[2] / "scenarios" / "skip_locked.sql"
 SLOW_ENQUEUE = """

@@ -4,9 +4,9 @@ table size in time order with the queue empty after the drain, and the HTML char
 runs (a second of producing each): the point is the figures' shape, not their size."""
 from html.parser import HTMLParser
 
-from claimcheck.report.html import render
-from claimcheck.report.render import document
-from claimcheck.verdict.knee import knees
+from pg_claimcheck.report.html import render
+from pg_claimcheck.report.render import document
+from pg_claimcheck.verdict.knee import knees
 from sample_reports import assert_valid_report
 
 RATES = (20.0, 60.0)

@@ -1,14 +1,14 @@
-"""delayed_job, the first Ruby library, through its own Ruby worker (claimcheck/libs/ruby/delayed_job.rb)
+"""delayed_job, the first Ruby library, through its own Ruby worker (pg_claimcheck/libs/ruby/delayed_job.rb)
 on Debian's packages, judged by the ledger (claimcheck lib delayed_job): a healthy run, fed while it
 works, and a killed and a stalled worker whose jobs come back once `max_run_time` ran out."""
 import dataclasses
 
 import pytest
 
-from claimcheck.errors import UsageError
-from claimcheck.libs import load_adapter
-from claimcheck.libs.runner import lib_settings, run_library
-from claimcheck.settings import FaultPlan
+from pg_claimcheck.errors import UsageError
+from pg_claimcheck.libs import load_adapter
+from pg_claimcheck.libs.runner import lib_settings, run_library
+from pg_claimcheck.settings import FaultPlan
 
 
 @pytest.fixture(scope="session")

@@ -31,7 +31,7 @@ def test_for_update_in_lock_mode_makes_workers_wait_on_each_other(run):
     """Seed 000: with plain FOR UPDATE, seven of eight workers waited on transactionid;
     with SKIP LOCKED there were none."""
     settings = dict(workers=8, jobs=1_500, batch=10, mode="lock", work="2")
-    from claimcheck.settings import WorkTime
+    from pg_claimcheck.settings import WorkTime
 
     settings["work"] = WorkTime.parse("2")
     for_update = run("for-update", **settings)

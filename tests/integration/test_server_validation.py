@@ -3,10 +3,10 @@ from pathlib import Path
 
 import pytest
 
-from claimcheck.errors import SqlFileError
-from claimcheck.server.session import run_schema
-from claimcheck.server.schema import build_jobs_table
-from claimcheck.contract.strategy import load_strategy, validate_on_server
+from pg_claimcheck.contract.strategy import load_strategy, validate_on_server
+from pg_claimcheck.errors import SqlFileError
+from pg_claimcheck.server.schema import build_jobs_table
+from pg_claimcheck.server.session import run_schema
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ RUN_LIMIT_S = 240  # a run of 30 jobs on 2 workers ends in seconds: this catches
 @given(example=files().filter(lambda f: not f[1]), mode=st.sampled_from(["lease", "lock"]))
 def test_a_run_of_a_file_the_server_refuses_is_exit_2_and_of_any_other_0_or_1(server, tmp_path_factory, example,
                                                                               mode, request):
-    from claimcheck.cli import main
+    from pg_claimcheck.cli import main
 
     text, _, server_bad = example
     path = tmp_path_factory.mktemp("r") / "fuzz.sql"

@@ -8,7 +8,7 @@ import time
 import psycopg
 import pytest
 
-from claimcheck.engine import supervisor
+from pg_claimcheck.engine import supervisor
 
 SLEEP = "pg_sleep(CASE WHEN %(worker)s = 'w01' THEN 3600 ELSE 0 END)"
 CLAIM = """-- name: claim
@@ -62,14 +62,14 @@ def test_a_stuck_claim_never_hangs_a_planner_condition(server, tmp_path, monkeyp
     a claim asleep for an hour hung `check` (the same file ended in 37 s with `--plans none`). Each
     condition's run now ends its stuck worker's backend a grace after its stop, and says so: no
     progress (a liveness failure), naming the worker, not a violation."""
-    import claimcheck
-    from claimcheck.engine import driver
+    import pg_claimcheck
+    from pg_claimcheck.engine import driver
 
     monkeypatch.setattr(driver, "STOP_GRACE_S", 1.0)
     path = tmp_path / "stuck_claim.sql"
     path.write_text(FILES["claim"])
     started = time.monotonic()
-    result = claimcheck.run(str(path), server=server, plans="default", workers=4, batch=10, budget_s=8)
+    result = pg_claimcheck.run(str(path), server=server, plans="default", workers=4, batch=10, budget_s=8)
     assert time.monotonic() - started < 120  # not the sleep's hour, nor 310 s per condition
     assert result.condition is not None and result.outcome == "no-progress" and not result.violated
     assert "the run's time was up" in result.liveness and "worker w01 (backend pid " in result.liveness

@@ -1,10 +1,10 @@
-"""Timing conditions and condition settings on a real server (claimcheck.plans.timing, conditions.under)."""
-from claimcheck.contract.strategy import load_strategy
-from claimcheck.engine.worker import WorkerPlan, connect_worker
-from claimcheck.plans.conditions import NESTED, SNAPSHOT_PAUSE, under
-from claimcheck.plans.explore import explore
-from claimcheck.server.session import run_schema
-from claimcheck.settings import RunSettings
+"""Timing conditions and condition settings on a real server (pg_claimcheck.plans.timing, conditions.under)."""
+from pg_claimcheck.contract.strategy import load_strategy
+from pg_claimcheck.engine.worker import WorkerPlan, connect_worker
+from pg_claimcheck.plans.conditions import NESTED, SNAPSHOT_PAUSE, under
+from pg_claimcheck.plans.explore import explore
+from pg_claimcheck.server.session import run_schema
+from pg_claimcheck.settings import RunSettings
 
 TWO = RunSettings(workers=2, jobs=300, batch=10, stop_early=True)
 

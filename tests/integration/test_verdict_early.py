@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from claimcheck.engine import supervisor
+from pg_claimcheck.engine import supervisor
 
 SMALL = dict(workers=4, jobs=1_000, batch=5)
 

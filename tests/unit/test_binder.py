@@ -2,7 +2,7 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from claimcheck.engine.fastpath import Binder
+from pg_claimcheck.engine.fastpath import Binder
 
 PAIR = {"id": 0, "attempts": 1}  # a (key, attempt) row
 

@@ -1,13 +1,13 @@
-"""check's time budget (claimcheck.engine.budget): slices, sizing from the short runs, the footer."""
+"""check's time budget (pg_claimcheck.engine.budget): slices, sizing from the short runs, the footer."""
 from __future__ import annotations
 
 import time
 
 import pytest
 
-from claimcheck.engine.budget import (MAX_BUDGET_JOBS, MIN_RUN_S, UNMEASURED_JOBS, Budget, Spent)
-from claimcheck.errors import UsageError
-from claimcheck.settings import RunSettings
+from pg_claimcheck.engine.budget import MAX_BUDGET_JOBS, MIN_RUN_S, UNMEASURED_JOBS, Budget, Spent
+from pg_claimcheck.errors import UsageError
+from pg_claimcheck.settings import RunSettings
 
 
 def test_without_a_measured_rate_the_run_as_seeded_gets_the_old_default():

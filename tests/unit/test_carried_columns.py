@@ -8,12 +8,17 @@ from types import SimpleNamespace
 
 import pytest
 
-from claimcheck.contract.sqlfile import parse_sql_text
-from claimcheck.contract.strategy import DEFAULT_SHAPE, HEADER_KEYS, carried_columns, load_strategy, \
-    strategy_from_file
-from claimcheck.engine.backend import Carried, Keys, as_text
-from claimcheck.engine.fastpath import Binder, LibpqBackend
-from claimcheck.errors import SqlFileError
+from pg_claimcheck.contract.sqlfile import parse_sql_text
+from pg_claimcheck.contract.strategy import (
+    DEFAULT_SHAPE,
+    HEADER_KEYS,
+    carried_columns,
+    load_strategy,
+    strategy_from_file,
+)
+from pg_claimcheck.engine.backend import Carried, Keys, as_text
+from pg_claimcheck.engine.fastpath import Binder, LibpqBackend
+from pg_claimcheck.errors import SqlFileError
 
 EXAMPLE = Path(__file__).parents[1] / "examples" / "claim_token_fence.sql"
 CLAIM = ("-- name: claim\nUPDATE jobs SET status = 'running', token = gen_random_uuid()\n"

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from claimcheck.contract.claimrows import ClaimRows
-from claimcheck.contract.keys import KeySpace
-from claimcheck.contract.strategy import DEFAULT_SHAPE, shape_of
+from pg_claimcheck.contract.claimrows import ClaimRows
+from pg_claimcheck.contract.keys import KeySpace
+from pg_claimcheck.contract.strategy import DEFAULT_SHAPE, shape_of
 
 BATCH = 3
 

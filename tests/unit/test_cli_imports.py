@@ -1,4 +1,4 @@
-"""The CLI imports what it runs: `import claimcheck.cli` (and `claimcheck --help`, `--version`) loads no
+"""The CLI imports what it runs: `import pg_claimcheck.cli` (and `claimcheck --help`, `--version`) loads no
 verb, no database driver and no report; a verb's command line loads that verb's module alone."""
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ import json
 import subprocess
 import sys
 
-from claimcheck.commands import VERBS
+from pg_claimcheck.commands import VERBS
 
 PROBE = """
 import json, sys
 {setup}
-print(json.dumps(sorted(m for m in sys.modules if m.startswith(("claimcheck", "psycopg", "rich")))))
+print(json.dumps(sorted(m for m in sys.modules if m.startswith(("pg_claimcheck", "psycopg", "rich")))))
 """
 
 
@@ -22,25 +22,25 @@ def loaded(setup: str) -> set[str]:
 
 
 def test_importing_the_cli_loads_no_verb_driver_or_report() -> None:
-    names = loaded("import claimcheck.cli")
-    assert not {n for n in names if n.startswith(("claimcheck.commands.", "psycopg", "rich", "claimcheck.report",
-                                                  "claimcheck.engine"))}, names
+    names = loaded("import pg_claimcheck.cli")
+    assert not {n for n in names if n.startswith(("pg_claimcheck.commands.", "psycopg", "rich", "pg_claimcheck.report",
+                                                  "pg_claimcheck.engine"))}, names
 
 
 def test_help_and_version_load_no_verb() -> None:
     for flag in ("--help", "--version"):
-        names = loaded("from claimcheck.cli import main\ntry:\n    main([%r])\nexcept SystemExit:\n    pass" % flag)
-        assert not {n for n in names if n.startswith(("claimcheck.commands.", "psycopg"))}, (flag, names)
+        names = loaded("from pg_claimcheck.cli import main\ntry:\n    main([%r])\nexcept SystemExit:\n    pass" % flag)
+        assert not {n for n in names if n.startswith(("pg_claimcheck.commands.", "psycopg"))}, (flag, names)
 
 
 def test_a_verb_loads_its_own_module_alone() -> None:
-    names = loaded("from claimcheck.cli import build_parser\nbuild_parser(['compare', 'a.json', 'b.json'])")
-    verbs = {n.removeprefix("claimcheck.commands.") for n in names if n.startswith("claimcheck.commands.")}
+    names = loaded("from pg_claimcheck.cli import build_parser\nbuild_parser(['compare', 'a.json', 'b.json'])")
+    verbs = {n.removeprefix("pg_claimcheck.commands.") for n in names if n.startswith("pg_claimcheck.commands.")}
     assert "compare" in verbs and not verbs & (set(VERBS) - {"compare"}), verbs
 
 
 def test_every_verb_parses_and_lists_its_help_line(capsys) -> None:
-    from claimcheck.cli import build_parser
+    from pg_claimcheck.cli import build_parser
 
     parser = build_parser()  # every verb's options
     for verb, line in VERBS.items():

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from claimcheck.cli import main
+from pg_claimcheck.cli import main
 
 NO_SERVER = ["--dsn", "postgresql://nobody@127.0.0.1:1/none"]
 SCENARIOS = Path(__file__).parents[2] / "scenarios"
@@ -119,7 +119,7 @@ def test_rate_on_own_tables_without_enqueue_is_refused_before_any_server(capsys,
 
 
 def test_the_help_lists_the_built_in_strategies(capsys):
-    from claimcheck.scenarios import CATALOG
+    from pg_claimcheck.scenarios import CATALOG
 
     for verb in ("check", "bench"):
         with pytest.raises(SystemExit):
@@ -129,10 +129,10 @@ def test_the_help_lists_the_built_in_strategies(capsys):
 
 
 def test_bench_and_lib_agree_on_their_defaults_and_a_rate_run_starts_nearly_empty():
-    from claimcheck.cli import build_parser
-    from claimcheck.commands import bench
-    from claimcheck.libs.runner import LIB_JOBS, LIB_WORK_MS
-    from claimcheck.settings import RATE_BACKLOG_JOBS
+    from pg_claimcheck.cli import build_parser
+    from pg_claimcheck.commands import bench
+    from pg_claimcheck.libs.runner import LIB_JOBS, LIB_WORK_MS
+    from pg_claimcheck.settings import RATE_BACKLOG_JOBS
 
     b = build_parser().parse_args(["bench"])
     assert (b.workers, bench.BENCH_JOBS, b.work_ms) == ([8], LIB_JOBS, LIB_WORK_MS) == ([8], 5_000, "1")

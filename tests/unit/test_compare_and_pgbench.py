@@ -3,12 +3,12 @@ import math
 
 import pytest
 
-from claimcheck.report.compare import compare, load_report
-from claimcheck.errors import UsageError
-from claimcheck.engine.pgbench import build_script
-from claimcheck.settings import RunSettings, WorkTime
-from claimcheck.verdict.stats import mann_whitney_less, spread
-from claimcheck.contract.strategy import load_strategy
+from pg_claimcheck.contract.strategy import load_strategy
+from pg_claimcheck.engine.pgbench import build_script
+from pg_claimcheck.errors import UsageError
+from pg_claimcheck.report.compare import compare, load_report
+from pg_claimcheck.settings import RunSettings, WorkTime
+from pg_claimcheck.verdict.stats import mann_whitney_less, spread
 from sample_reports import assert_valid_report, report, run_object
 
 
@@ -167,7 +167,7 @@ def test_pgbench_script_in_lock_mode_is_one_transaction():
 
 
 def test_fast_path_numbers_placeholders_by_first_use():
-    from claimcheck.contract.dialect import to_positional
+    from pg_claimcheck.contract.dialect import to_positional
 
     text, names = to_positional("UPDATE jobs SET w = %(worker)s WHERE id = %(id)s AND a = %(attempts)s "
                                 "AND w2 = %(worker)s AND note LIKE 'x%%'")
@@ -207,7 +207,7 @@ def test_a_report_of_copies_of_one_run_is_refused_before_the_schema_reads_them_a
     # every error it found was kept. The copies are found at the second, in one pass.
     import json
 
-    from claimcheck.report import schema
+    from pg_claimcheck.report import schema
 
     path = tmp_path / "copies.json"
     path.write_text(json.dumps(report(*[run_object("skip-locked", 8, 1000.0, True)] * 200)))
@@ -228,7 +228,7 @@ def test_a_report_nested_just_within_json_loads_reach_is_refused_in_words(tmp_pa
 
 
 def test_pgbench_rate_script_enqueues_its_own_key_then_runs_one_worker_cycle():
-    from claimcheck.engine.pgbench import rate_script
+    from pg_claimcheck.engine.pgbench import rate_script
 
     settings = RunSettings(workers=4, batch=1)
     script = rate_script(load_strategy("skip-locked"), settings, True, first_key=101)
@@ -239,7 +239,7 @@ def test_pgbench_rate_script_enqueues_its_own_key_then_runs_one_worker_cycle():
 
 
 def test_pgbench_log_lines_give_latency_and_schedule_lag(tmp_path):
-    from claimcheck.engine.pgbench import _read_logs
+    from pg_claimcheck.engine.pgbench import _read_logs
 
     (tmp_path / "txn.1").write_text("0 1 3660 0 1796167133 727585 133\n1 1 failed 0 1796167133 730728 91\n")
     (tmp_path / "txn.1.1").write_text("1 2 305 0 1796167133 754360 97\n")

@@ -18,9 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from claimcheck.report import schema as report_schema
-from claimcheck.cli import main
 from fuzz_counts import count_example
+from pg_claimcheck.cli import main
+from pg_claimcheck.report import schema as report_schema
 from sample_reports import report, run_object, schema_accepts
 
 EXAMPLES = 300
@@ -95,7 +95,7 @@ def related_pairs(draw) -> tuple[dict, dict]:
 
 def _regressed(base: dict, new: dict, max_drop: float = 20.0) -> bool:
     """Could compare call this pair a regression: a verdict lost, or some median fallen past the threshold?"""
-    from claimcheck.verdict.stats import median
+    from pg_claimcheck.verdict.stats import median
 
     old = {(r["strategy"], r["mode"], r["workers"], r["batch"]): r for r in reversed(base["runs"])}
     for run in new["runs"]:

@@ -3,7 +3,7 @@ from io import StringIO
 
 from rich.console import Console
 
-from claimcheck.report.compare import compare, comparison_table
+from pg_claimcheck.report.compare import compare, comparison_table
 from sample_reports import report, run_object
 
 TITLE = "claimcheck compare: base.json → new.json"

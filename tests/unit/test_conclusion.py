@@ -3,7 +3,7 @@ from io import StringIO
 
 from rich.console import Console
 
-from claimcheck.report.conclusion import as_html, as_text, conclude
+from pg_claimcheck.report.conclusion import as_html, as_text, conclude
 from sample_reports import run_object
 
 

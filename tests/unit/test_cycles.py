@@ -1,17 +1,16 @@
-"""The claim cycles' rules (claimcheck.engine.cycle), on the in-memory queue of tests/memory_queue.py:
+"""The claim cycles' rules (pg_claimcheck.engine.cycle), on the in-memory queue of tests/memory_queue.py:
 no server. Each test runs a worker's Loop to its end and reads the backend's trace (every statement,
 transaction and message sent, in order) and the worker's log, which is what the ledger judges."""
 from __future__ import annotations
 
 import pytest
-
-from claimcheck.errors import SqlFileError
 from psycopg import errors
 
-from claimcheck.engine import cycle
-from claimcheck.settings import FaultPlan, WorkTime
-from claimcheck.verdict.ledger import CLAIM_IS_COMPLETION, DONE, FAILED
 from memory_queue import LOST, LOST_AFTER_COMMIT, memory_loop
+from pg_claimcheck.engine import cycle
+from pg_claimcheck.errors import SqlFileError
+from pg_claimcheck.settings import FaultPlan, WorkTime
+from pg_claimcheck.verdict.ledger import CLAIM_IS_COMPLETION, DONE, FAILED
 
 MODES = pytest.mark.parametrize("mode", ["lease", "lock"])
 

@@ -1,7 +1,7 @@
-"""A queue library is held to the delivery promise its documentation makes (claimcheck.engine.judge.held_to_promise)."""
-from claimcheck.engine.judge import held_to_promise
-from claimcheck.verdict.ledger import Verdict
-from claimcheck.verdict.result import TableOutcome
+"""A queue library is held to the delivery promise its documentation makes (pg_claimcheck.engine.judge.held_to_promise)."""
+from pg_claimcheck.engine.judge import held_to_promise
+from pg_claimcheck.verdict.ledger import Verdict
+from pg_claimcheck.verdict.result import TableOutcome
 
 
 def verdict(**fields) -> Verdict:

@@ -2,10 +2,10 @@
 outcome, and a plan without a row lock called that, with its fix."""
 from types import SimpleNamespace
 
-from claimcheck.plans.table import plan_words
-from claimcheck.server.schema import job_words, key_base
-from claimcheck.verdict.ledger import OUTCOME_NAMES, STALE
-from claimcheck.verdict.planshape import NO_LOCK_ADVICE, PlanShape
+from pg_claimcheck.plans.table import plan_words
+from pg_claimcheck.server.schema import job_words, key_base
+from pg_claimcheck.verdict.ledger import OUTCOME_NAMES, STALE
+from pg_claimcheck.verdict.planshape import NO_LOCK_ADVICE, PlanShape
 
 
 def test_a_job_of_the_runs_own_key_range_is_named_by_its_place_in_it():

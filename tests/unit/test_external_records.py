@@ -1,8 +1,8 @@
 """The external adapter protocol's records -> the recording task's lines -> the ledger's executions."""
 import json
 
-from claimcheck.libs.external import node_url, runtime_env, to_records
-from claimcheck.libs.records import parse
+from pg_claimcheck.libs.external import node_url, runtime_env, to_records
+from pg_claimcheck.libs.records import parse
 
 
 def lines(*records) -> str:
@@ -39,8 +39,8 @@ def test_a_libpq_dsn_becomes_the_url_node_postgres_reads_and_its_password_an_env
 
 
 def test_a_workers_command_line_carries_its_work_time_once_as_the_scripts_work_object(tmp_path):
-    from claimcheck.libs._adapter import WorkerConfig
-    from claimcheck.libs.pgboss import PgBossAdapter
+    from pg_claimcheck.libs._adapter import WorkerConfig
+    from pg_claimcheck.libs.pgboss import PgBossAdapter
 
     adapter = PgBossAdapter()
     adapter._modules = tmp_path  # as if the library were installed there
@@ -52,8 +52,8 @@ def test_a_workers_command_line_carries_its_work_time_once_as_the_scripts_work_o
 
 
 def test_an_external_workers_records_file_is_its_protocol_lines_read_as_every_workers(tmp_path):
-    from claimcheck.libs.graphile import GraphileWorkerAdapter
-    from claimcheck.libs.external import hello
+    from pg_claimcheck.libs.external import hello
+    from pg_claimcheck.libs.graphile import GraphileWorkerAdapter
 
     (tmp_path / "w02.tsv").write_text(lines(
         {"event": "hello", "protocol": 1, "library": "graphile-worker", "version": "9.9.9", "worker": 2, "pid": 1,
@@ -68,8 +68,8 @@ def test_an_external_workers_records_file_is_its_protocol_lines_read_as_every_wo
 def test_a_worker_whose_hello_speaks_another_protocol_is_refused_in_words(tmp_path):
     import pytest
 
-    from claimcheck.errors import UsageError
-    from claimcheck.libs.pgboss import PgBossAdapter
+    from pg_claimcheck.errors import UsageError
+    from pg_claimcheck.libs.pgboss import PgBossAdapter
 
     (tmp_path / "w00.tsv").write_text(lines(
         {"event": "hello", "protocol": 2, "library": "pg-boss", "version": "1", "worker": 0, "pid": 1}))

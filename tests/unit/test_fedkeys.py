@@ -1,11 +1,11 @@
-"""The jobs a rate run judges (claimcheck.engine.fedkeys): the seeded keys and exactly the keys the producers
+"""The jobs a rate run judges (pg_claimcheck.engine.fedkeys): the seeded keys and exactly the keys the producers
 committed, whatever gaps a producer that fell behind left. Pure: hand-built logs, no server."""
 from array import array
 
-from claimcheck.engine.fedkeys import judged
-from claimcheck.errors import ClaimcheckError
-from claimcheck.server.schema import SeededJobs
-from claimcheck.verdict.ledger import CLAIM_IS_COMPLETION, WorkerLog, judge
+from pg_claimcheck.engine.fedkeys import judged
+from pg_claimcheck.errors import ClaimcheckError
+from pg_claimcheck.server.schema import SeededJobs
+from pg_claimcheck.verdict.ledger import CLAIM_IS_COMPLETION, WorkerLog, judge
 
 
 def _log(worker: int, jobs: list[int]) -> WorkerLog:
@@ -50,7 +50,7 @@ def test_a_key_produced_twice_is_refused():
 
 
 def test_learnt_text_keys_join_the_seeded_ones_and_a_worker_s_unknown_numbers_become_jobs():
-    from claimcheck.contract.keys import KeySpace, unknown_number
+    from pg_claimcheck.contract.keys import KeySpace, unknown_number
 
     space = KeySpace.of(["a", "c"], key_is_int=False)
     seeded = SeededJobs(first_id=1, last_id=2, count=2, seconds=0.0, keys=space)

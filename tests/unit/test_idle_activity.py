@@ -1,11 +1,21 @@
-"""The serverless monitor's rule (claimcheck.verdict.activity) on hand-built samples: what counts as activity,
+"""The serverless monitor's rule (pg_claimcheck.verdict.activity) on hand-built samples: what counts as activity,
 quiet gaps, periods, and the suspend verdicts with how each was reached."""
 from __future__ import annotations
 
 import pytest
 
-from claimcheck.verdict.activity import (HOUR_S, Resume, Sample, Session, activities, bursts, cause_of, footprint,
-                                        period, quiet)
+from pg_claimcheck.verdict.activity import (
+    HOUR_S,
+    Resume,
+    Sample,
+    Session,
+    activities,
+    bursts,
+    cause_of,
+    footprint,
+    period,
+    quiet,
+)
 
 T0 = 1_000_000.0
 CLAIM = "WITH picked AS (SELECT id FROM jobs WHERE status = 'queued' LIMIT 10 FOR UPDATE SKIP LOCKED) UPDATE ..."
@@ -144,7 +154,7 @@ def test_json_of_a_footprint_names_the_contract_fields():
 
 
 def test_the_html_report_draws_a_mark_per_moment_in_the_window_and_a_row_per_design():
-    from claimcheck.report.idle_html import render
+    from pg_claimcheck.report.idle_html import render
 
     rows = [footprint(name, sampled([T0 + i for i in range(1, n)]), T0, [600, 300], claim_roles=ROLES).as_dict()
             for name, n in (("poll every 1s", 10), ("LISTEN, poll 15 min", 1))]

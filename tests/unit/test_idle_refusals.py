@@ -1,7 +1,7 @@
 """`claimcheck idle` and `lib --idle` refuse bad input before anything starts: exit 2, one paragraph."""
 import pytest
 
-from claimcheck.cli import main
+from pg_claimcheck.cli import main
 
 NO_SERVER = ["--dsn", "postgresql://nobody@127.0.0.1:1/none"]
 

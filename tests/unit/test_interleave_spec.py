@@ -1,6 +1,6 @@
 import pytest
 
-from claimcheck.interleave.spec import SpecError, interleavings, parse_spec, render_spec
+from pg_claimcheck.interleave.spec import SpecError, interleavings, parse_spec, render_spec
 
 GOOD = """
 # two sessions
@@ -60,7 +60,7 @@ def test_errors_name_the_line(text, message):
 
 
 def test_a_nul_byte_in_a_spec_is_refused_where_it_stands(tmp_path):
-    from claimcheck.interleave.spec import read_spec
+    from pg_claimcheck.interleave.spec import read_spec
     path = tmp_path / "s.spec"
     path.write_text("jobs 2\nsession a\nstep s1 { SELECT 1\x00; SELECT 2 }\n")
     with pytest.raises(SpecError, match=r"s.spec:3:19: a NUL byte"):

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from claimcheck.commands._options import check_writable
-from claimcheck.errors import ClaimcheckError, UsageError
-from claimcheck.report.render import write_json
+from pg_claimcheck.commands._options import check_writable
+from pg_claimcheck.errors import ClaimcheckError, UsageError
+from pg_claimcheck.report.render import write_json
 
 UNWRITABLE = Path("/proc/r.json")  # /proc's permission bits let root write; creating a file there fails
 
@@ -43,7 +43,7 @@ def test_a_disk_that_fills_up_mid_write_leaves_no_empty_file_at_the_destination(
     import sys
     target = tmp_path / "r.json"
     script = ("import resource, signal, sys; from pathlib import Path; "
-              "from claimcheck.report.render import write_whole; "
+              "from pg_claimcheck.report.render import write_whole; "
               "signal.signal(signal.SIGXFSZ, signal.SIG_IGN); resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64)); "
               "write_whole(Path(sys.argv[1]), 'x' * 100_000)")
     done = subprocess.run([sys.executable, "-c", script, str(target)], capture_output=True, text=True)
@@ -53,7 +53,7 @@ def test_a_disk_that_fills_up_mid_write_leaves_no_empty_file_at_the_destination(
 
 def test_a_read_only_working_directory_is_refused_before_bench_runs(capsys, monkeypatch):
     # bench ran every strategy, then failed with a raw "[Errno 30] Read-only file system: 'reports'".
-    from claimcheck.cli import main
+    from pg_claimcheck.cli import main
     monkeypatch.chdir("/proc")  # its permission bits let root in; no directory can be made there
     code = main(["bench", "--strategies", "skip-locked", "--dsn", "postgresql://nobody@127.0.0.1:1/none"])
     err = " ".join(capsys.readouterr().err.split())

@@ -1,4 +1,4 @@
-"""The knee of a rate sweep (claimcheck.verdict.knee), the latency per interval, the time charts, and what
+"""The knee of a rate sweep (pg_claimcheck.verdict.knee), the latency per interval, the time charts, and what
 `bench --rate` refuses: pure functions of hand-built runs and records, and the CLI before any server."""
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from claimcheck.cli import main
-from claimcheck.engine.feedfigures import ProducerOutcome
-from claimcheck.engine.sampler import QueueSamples, queue_interval_s
-from claimcheck.report import svg
-from claimcheck.verdict.timeline import latency_over_time
-from claimcheck.verdict.knee import knees, shortfalls
-from claimcheck.verdict.ledger import DONE, WorkerLog
+from pg_claimcheck.cli import main
+from pg_claimcheck.engine.feedfigures import ProducerOutcome
+from pg_claimcheck.engine.sampler import QueueSamples, queue_interval_s
+from pg_claimcheck.report import svg
+from pg_claimcheck.verdict.knee import knees, shortfalls
+from pg_claimcheck.verdict.ledger import DONE, WorkerLog
+from pg_claimcheck.verdict.timeline import latency_over_time
 
 NO_SERVER = ["--dsn", "postgresql://nobody@127.0.0.1:1/none"]
 
@@ -99,7 +99,7 @@ def test_a_long_series_is_drawn_by_its_peaks_and_a_gap_breaks_the_line():
 
 
 def test_bench_rate_takes_rates_ascending_and_each_once_and_refuses_a_word(capsys):
-    from claimcheck.commands._options import rate_list
+    from pg_claimcheck.commands._options import rate_list
 
     assert rate_list("1000,200,500,200") == [200.0, 500.0, 1000.0]
     with pytest.raises(SystemExit):
@@ -124,7 +124,7 @@ def test_bench_rate_refuses_what_it_does_not_combine_with_before_anything_starts
 def test_compare_matches_a_sweeps_runs_by_their_offered_rate(tmp_path):
     from rich.console import Console
 
-    from claimcheck.report.compare import compare, comparison_table
+    from pg_claimcheck.report.compare import compare, comparison_table
     from sample_reports import report, run_object
 
     base = report(*(run_object(offered_rate_per_s=r) for r in (200.0, 500.0)))

@@ -6,7 +6,7 @@ of them, and no module grows past 500 lines unnoticed; and the verdict loads no 
 The front ends are what users call: the `claimcheck` command (`cli`, `__main__`, one module per
 verb in `commands/`) and the pytest plugin. What a lower layer needs from them (the report's
 console width, the JSON's `settings`, printing a verb's runs) lives below them, in
-`claimcheck.report.publish`, and the front ends call it.
+`pg_claimcheck.report.publish`, and the front ends call it.
 """
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGE = ROOT / "harness" / "claimcheck"
-FRONT_ENDS = ("claimcheck.cli", "claimcheck.__main__", "claimcheck.commands", "claimcheck.pytest_plugin")
+PACKAGE = ROOT / "harness" / "pg_claimcheck"
+FRONT_ENDS = ("pg_claimcheck.cli", "pg_claimcheck.__main__", "pg_claimcheck.commands", "pg_claimcheck.pytest_plugin")
 MAX_LINES = 500
 KNOWN_LONG: set[str] = set()
 """Over MAX_LINES, left to the claim cycle's backend seam (issue 27, item 1)."""
@@ -48,7 +48,7 @@ def imported(name: str, path: Path) -> set[str]:
                 anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
                 base = f"{anchor}.{base}" if base else anchor
             out.add(base)
-            out.update(f"{base}.{alias.name}" for alias in node.names)  # `from claimcheck import cli`
+            out.update(f"{base}.{alias.name}" for alias in node.names)  # `from pg_claimcheck import cli`
     return out
 
 
@@ -58,7 +58,7 @@ def is_front_end(name: str) -> bool:
 
 def test_nothing_below_the_front_ends_imports_them() -> None:
     found = modules()
-    assert "claimcheck.engine.worker" in found and "claimcheck.commands.check" in found  # the walk sees the tree
+    assert "pg_claimcheck.engine.worker" in found and "pg_claimcheck.commands.check" in found  # the walk sees the tree
     wrong = {name: sorted(i for i in imported(name, path) if is_front_end(i))
              for name, path in found.items() if not is_front_end(name)}
     assert not {k: v for k, v in wrong.items() if v}
@@ -66,13 +66,13 @@ def test_nothing_below_the_front_ends_imports_them() -> None:
 
 def test_the_walk_catches_every_form_of_import(tmp_path: Path) -> None:
     source = tmp_path / "mod.py"
-    source.write_text("import claimcheck.cli\nfrom claimcheck.commands._options import x\n"
-                      "from claimcheck import pytest_plugin\nfrom .. import commands\n")
-    got = imported("claimcheck.engine.mod", source)
-    assert {"claimcheck.cli", "claimcheck.commands._options", "claimcheck.pytest_plugin",
-            "claimcheck.commands"} <= got
-    assert all(is_front_end(i) for i in ("claimcheck.cli", "claimcheck.commands._options", "claimcheck.pytest_plugin"))
-    assert not is_front_end("claimcheck.commandsx")
+    source.write_text("import pg_claimcheck.cli\nfrom pg_claimcheck.commands._options import x\n"
+                      "from pg_claimcheck import pytest_plugin\nfrom .. import commands\n")
+    got = imported("pg_claimcheck.engine.mod", source)
+    assert {"pg_claimcheck.cli", "pg_claimcheck.commands._options", "pg_claimcheck.pytest_plugin",
+            "pg_claimcheck.commands"} <= got
+    assert all(is_front_end(i) for i in ("pg_claimcheck.cli", "pg_claimcheck.commands._options", "pg_claimcheck.pytest_plugin"))
+    assert not is_front_end("pg_claimcheck.commandsx")
 
 
 def test_no_module_over_500_lines_but_the_known_ones() -> None:
@@ -97,10 +97,10 @@ def test_the_layer_contract_fails_on_an_upward_import(tmp_path: Path) -> None:
     """The same contract over a copy of the package with one upward import planted, under
     TYPE_CHECKING (the weakest form): import-linter reports it."""
     copy = tmp_path / "harness"
-    shutil.copytree(PACKAGE, copy / "claimcheck", ignore=shutil.ignore_patterns("__pycache__"))
-    planted = copy / "claimcheck" / "verdict" / "ledger.py"
+    shutil.copytree(PACKAGE, copy / "pg_claimcheck", ignore=shutil.ignore_patterns("__pycache__"))
+    planted = copy / "pg_claimcheck" / "verdict" / "ledger.py"
     planted.write_text(planted.read_text() + "\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-                       "    from claimcheck.engine.driver import run_strategy  # noqa: F401\n")
+                       "    from pg_claimcheck.engine.driver import run_strategy  # noqa: F401\n")
     config = tmp_path / "pyproject.toml"
     config.write_text((ROOT / "pyproject.toml").read_text())
     tool = shutil.which("lint-imports", path=str(Path(sys.executable).parent)) or shutil.which("lint-imports")
@@ -109,13 +109,13 @@ def test_the_layer_contract_fails_on_an_upward_import(tmp_path: Path) -> None:
     done = subprocess.run([tool, "--no-cache", "--config", str(config)], cwd=tmp_path, capture_output=True, text=True,
                           timeout=300, env={"PYTHONPATH": str(copy), "PATH": str(Path(sys.executable).parent)})
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-2000:]
-    assert "claimcheck.verdict.ledger -> claimcheck.engine.driver" in done.stdout
+    assert "pg_claimcheck.verdict.ledger -> pg_claimcheck.engine.driver" in done.stdout
 
 
 def test_the_verdict_loads_no_database_driver() -> None:
-    """`claimcheck.verdict` is pure: its result and ledger load neither psycopg nor the engine."""
-    code = ("import sys, claimcheck.verdict.result, claimcheck.verdict.ledger; "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'psycopg' or m.startswith('claimcheck.engine')"
-            " or m.startswith('claimcheck.server')))")
+    """`pg_claimcheck.verdict` is pure: its result and ledger load neither psycopg nor the engine."""
+    code = ("import sys, pg_claimcheck.verdict.result, pg_claimcheck.verdict.ledger; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'psycopg' or m.startswith('pg_claimcheck.engine')"
+            " or m.startswith('pg_claimcheck.server')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == "[]"

@@ -3,7 +3,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from claimcheck.verdict.ledger import CLAIM_IS_COMPLETION, DONE, LIVE, STALE, WorkerLog, judge
+from pg_claimcheck.verdict.ledger import CLAIM_IS_COMPLETION, DONE, LIVE, STALE, WorkerLog, judge
 
 
 def log(worker, *claims):
@@ -91,7 +91,7 @@ def test_evidence_is_in_attempt_order_when_client_clocks_disagree():
     assert [c.attempt for c in v.violations[0].claims] == [1, 2, 3]
 
 
-from claimcheck.verdict.ledger import FAILED, Reap
+from pg_claimcheck.verdict.ledger import FAILED, Reap
 
 
 def test_reclaim_after_the_reaper_returned_the_job_is_a_redelivery():
@@ -158,7 +158,7 @@ def test_a_job_handed_out_thousands_of_times_is_judged_quickly_with_capped_evide
 def test_evidence_of_text_keys_shows_the_key_and_finds_the_reap_by_job_number():
     """The reaper's returns are by job number; the evidence shows the job's key. With text keys the two
     differ, and the reap must still be found (it was looked up by the key once)."""
-    from claimcheck.contract.keys import KeySpace
+    from pg_claimcheck.contract.keys import KeySpace
 
     keys = KeySpace.of(["a", "b"], key_is_int=False)
     logs = [log(0, (1, 1, 0.1, 7.0, DONE)), log(1, (1, 2, 5.5, 6.0, DONE))]

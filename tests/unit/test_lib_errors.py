@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import psycopg
 import pytest
 
-from claimcheck.libs import feed
+from pg_claimcheck.libs import feed
 
 
 def test_the_producers_wrapped_serialization_failure_is_named(monkeypatch):

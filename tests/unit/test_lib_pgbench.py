@@ -10,10 +10,10 @@ from importlib.metadata import version
 
 import pytest
 
-from claimcheck.contract.dialect import rows_as_cte, substitute_numbered
-from claimcheck.errors import UsageError
-from claimcheck.libs import load_adapter
-from claimcheck.libs._adapter import LibraryAdapter
+from pg_claimcheck.contract.dialect import rows_as_cte, substitute_numbered
+from pg_claimcheck.errors import UsageError
+from pg_claimcheck.libs import load_adapter
+from pg_claimcheck.libs._adapter import LibraryAdapter
 
 NUMBERED_RE = re.compile(r"\$[0-9]+")
 NAMED_RE = re.compile(r"%\([a-z_]+\)s")
@@ -65,7 +65,7 @@ def test_pgqueuer_cycle_is_its_own_dequeue_and_log_with_run_defaults():
 
 def test_saq_sql_was_copied_from_the_installed_version():
     """The copies in sql/saq.sql are saq's inline SQL of one version: a newer saq must be read again."""
-    from claimcheck.libs.saq import SQL_COPIED_FROM
+    from pg_claimcheck.libs.saq import SQL_COPIED_FROM
 
     assert version("saq") == SQL_COPIED_FROM, (
         f"saq {version('saq')} is installed, sql/saq.sql was copied from {SQL_COPIED_FROM}: compare "
@@ -75,7 +75,7 @@ def test_saq_sql_was_copied_from_the_installed_version():
 def test_saq_copies_are_in_the_installed_source_word_for_word():
     from saq.queue.postgres import PostgresQueue
 
-    from claimcheck.libs.saq import SAQ_SQL
+    from pg_claimcheck.libs.saq import SAQ_SQL
 
     def words(text: str) -> str:
         return " ".join(text.split())
@@ -88,7 +88,7 @@ def test_saq_copies_are_in_the_installed_source_word_for_word():
 def test_saq_cycle_carries_the_copies_and_its_worker_concurrency():
     from saq import Worker
 
-    from claimcheck.libs.saq import SAQ_SQL
+    from pg_claimcheck.libs.saq import SAQ_SQL
 
     cycle = load_adapter("saq").pgbench_cycle(2000)
     field = re.compile(r"\{[a-z_]+\}|%\([a-z_]+\)s")
@@ -102,7 +102,7 @@ def test_saq_cycle_carries_the_copies_and_its_worker_concurrency():
 
 
 def test_a_saq_other_than_the_copy_is_refused(monkeypatch):
-    import claimcheck.libs.saq as saq_adapter
+    import pg_claimcheck.libs.saq as saq_adapter
 
     monkeypatch.setattr(saq_adapter, "SQL_COPIED_FROM", "0.0.1")
     with pytest.raises(UsageError, match="copied from saq 0.0.1"):
@@ -152,7 +152,7 @@ def test_huey_copies_are_the_statements_its_storage_sends():
     that records instead of a server)."""
     import contextlib
 
-    from claimcheck.libs.huey import HUEY_SQL, SQL_COPIED_FROM, _huey
+    from pg_claimcheck.libs.huey import HUEY_SQL, SQL_COPIED_FROM, _huey
 
     assert version("huey") == SQL_COPIED_FROM, (
         f"huey {version('huey')} is installed, sql/huey.sql was copied from {SQL_COPIED_FROM}: compare "
@@ -181,7 +181,7 @@ def test_huey_copies_are_the_statements_its_storage_sends():
 
 
 def test_huey_cycle_is_one_task_as_a_consumer_thread_takes_it():
-    from claimcheck.libs.huey import HUEY_SQL
+    from pg_claimcheck.libs.huey import HUEY_SQL
 
     script = load_adapter("huey").pgbench_cycle(2000).script
     for name in ("dequeue", "peek_many", "put_data"):
@@ -193,7 +193,7 @@ def test_huey_cycle_is_one_task_as_a_consumer_thread_takes_it():
 def test_chancy_copies_are_in_the_installed_source_word_for_word():
     from chancy import Worker
 
-    from claimcheck.libs.chancy import CHANCY_SQL, SQL_COPIED_FROM
+    from pg_claimcheck.libs.chancy import CHANCY_SQL, SQL_COPIED_FROM
 
     assert version("chancy") == SQL_COPIED_FROM, (
         f"chancy {version('chancy')} is installed, sql/chancy.sql was copied from {SQL_COPIED_FROM}: compare "

@@ -1,6 +1,6 @@
-"""How a library's executions become the ledger's claims and releases (claimcheck.libs.records)."""
-from claimcheck.verdict.ledger import DONE, LIVE, STALE, judge
-from claimcheck.libs.records import parse, to_ledger
+"""How a library's executions become the ledger's claims and releases (pg_claimcheck.libs.records)."""
+from pg_claimcheck.libs.records import parse, to_ledger
+from pg_claimcheck.verdict.ledger import DONE, LIVE, STALE, judge
 
 
 def lines(*rows: tuple) -> str:

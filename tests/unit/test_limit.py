@@ -4,9 +4,9 @@ import math
 
 import pytest
 
-from claimcheck.contract.claimrows import ClaimRows
-from claimcheck.contract.limit import BATCH, LITERAL, UNKNOWN, ClaimLimit, claim_limit, literal_limits
-from claimcheck.contract.strategy import DEFAULT_SHAPE
+from pg_claimcheck.contract.claimrows import ClaimRows
+from pg_claimcheck.contract.limit import BATCH, LITERAL, UNKNOWN, ClaimLimit, claim_limit, literal_limits
+from pg_claimcheck.contract.strategy import DEFAULT_SHAPE
 
 HASURA = """UPDATE hdb_catalog.event_log SET locked = 't'
 WHERE id IN ( SELECT l.id FROM hdb_catalog.event_log l

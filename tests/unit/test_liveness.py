@@ -1,10 +1,20 @@
-"""Safety and liveness told apart (claimcheck.verdict.liveness): the words, the causes, the exit codes."""
+"""Safety and liveness told apart (pg_claimcheck.verdict.liveness): the words, the causes, the exit codes."""
 from __future__ import annotations
 
 from types import SimpleNamespace
 
-from claimcheck.verdict.liveness import (EXIT_CODES, HELD, NO_PROGRESS, VIOLATED, WORDS, Waiting, endings_words,
-                                         failure, settings_to_read, worst_outcome)
+from pg_claimcheck.verdict.liveness import (
+    EXIT_CODES,
+    HELD,
+    NO_PROGRESS,
+    VIOLATED,
+    WORDS,
+    Waiting,
+    endings_words,
+    failure,
+    settings_to_read,
+    worst_outcome,
+)
 
 
 def cause(stopped_by="drained", reason=None, done=10, seeded=10, left=0, waiting=Waiting(), endings=None, limits=None):

@@ -16,11 +16,11 @@ import msgpack
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from claimcheck.verdict.ledger import DONE, LIVE, STALE, WorkerLog
-from claimcheck.engine.logstream import LogDelta, LogStream, PipeSink, receive
+from pg_claimcheck.engine.logstream import LogDelta, LogStream, PipeSink, receive
+from pg_claimcheck.verdict.ledger import DONE, LIVE, STALE, WorkerLog
 
 # One step of a worker between flushes: a claim of some rows (a negative job is an unknown key,
-# as claimcheck.contract.claimrows numbers them), the end of an earlier claim, a note, or a flush.
+# as pg_claimcheck.contract.claimrows numbers them), the end of an earlier claim, a note, or a flush.
 claim = st.tuples(st.just("claim"), st.lists(st.integers(-5, 40), min_size=1, max_size=4))
 end = st.tuples(st.just("end"), st.integers(0, 10_000), st.sampled_from([DONE, STALE]))
 note = st.tuples(st.just("note"), st.sampled_from(["leases", "over_claims", "over_attempts", "backends"]))

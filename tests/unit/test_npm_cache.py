@@ -1,4 +1,4 @@
-"""The npm cache (claimcheck.libs.npm): an interrupted first-use install leaves nothing and says so;
+"""The npm cache (pg_claimcheck.libs.npm): an interrupted first-use install leaves nothing and says so;
 one whose owner was SIGKILLed is swept by the next install, once its owner is proven dead."""
 import json
 import os
@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from claimcheck.libs import npm
-from claimcheck.server import interrupts
-from claimcheck.server.ownership import _start_time
+from pg_claimcheck.libs import npm
+from pg_claimcheck.server import interrupts
+from pg_claimcheck.server.ownership import _start_time
 
 
 def dead_pid() -> int:

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from claimcheck.contract.dialect import placeholders, split_statements, substitute, to_positional
-from claimcheck.errors import SqlFileError
-from claimcheck.contract.keys import KeySpace, unknown_number
-from claimcheck.verdict.ledger import DONE, FAILED, STALE, WorkerLog, judge
-from claimcheck.server.schema import KEY_RANGE_BITS, key_base
-from claimcheck.contract.sqlfile import parse_sql_text
-from claimcheck.contract.strategy import HEADER_KEYS, strategy_from_file
+from pg_claimcheck.contract.dialect import placeholders, split_statements, substitute, to_positional
+from pg_claimcheck.contract.keys import KeySpace, unknown_number
+from pg_claimcheck.contract.sqlfile import parse_sql_text
+from pg_claimcheck.contract.strategy import HEADER_KEYS, strategy_from_file
+from pg_claimcheck.errors import SqlFileError
+from pg_claimcheck.server.schema import KEY_RANGE_BITS, key_base
+from pg_claimcheck.verdict.ledger import DONE, FAILED, STALE, WorkerLog, judge
 
 
 def test_split_keeps_dollar_quotes_strings_and_comments_whole():

@@ -1,8 +1,8 @@
-"""What each planner condition asks of a run, without a server (claimcheck.plans.conditions)."""
-from claimcheck.contract.strategy import Strategy
-from claimcheck.plans.conditions import AS_SEEDED, CHOICES, HISTORY, NESTED, STALE, under
-from claimcheck.plans.explore import CONDITION_SECONDS, condition_settings
-from claimcheck.settings import FaultPlan, RunSettings
+"""What each planner condition asks of a run, without a server (pg_claimcheck.plans.conditions)."""
+from pg_claimcheck.contract.strategy import Strategy
+from pg_claimcheck.plans.conditions import AS_SEEDED, CHOICES, HISTORY, NESTED, STALE, under
+from pg_claimcheck.plans.explore import CONDITION_SECONDS, condition_settings
+from pg_claimcheck.settings import FaultPlan, RunSettings
 
 USER = RunSettings(workers=16, jobs=20_000, batch=10, faults=FaultPlan(), reap_every_s=0.5, lease_seconds=2.0)
 
@@ -34,7 +34,7 @@ def test_the_choices():
 def test_generic_plans_are_not_applicable_when_the_workers_prepare_nothing():
     # Through a pooler the workers' claims are bound on the client and never prepared: the generic
     # plan the EXPLAIN shows is one no claim runs, and the condition would have read "held" untried.
-    from claimcheck.plans.conditions import BY_NAME, GENERIC
+    from pg_claimcheck.plans.conditions import BY_NAME, GENERIC
 
     for condition in (GENERIC, BY_NAME["stale-generic"]):
         assert condition.unavailable(stateless_workers=False) is None
@@ -43,8 +43,8 @@ def test_generic_plans_are_not_applicable_when_the_workers_prepare_nothing():
 
 
 def test_a_timing_condition_marks_the_claim_s_statements_by_their_text_between_parameters():
-    from claimcheck.plans.conditions import SNAPSHOT_PAUSE
-    from claimcheck.plans.timing import MARK_SEPARATOR, MARKS_SETTING, PAUSE_SETTING
+    from pg_claimcheck.plans.conditions import SNAPSHOT_PAUSE
+    from pg_claimcheck.plans.timing import MARK_SEPARATOR, MARKS_SETTING, PAUSE_SETTING
 
     picked = Strategy(name="p", statements={
         "pick": "SELECT id FROM jobs WHERE status = 'queued' LIMIT %(batch)s",

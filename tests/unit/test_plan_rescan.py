@@ -1,6 +1,6 @@
 """The dangerous plan shape on hand-built EXPLAIN (FORMAT JSON) trees: a limiting, locking subquery
-that can run more than once per statement (claimcheck.plans.shape)."""
-from claimcheck.plans.shape import from_explain, rescanned_limits, signature
+that can run more than once per statement (pg_claimcheck.plans.shape)."""
+from pg_claimcheck.plans.shape import from_explain, rescanned_limits, signature
 
 
 def node(kind: str, *children: dict, **fields) -> dict:

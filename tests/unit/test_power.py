@@ -1,8 +1,8 @@
-"""The power statement from hand-built records (claimcheck.verdict.power)."""
+"""The power statement from hand-built records (pg_claimcheck.verdict.power)."""
 import pytest
 
-from claimcheck.verdict.ledger import WorkerLog
-from claimcheck.verdict.power import Power, claim_intervals, lock_waits, overlapping_claims, unseen, weakened
+from pg_claimcheck.verdict.ledger import WorkerLog
+from pg_claimcheck.verdict.power import Power, claim_intervals, lock_waits, overlapping_claims, unseen, weakened
 
 
 def log(worker: int, claims: list[tuple[float, float, int]]) -> WorkerLog:

@@ -1,6 +1,6 @@
 """The plan guard's judgement, on hand-built EXPLAIN (FORMAT JSON) trees."""
-from claimcheck.probes.explain import judge
-from claimcheck.contract.strategy import Strategy
+from pg_claimcheck.contract.strategy import Strategy
+from pg_claimcheck.probes.explain import judge
 
 SKIP_LOCKED = Strategy(name="x", statements={"claim": "..."})
 SERIALIZABLE = Strategy(name="s", statements={"claim": "..."}, isolation="serializable")

@@ -3,13 +3,13 @@ from io import StringIO
 
 from rich.console import Console
 
-from claimcheck.commands.notify import wakeup_table
-from claimcheck.probes._verbose import VacuumFigures
-from claimcheck.probes._work import TableStats, human_bytes
-from claimcheck.probes.notify import Delivery, Folding
-from claimcheck.probes.tables import archive_table, vacuum_table
-from claimcheck.probes.vacuum import ArchiveResult, Horizon, Outside, VacuumRow
-from claimcheck.probes.wakeup import Variant, WakeResult
+from pg_claimcheck.commands.notify import wakeup_table
+from pg_claimcheck.probes._verbose import VacuumFigures
+from pg_claimcheck.probes._work import TableStats, human_bytes
+from pg_claimcheck.probes.notify import Delivery, Folding
+from pg_claimcheck.probes.tables import archive_table, vacuum_table
+from pg_claimcheck.probes.vacuum import ArchiveResult, Horizon, Outside, VacuumRow
+from pg_claimcheck.probes.wakeup import Variant, WakeResult
 
 
 def render(renderable) -> str:

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from claimcheck.probes._verbose import VacuumFigures, parse_vacuum_verbose
-from claimcheck.probes.vacuum import VerboseCapture
+from pg_claimcheck.probes._verbose import VacuumFigures, parse_vacuum_verbose
+from pg_claimcheck.probes.vacuum import VerboseCapture
 
 CAPTURED = sorted((Path(__file__).parent / "verbose").glob("pg*.json"))
 

@@ -1,4 +1,4 @@
-"""The producer's process as the coordinator sees it (claimcheck.engine.producer.ProducerProcess): forked
+"""The producer's process as the coordinator sees it (pg_claimcheck.engine.producer.ProducerProcess): forked
 inside interrupts.deferred() like the workers, it must still end on terminate(), and it sees the run stop while it waits
 for a job's due time. No server is needed."""
 import contextlib
@@ -6,10 +6,10 @@ import multiprocessing
 import time
 from types import SimpleNamespace
 
-from claimcheck.engine import producer
-from claimcheck.engine.producer import ProducerProcess
-from claimcheck.engine.shared import Shared
-from claimcheck.server import interrupts
+from pg_claimcheck.engine import producer
+from pg_claimcheck.engine.producer import ProducerProcess
+from pg_claimcheck.engine.shared import Shared
+from pg_claimcheck.server import interrupts
 
 
 def _shared(ctx) -> Shared:

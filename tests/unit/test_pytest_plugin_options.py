@@ -1,7 +1,7 @@
 """The plugin finds its server the way the docs say: flag, then $CLAIMCHECK_DSN, then the ini key."""
 import pytest
 
-from claimcheck.pytest_plugin import DSN_DEST, DSN_ENV, DSN_INI, configured_dsn
+from pg_claimcheck.pytest_plugin import DSN_DEST, DSN_ENV, DSN_INI, configured_dsn
 
 
 class Config:

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from claimcheck.server.redaction import redact_dsn, remember, scrub, scrub_all, split_password
+from pg_claimcheck.server.redaction import redact_dsn, remember, scrub, scrub_all, split_password
 
 SAFE = string.ascii_letters + string.digits + "!$()*+,-.;<>?[]^_`|~:="
 

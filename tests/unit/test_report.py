@@ -6,14 +6,14 @@ from collections import Counter
 
 from rich.console import Console
 
-from claimcheck.verdict.result import RunResult, TableOutcome
-from claimcheck.engine.faults import FaultEvent
-from claimcheck.verdict.ledger import DONE, LIVE, WorkerLog, judge
-from claimcheck.report.render import evidence_lines, faults_table, print_evidence, results_table
-from claimcheck.engine.sampler import WaitSamples
-from claimcheck.server.schema import SeededJobs
-from claimcheck.settings import FaultPlan, RunSettings
-from claimcheck.contract.strategy import Strategy
+from pg_claimcheck.contract.strategy import Strategy
+from pg_claimcheck.engine.faults import FaultEvent
+from pg_claimcheck.engine.sampler import WaitSamples
+from pg_claimcheck.report.render import evidence_lines, faults_table, print_evidence, results_table
+from pg_claimcheck.server.schema import SeededJobs
+from pg_claimcheck.settings import FaultPlan, RunSettings
+from pg_claimcheck.verdict.ledger import DONE, LIVE, WorkerLog, judge
+from pg_claimcheck.verdict.result import RunResult, TableOutcome
 
 
 def result(name: str, logs, expected: str | None, *, faults=None, waits=None) -> RunResult:
@@ -120,8 +120,8 @@ def test_wide_shows_every_column():
 
 def test_the_api_failure_names_over_claims_with_their_evidence():
     # A run that fails only on over-claims: the message says so and shows the claim, as the CLI does.
-    from claimcheck.api import failure_message
-    from claimcheck.report.render import violation_summary
+    from pg_claimcheck.api import failure_message
+    from pg_claimcheck.report.render import violation_summary
 
     run = result("mine", [log(0, (1, 1, 0.1, 0.2), (2, 1, 0.1, 0.2), (3, 1, 0.1, 0.2))], None)
     evidence = ({"kind": "over-claim", "worker": 0, "claimed_at_s": 0.1, "rows": 12, "limit": 10, "jobs": [1, 2]},)

@@ -2,11 +2,11 @@
 each condition's plan, verdict and evidence (built by hand, no server)."""
 from rich.console import Console
 
-from claimcheck.plans.conditions import AS_SEEDED, STALE
-from claimcheck.plans.explore import ConditionOutcome
-from claimcheck.plans.shape import from_explain
-from claimcheck.report.html import render
-from claimcheck.plans.table import conditions_table
+from pg_claimcheck.plans.conditions import AS_SEEDED, STALE
+from pg_claimcheck.plans.explore import ConditionOutcome
+from pg_claimcheck.plans.shape import from_explain
+from pg_claimcheck.plans.table import conditions_table
+from pg_claimcheck.report.html import render
 from sample_reports import assert_valid_report, report, run_object
 
 PLAN = ["Update on jobs", "  ->  Nested Loop Semi Join", "        ->  Seq Scan on jobs",
@@ -62,12 +62,12 @@ def test_an_over_claim_under_a_condition_names_the_limit_it_was_judged_against()
     # evidence said "a batch of 10".
     import dataclasses
 
-    from claimcheck.contract.strategy import Strategy
-    from claimcheck.engine.sampler import WaitSamples
-    from claimcheck.server.schema import SeededJobs
-    from claimcheck.settings import RunSettings
-    from claimcheck.verdict.ledger import DONE, WorkerLog, judge
-    from claimcheck.verdict.result import RunResult, TableOutcome
+    from pg_claimcheck.contract.strategy import Strategy
+    from pg_claimcheck.engine.sampler import WaitSamples
+    from pg_claimcheck.server.schema import SeededJobs
+    from pg_claimcheck.settings import RunSettings
+    from pg_claimcheck.verdict.ledger import DONE, WorkerLog, judge
+    from pg_claimcheck.verdict.result import RunResult, TableOutcome
 
     log = WorkerLog(worker=0)
     log.record(1, 1, 0.1, 0.2, DONE)

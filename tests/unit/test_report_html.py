@@ -2,10 +2,10 @@
 import re
 from html.parser import HTMLParser
 
-from claimcheck.report import svg
-from claimcheck.verdict.ledger import WorkerLog
-from claimcheck.report.html import conclusion, lock_wait_seconds, render, throughput_series
-from claimcheck.verdict.timeline import claims_over_time
+from pg_claimcheck.report import svg
+from pg_claimcheck.report.html import conclusion, lock_wait_seconds, render, throughput_series
+from pg_claimcheck.verdict.ledger import WorkerLog
+from pg_claimcheck.verdict.timeline import claims_over_time
 
 
 def run(strategy, workers, jobs_per_s, doubles=0, waits=None, mode="lease", timeline=True):
@@ -163,7 +163,7 @@ def test_one_outlier_does_not_set_the_latency_axis_and_p95_is_not_the_violated_r
 def test_labels_keep_what_tells_runs_apart_whole():
     runs = [{**run("skip-locked", 4, 800.0), "condition": "stale-stats"},
             {**run("skip-locked", 16, 3900.0), "condition": "as-seeded"}]
-    from claimcheck.report.html import chart_labels
+    from pg_claimcheck.report.html import chart_labels
     assert chart_labels(runs) == ["skip-locked · 4w · stale-stats", "skip-locked · 16w · as-seeded"]
     long = svg._clipped("claim_next_invoice_job_for_the_billing_service_v2 · 16w · generic-plan", 224)
     assert long.endswith("… · 16w · generic-plan")

@@ -1,12 +1,13 @@
 """The JSON document built from results follows the published schema; repetitions are kept and summarised."""
 import dataclasses
 
-from claimcheck.report import schema as report_schema
-from claimcheck.commands.bench import representative
-from claimcheck.server.provision import Server
-from claimcheck.report.render import document
-from sample_reports import assert_valid_report
 from test_report import log, result
+
+from pg_claimcheck.commands.bench import representative
+from pg_claimcheck.report import schema as report_schema
+from pg_claimcheck.report.render import document
+from pg_claimcheck.server.provision import Server
+from sample_reports import assert_valid_report
 
 SERVER = Server(dsn="postgresql://x@127.0.0.1/db", source="dsn", version="16.4", version_num=160004)
 

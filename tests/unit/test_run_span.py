@@ -1,8 +1,8 @@
 """The run's span: from the first worker's release to the last thing that happened to a job."""
 import math
 
-from claimcheck.engine.judge import run_span
-from claimcheck.verdict.ledger import DONE, WorkerLog
+from pg_claimcheck.engine.judge import run_span
+from pg_claimcheck.verdict.ledger import DONE, WorkerLog
 
 
 def log(worker: int, started: float, finished: float, records=()) -> WorkerLog:

@@ -2,9 +2,9 @@ import random
 
 import pytest
 
-from claimcheck.errors import UsageError
-from claimcheck.settings import RunSettings, WorkTime
-from claimcheck.verdict.stats import latency_summary, percentile
+from pg_claimcheck.errors import UsageError
+from pg_claimcheck.settings import RunSettings, WorkTime
+from pg_claimcheck.verdict.stats import latency_summary, percentile
 
 
 @pytest.mark.parametrize("field,value,message", [

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from claimcheck.interleave.spec import SpecError, Spec, interleavings, parse_spec, render_spec
+from pg_claimcheck.interleave.spec import Spec, SpecError, interleavings, parse_spec, render_spec
 
 FUZZ = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -1,11 +1,11 @@
 from pathlib import Path
 
 import pytest
+from pg_claimcheck.scenarios import CATALOG, builtin_names
 
-from claimcheck.errors import SqlFileError, UsageError
-from claimcheck.contract.sqlfile import parse_sql_text
-from claimcheck.contract.strategy import HEADER_KEYS, load_strategy, strategy_from_file
-from claimcheck.scenarios import CATALOG, builtin_names
+from pg_claimcheck.contract.sqlfile import parse_sql_text
+from pg_claimcheck.contract.strategy import HEADER_KEYS, load_strategy, strategy_from_file
+from pg_claimcheck.errors import SqlFileError, UsageError
 
 
 def strategy(text: str):

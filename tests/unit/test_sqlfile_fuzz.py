@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
 
-from claimcheck.contract.strategy import load_strategy
-from claimcheck.errors import SqlFileError, UsageError
 from fuzz_counts import count_example
+from pg_claimcheck.contract.strategy import load_strategy
+from pg_claimcheck.errors import SqlFileError, UsageError
 from sqlfile_fuzz import files
 
 

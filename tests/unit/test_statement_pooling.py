@@ -1,13 +1,13 @@
 """Which designs a worker can run behind statement pooling, where every transaction is one statement
-(claimcheck.server.pooling.transaction_blocks), and the refusal of the others: pure, no server."""
+(pg_claimcheck.server.pooling.transaction_blocks), and the refusal of the others: pure, no server."""
 from __future__ import annotations
 
 import pytest
 
-from claimcheck.contract.strategy import Strategy, load_strategy
-from claimcheck.errors import UsageError
-from claimcheck.plans.conditions import AS_SEEDED, CHOICES, STALE
-from claimcheck.server.pooling import Pooler, refuse_transaction_blocks, transaction_blocks
+from pg_claimcheck.contract.strategy import Strategy, load_strategy
+from pg_claimcheck.errors import UsageError
+from pg_claimcheck.plans.conditions import AS_SEEDED, CHOICES, STALE
+from pg_claimcheck.server.pooling import Pooler, refuse_transaction_blocks, transaction_blocks
 
 STATEMENT = Pooler(mode="statement", started=True, evidence="pool_mode = statement", kind="pgbouncer",
                    version="1.18.0", pool_size=2)

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import math
 
-from claimcheck.contract.strategy import Strategy
-from claimcheck.engine.judge import RunRecord, judge_run
-from claimcheck.engine.supervisor import STALL_TIMEOUT_S, Supervisor, drained
-from claimcheck.server.schema import SeededJobs
-from claimcheck.settings import RunSettings
-from claimcheck.verdict.ledger import DONE, WorkerLog
-from claimcheck.verdict.result import TableOutcome
+from pg_claimcheck.contract.strategy import Strategy
+from pg_claimcheck.engine.judge import RunRecord, judge_run
+from pg_claimcheck.engine.supervisor import STALL_TIMEOUT_S, Supervisor, drained
+from pg_claimcheck.server.schema import SeededJobs
+from pg_claimcheck.settings import RunSettings
+from pg_claimcheck.verdict.ledger import DONE, WorkerLog
+from pg_claimcheck.verdict.result import TableOutcome
 
 LIMIT = RunSettings().stall_limit_s(STALL_TIMEOUT_S)
 
@@ -102,7 +102,7 @@ def test_one_record_one_judge_each_job_once_holds():
 
 
 def test_a_budgets_deadline_stops_a_run_but_never_before_it_ran_its_minimum():
-    from claimcheck.engine.supervisor import MIN_BUDGET_RUN_S
+    from pg_claimcheck.engine.supervisor import MIN_BUDGET_RUN_S
 
     early = Supervisor(RunSettings(), started=100.0, deadline=100.5)  # the share was spent before the release
     assert early.limit(100.0 + MIN_BUDGET_RUN_S - 0.1) is None

@@ -1,5 +1,5 @@
-"""The table after a fixed-work run, printed as seed 003 prints it (claimcheck.report.tableafter)."""
-from claimcheck.report.tableafter import psql_lines
+"""The table after a fixed-work run, printed as seed 003 prints it (pg_claimcheck.report.tableafter)."""
+from pg_claimcheck.report.tableafter import psql_lines
 
 
 def test_the_table_after_reads_as_psql_prints_it_in_the_seed():

@@ -14,12 +14,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 MYPY_ERRORS = 186
-"""`mypy` over harness/claimcheck, 0 of them in contract/ and verdict/ (162 when the count was first held,
+"""`mypy` over harness/pg_claimcheck, 0 of them in contract/ and verdict/ (162 when the count was first held,
 186 with the idle probe and the check budget merged in beside it)."""
 RUFF_ERRORS = 169
-"""`ruff check harness/claimcheck` with pyproject's `[tool.ruff]` rules (155 when the count was first held,
+"""`ruff check harness/pg_claimcheck` with pyproject's `[tool.ruff]` rules (155 when the count was first held,
 169 with the idle probe and the check budget merged in beside it)."""
-STRICT = ("harness/claimcheck/contract/", "harness/claimcheck/verdict/")
+STRICT = ("harness/pg_claimcheck/contract/", "harness/pg_claimcheck/verdict/")
 
 
 def tool(name: str) -> str:
@@ -46,7 +46,7 @@ def test_mypy_finds_no_new_errors_and_none_in_the_strict_layers() -> None:
 
 
 def test_ruff_finds_no_new_errors() -> None:
-    done = subprocess.run([tool("ruff"), "check", "harness/claimcheck", "--output-format", "concise", "--no-cache"],
+    done = subprocess.run([tool("ruff"), "check", "harness/pg_claimcheck", "--output-format", "concise", "--no-cache"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     found = re.search(r"Found (\d+) errors?", done.stdout)
     count = int(found.group(1)) if found else 0

@@ -1,8 +1,8 @@
 """The coordinator's watch over streamed records: progress, and violations proven mid-run."""
 import math
 
-from claimcheck.verdict.ledger import CLAIM_IS_COMPLETION, DONE, FAILED, LIVE, STALE, WorkerLog
-from claimcheck.engine.watch import RunWatch
+from pg_claimcheck.engine.watch import RunWatch
+from pg_claimcheck.verdict.ledger import CLAIM_IS_COMPLETION, DONE, FAILED, LIVE, STALE, WorkerLog
 
 
 def records(worker, *claims):

@@ -4,11 +4,11 @@ and leaves quietly if the run ends first. No server is needed: nothing listens o
 import multiprocessing
 import time
 
-from claimcheck.server.runcontext import RunContext
-from claimcheck.settings import RunSettings
-from claimcheck.contract.strategy import load_strategy
-from claimcheck.engine.shared import Shared
-from claimcheck.engine.worker import WorkerPlan, worker_main
+from pg_claimcheck.contract.strategy import load_strategy
+from pg_claimcheck.engine.shared import Shared
+from pg_claimcheck.engine.worker import WorkerPlan, worker_main
+from pg_claimcheck.server.runcontext import RunContext
+from pg_claimcheck.settings import RunSettings
 
 DOWN = "postgresql://postgres@127.0.0.1:1/postgres?connect_timeout=1"
 

@@ -1,8 +1,0 @@
-"""The adapters' reads of the libraries' tables, loaded once from `harness/claimcheck/sql/libs.sql`."""
-from __future__ import annotations
-
-from pathlib import Path
-
-from claimcheck.contract.sqlfile import load_queries
-
-LIB_QUERIES: dict[str, str] = load_queries(Path(__file__).parent.parent / "sql" / "libs.sql")

@@ -1,0 +1,169 @@
+"""Fault injection: what the coordinator does to workers and the server while a run goes.
+
+Faults are spread over the run by progress (fractions of the jobs claimed), so every kind lands
+mid-run whatever the speed: SIGKILL of a worker process (a replacement starts), pg_terminate_backend
+of a worker's backend inside a transaction (the worker reconnects), a worker told to stall past its
+lease after its next claim, and a restart of a server we started (every worker reconnects).
+After the run, :func:`fates` says what became of each fault's jobs, from the ledger's logs.
+"""
+from __future__ import annotations
+
+import math
+import os
+import random
+import signal
+import time
+from typing import Callable
+
+from pg_claimcheck.contract.queries import QUERIES
+from pg_claimcheck.engine.shared import STALL_ASKED, Slots
+from pg_claimcheck.server.runcontext import RunContext
+from pg_claimcheck.settings import FaultPlan
+from pg_claimcheck.verdict.ledger import LIVE, OUTCOME_NAMES, WorkerLog
+from pg_claimcheck.verdict.observed import FaultEvent
+
+FIRST_AT, LAST_AT = 0.08, 0.75
+"""Faults land between these fractions of the jobs claimed."""
+TERMINATE_LOOKS = 100
+TERMINATE_LOOK_PAUSE_S = 0.002
+
+
+def schedule(plan: FaultPlan) -> list[str]:
+    """Fault kinds in the order they will be injected, interleaved so each kind meets a busy run."""
+    queues = [["stall"] * plan.stalls, ["kill"] * plan.kills, ["terminate"] * plan.terminates,
+              ["restart"] * plan.restarts]
+    order = []
+    while any(queues):
+        for q in queues:
+            if q:
+                order.append(q.pop())
+    return order
+
+
+class FaultInjector:
+    """Called by the driver's monitor loop; injects the next fault when progress passes its mark."""
+
+    def __init__(self, plan: FaultPlan, jobs: int, run: RunContext, origin: float,
+                 restart: Callable[[], None] | None, seed: int = 0) -> None:
+        self.kinds = schedule(plan)  # a restart without a server of ours is reported as not injected
+        n = len(self.kinds)
+        self.marks = [math.ceil(jobs * (FIRST_AT + (LAST_AT - FIRST_AT) * i / max(n - 1, 1))) for i in range(n)]
+        self.run, self.params, self.origin, self.restart = run, {"app_prefix": run.app_pattern()}, origin, restart
+        self.rng = random.Random(seed)
+        self.events: list[FaultEvent] = []
+        self.killed: set[int] = set()
+        self.skipped: list[str] = []
+
+    def due(self, claimed: int) -> bool:
+        return bool(self.kinds) and claimed >= self.marks[0]
+
+    def inject(self, alive: dict[int, int], stall: Slots, spawn: Callable[[], int]) -> None:
+        """Inject the next fault. `alive` maps worker index to pid; `stall` is the workers' stall
+        switches (pg_claimcheck.engine.shared: shared memory, or a library worker's flag files); `spawn`
+        starts a replacement."""
+        kind = self.kinds.pop(0)
+        self.marks.pop(0)
+        at = time.monotonic() - self.origin
+        candidates = sorted(i for i in alive if i not in self.killed)
+        if kind == "kill" and candidates:
+            victim = self.rng.choice(candidates)
+            os.kill(alive[victim], signal.SIGKILL)
+            self.killed.add(victim)
+            replacement = spawn()
+            self.events.append(FaultEvent("kill", at, victim, f"SIGKILL pid {alive[victim]}; w{replacement:02d} "
+                                                              "started in its place"))
+        elif kind == "stall" and candidates:
+            idle = [i for i in candidates if stall[i] == 0] or candidates
+            victim = self.rng.choice(idle)
+            stall[victim] = STALL_ASKED
+            self.events.append(FaultEvent("stall", at, victim, "told to sleep past its lease after its next claim"))
+        elif kind == "terminate":
+            self._terminate(at, stall)
+        elif kind == "restart" and self.restart is not None:
+            started = time.monotonic()
+            self.restart()
+            took = time.monotonic() - started
+            self.events.append(FaultEvent("restart", at, None, f"server restarted in {took:.2f}s"))
+        else:
+            self.skipped.append(kind)
+
+    def _terminate(self, at: float, stall: Slots) -> None:
+        """Terminate a worker backend caught inside a transaction; with short transactions that
+        takes a few looks at pg_stat_activity, and after TERMINATE_LOOKS any worker backend will do.
+        A stalled worker (asleep inside its transaction in lock mode, the first one a look finds)
+        is left alone: each fault hits a worker that is working, or it tests nothing."""
+        def first_working(rows: list) -> tuple | None:
+            return next((r for r in rows if not stall[_worker_of(r[1])]), None)
+
+        with self.run.connect("injector", in_schema=False) as conn:
+            row, caught = None, True
+            for _ in range(TERMINATE_LOOKS):
+                if row := first_working(conn.execute(QUERIES["busy_worker_backends"], self.params).fetchall()):
+                    break
+                time.sleep(TERMINATE_LOOK_PAUSE_S)
+            if row is None:
+                row = first_working(conn.execute(QUERIES["any_worker_backend"], self.params).fetchall())
+                caught = False
+            if row is None:
+                self.skipped.append("terminate")
+                return
+            pid, app, state = row
+            conn.execute(QUERIES["terminate_backend"], {"pid": pid})
+        worker = _worker_of(app)
+        where = f"caught {state}" if caught else "between transactions"
+        self.events.append(FaultEvent("terminate", at, worker, f"pg_terminate_backend({pid}), {where}"))
+
+
+def _worker_of(application_name: str) -> int:
+    """The worker number of a `claimcheck/<run>/wNN` connection."""
+    return int(application_name.rsplit("/w", 1)[1])
+
+
+def _held(logs: list[WorkerLog]) -> dict[int, list[int]]:
+    held: dict[int, list[int]] = {}
+    for log in logs:
+        for i, job in enumerate(log.job):
+            if log.outcome[i] == LIVE:
+                held.setdefault(log.worker, []).append(job)
+    return held
+
+
+def _jobs_of(event: FaultEvent, held: dict[int, list[int]], stalled: dict[int, int]) -> list[int]:
+    if event.kind == "kill":
+        return held.get(event.worker, [])
+    if event.kind == "stall" and event.worker in stalled:
+        return [stalled[event.worker]]
+    return []
+
+
+def recovery_s(events: list[FaultEvent], kind: str) -> float | None:
+    """The longest wait, from a fault to the next claim of a job it interrupted."""
+    waits = [j["reclaimed_after_s"] for e in events if e.kind == kind for j in e.jobs
+             if j["reclaimed_after_s"] is not None]
+    return max(waits) if waits else None
+
+
+def fates(events: list[FaultEvent], logs: list[WorkerLog], stalled: dict[int, int], origin: float,
+          final_status_of: Callable[[set[int]], dict[int, tuple[str, int]]]) -> None:
+    """Fill each fault's `jobs`: the claims it interrupted and every claim of those jobs.
+    `final_status_of` reads (status, attempts) of the jobs it is given from the table."""
+    held = _held(logs)
+    wanted = {job for event in events for job in _jobs_of(event, held, stalled)}
+    final_status = final_status_of(wanted) if wanted else {}
+    by_job: dict[int, list[tuple[int, int, float, float, int]]] = {}
+    for log in logs:
+        for i, job in enumerate(log.job):
+            if job in wanted:
+                by_job.setdefault(job, []).append((log.worker, log.attempt[i], log.claimed_at[i],
+                                                   log.ended_at[i], log.outcome[i]))
+    for event in events:
+        for job in _jobs_of(event, held, stalled):
+            status, attempts = final_status.get(job, ("?", 0))
+            later = [c - origin for w, a, c, e, o in by_job.get(job, []) if c - origin > event.at_s]
+            event.jobs.append({
+                "job": job, "final_status": status, "final_attempts": attempts,
+                "reclaimed_after_s": round(min(later) - event.at_s, 3) if later else None,
+                "claims": [{"worker": w, "attempt": a, "claimed_at_s": round(c - origin, 3),
+                            "ended_at_s": None if math.isnan(e) else round(e - origin, 3),
+                            "outcome": OUTCOME_NAMES[o]} for w, a, c, e, o in sorted(by_job.get(job, []),
+                                                                                     key=lambda c: c[1])]})
