@@ -37,8 +37,10 @@ UPDATE jobs j SET status = 'running', attempts = j.attempts + 1 FROM next WHERE 
 RETURNING j.id, j.attempts;
 -- name: complete
 UPDATE jobs SET status = 'done'
-WHERE id = %(id)s AND 1 / (CASE WHEN id %% 50 = 7 THEN 0 ELSE 1 END) = 1;
+WHERE id = %(id)s AND 1 / (CASE WHEN id %% 50 = 7 AND id > (SELECT min(id) FROM jobs) THEN 0 ELSE 1 END) = 1;
 """
+"""Fails for every 50th job, never the first: validation completes the first job it claims, and this
+file must pass validation to fail at run time (the run's keys start anywhere)."""
 
 
 def test_a_completion_that_fails_at_run_time_names_the_servers_message_and_its_line(cli):

@@ -67,9 +67,11 @@ def test_an_interrupted_fed_run_stops_its_producer_and_workers_at_once(cli, sig)
     used to make before it stopped the workers, JOIN_TIMEOUT_S: a run stopped within it no longer waits.)"""
     proc = cli.start("lib", "saq", "--workers", "2", "--jobs", "200", "--rate", "50", "--duration", "120")
     deadline = time.monotonic() + 90
-    while len(psutil.Process(proc.pid).children(recursive=True)) < 3 and time.monotonic() < deadline:
+    seen = 0
+    while seen < 3 and time.monotonic() < deadline:
         time.sleep(0.1)  # two workers and the producer, which starts once the workers took a job
-    assert len(psutil.Process(proc.pid).children(recursive=True)) >= 3
+        seen = len(psutil.Process(proc.pid).children(recursive=True))
+    assert seen >= 3
     time.sleep(1.0)
     asked = time.monotonic()
     os.killpg(proc.pid, sig)

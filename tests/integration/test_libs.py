@@ -123,7 +123,7 @@ def test_a_missing_library_says_which_extra_to_install(monkeypatch):
 def test_the_public_api_has_a_library_form(server):
     import pg_claimcheck
 
-    result = claimcheck.assert_exactly_once(lib="procrastinate", server=server, workers=2, jobs=100)
+    result = pg_claimcheck.assert_exactly_once(lib="procrastinate", server=server, workers=2, jobs=100)
     assert result.table.done == 100 and result.library["name"] == "procrastinate"
     with pytest.raises(TypeError):
         pg_claimcheck.run("skip-locked", lib="procrastinate", server=server)

@@ -46,8 +46,8 @@ def test_the_nested_loop_switches_hold_in_the_claims_transaction_only(server):
 
 @pytest.mark.parametrize("claim", [UNSAFE, OWN], ids=["jobs", "own-tables"])
 def test_an_in_subquery_claim_fails_under_a_condition_and_says_which(server, claim):
-    with pytest.raises(claimcheck.ExactlyOnceViolated) as caught:
-        claimcheck.assert_exactly_once(claim, server=server, **SMALL)
+    with pytest.raises(pg_claimcheck.ExactlyOnceViolated) as caught:
+        pg_claimcheck.assert_exactly_once(claim, server=server, **SMALL)
     result = caught.value.result
     assert result.condition == "stale-stats" and result.verdict.over_claims >= 1
     message = str(caught.value)
@@ -56,5 +56,5 @@ def test_an_in_subquery_claim_fails_under_a_condition_and_says_which(server, cla
 
 
 def test_the_materialized_form_holds_under_the_default_conditions(server):
-    result = claimcheck.assert_exactly_once(SAFE, server=server, workers=2, jobs=100)
+    result = pg_claimcheck.assert_exactly_once(SAFE, server=server, workers=2, jobs=100)
     assert result.condition == "as-seeded" and result.exactly_once

@@ -6,11 +6,20 @@ require "active_record"
 require "delayed_job"
 require "delayed_job_active_record"
 require "logger"
+require "cgi"
 
 command, config = Claimcheck.args
 o = config["options"]
-# the run's database; libpq reads the password from PGPASSWORD, as every claimcheck script gets it
-ActiveRecord::Base.establish_connection(config["dsn"].sub(/\Apostgresql:/, "postgres:"))
+# The run's database, read from the URL into ActiveRecord's hash form: ActiveRecord's own URL parser
+# refuses a socket directory as the host (the embedded server's), which the URL carries percent-encoded.
+# libpq reads the password from PGPASSWORD, as every claimcheck script gets it.
+url = %r{\Apostgres(?:ql)?://(?:([^@/]*)@)?([^:/?]*)(?::(\d+))?/([^?]*)(?:\?(.*))?\z}.match(config["dsn"]) or
+  abort("claimcheck: cannot read the run's DSN")
+db = { adapter: "postgresql", host: CGI.unescape(url[2]), database: CGI.unescape(url[4]) }
+db[:username] = CGI.unescape(url[1]) if url[1] && !url[1].empty?
+db[:port] = url[3].to_i if url[3]
+CGI.parse(url[5] || "").each { |key, values| db[key.to_sym] = values.first }
+ActiveRecord::Base.establish_connection(db)
 ActiveRecord::Base.logger = nil
 Delayed::Worker.logger = Logger.new($stderr, level: Logger::WARN)
 Delayed::Worker.sleep_delay = o["sleep_delay_s"]
