@@ -41,12 +41,12 @@ from pg_claimcheck.verdict.result import RunResult
 
 JOIN_TIMEOUT_S = 10.0
 STOP_GRACE_S = 5.0
-PROOF_BUSY_S = 1.0
-"""At a violation's proof, workers in one statement for this long are ended at once (a claim's or a
-completion's usual statement takes milliseconds)."""
 """After a stop at a time limit (the budget, --duration, a condition's cap), the time a worker has to
 end the statement it was in, besides its work time: one still in it then is stuck, and its backend is
 ended (a claim asleep for an hour would hold the run, and a planner condition, that hour)."""
+PROOF_BUSY_S = 1.0
+"""At a violation's proof, workers in one statement for this long are ended at once (a claim's or a
+completion's usual statement takes milliseconds)."""
 
 
 def run_strategy(conn: psycopg.Connection, server: Server, run: RunContext, strategy: Strategy,
@@ -353,13 +353,7 @@ class _Run:
         returns) makes it `no-progress`, a failure, naming the worker; its backend is ended, or the
         run would wait for the statement (an hour, or forever) and the workers blocked behind it."""
         self.shared.stop.value = 1
-        try:
-            with self.plan.run.connect("monitor", in_schema=False) as conn:
-                self.stuck = stuck_backends(conn, self.plan.run, limit)
-                for backend in self.stuck:
-                    conn.execute(QUERIES["terminate_backend"], {"pid": backend.pid})
-        except psycopg.Error:
-            pass  # unseen, or not ended: stuck workers' processes are terminated after JOIN_TIMEOUT_S (_monitor)
+        self.stuck = self._end_stuck(limit)
         if self.stuck or kind == "no-progress":
             self.stopped_by, self.no_progress_s = StopReason.NO_PROGRESS, since_progress
         else:
@@ -371,15 +365,22 @@ class _Run:
         is then `no-progress` naming them (a liveness failure, pg_claimcheck.verdict.liveness)."""
         if len(self.finished) >= len(self.processes):
             return
+        stuck = self._end_stuck(since_stop)
+        if stuck and self.stopped_by in ("duration", "claims-per-worker"):
+            self.stuck, self.stuck_after_stop, self.stopped_by = stuck, since_stop, StopReason.NO_PROGRESS
+
+    def _end_stuck(self, at_least_s: float) -> list[StuckBackend]:
+        """The run's workers in one statement for at least `at_least_s`, their backends ended (a stopped
+        worker does not reconnect): the only way the coordinator ends a busy backend."""
+        stuck: list[StuckBackend] = []
         try:
             with self.plan.run.connect("monitor", in_schema=False) as conn:
-                stuck = stuck_backends(conn, self.plan.run, since_stop)
+                stuck = stuck_backends(conn, self.plan.run, at_least_s)
                 for backend in stuck:
                     conn.execute(QUERIES["terminate_backend"], {"pid": backend.pid})
         except psycopg.Error:
-            return  # not ended: stuck workers' processes are terminated after JOIN_TIMEOUT_S (_monitor)
-        if stuck and self.stopped_by in ("duration", "claims-per-worker"):
-            self.stuck, self.stuck_after_stop, self.stopped_by = stuck, since_stop, StopReason.NO_PROGRESS
+            pass  # unseen, or not ended: stuck workers' processes are terminated after JOIN_TIMEOUT_S (_monitor)
+        return stuck
 
     def _drain_messages(self, timeout: float = 0.0, deadline: float | None = None) -> None:
         """Receive what workers sent; a worker's log is finished by its `end` message or its death."""
