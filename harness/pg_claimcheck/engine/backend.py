@@ -128,7 +128,8 @@ class Keys:
 
 class Carried:
     """The claim's columns a job carries to its per-job sections (`ClaimShape.carried`: a fencing token,
-    a claim id), kept by job number for the jobs of the last claim."""
+    a claim id), kept by job number for the jobs of the last claim. A backend has one only for a claim
+    with such columns (else None: its per-job paths test it with no call of ours)."""
 
     def __init__(self, plan: WorkerPlan) -> None:
         self.shape, self.keys = plan.shape, plan.keys
@@ -136,15 +137,11 @@ class Carried:
         self.names = [name for name, _ in plan.shape.carried]
         self.values: dict[int, tuple] = {}
 
-    def __bool__(self) -> bool:
-        return bool(self.columns)
-
     def keep(self, rows: list[tuple]) -> None:
         """Note the carried values of a claim's rows (a row whose key is NULL is the reader's to refuse)."""
-        if self.columns:
-            key_is_int, keys, columns = self.shape.key_is_int, self.keys, self.columns
-            self.values = {number_of(row[0], keys, key_is_int): tuple(row[i] for i in columns)
-                           for row in rows if row[0] is not None}
+        key_is_int, keys, columns = self.shape.key_is_int, self.keys, self.columns
+        self.values = {number_of(row[0], keys, key_is_int): tuple(row[i] for i in columns)
+                       for row in rows if row[0] is not None}
 
     def of(self, job: int) -> dict[str, Any]:
         """The values job `job`'s claim returned, by column name (NULL for a job of no claim of ours)."""
@@ -181,7 +178,7 @@ class PsycopgBackend:
         self.strategy, self.shape, self.connect = plan.strategy, plan.shape, connect
         self.params = section_params(plan, worker)
         self.keys = Keys(plan, unknown_keys)
-        self.carried = Carried(plan)
+        self.carried = Carried(plan) if plan.shape.carried else None
         self.drain_query = QUERIES["unfinished_remaining" if plan.settings.lifecycle else "queued_remaining"]
         """Our jobs table's drain check; a file with its own tables has its `remaining` section."""
         self.conn = conn
@@ -216,7 +213,8 @@ class PsycopgBackend:
             params = {**params, **pick_params(self.shape.pick_columns, picked)}
         rows = execute_section(self.conn, self.strategy, "claim", params).fetchall()
         self._ran_claim()
-        self.carried.keep(rows)
+        if self.carried:
+            self.carried.keep(rows)
         return rows
 
     def _ran_claim(self) -> None:

@@ -241,7 +241,7 @@ class LibpqBackend(PsycopgBackend):
         self.tx = Transaction(self.conn)  # one per connection; through a pooler, each BEGIN sets the isolation
         single = lambda section: strategy.has(section) and len(strategy.steps(section)) == 1  # noqa: E731
         self.fast_complete = self._prepare("complete") if single("complete") else None
-        carried = {name: 2 + i for i, name in enumerate(self.carried.names)}
+        carried = {name: 2 + i for i, name in enumerate(self.carried.names)} if self.carried else {}
         self.bind_complete = self.fast_complete.binder(self.params["complete"], {**JOB_COLUMNS, **carried},
                                                        2 + len(carried)) if self.fast_complete else None
         """Binds (key, attempt) pairs of values: the numbers read, or the keys they stand for (and, for
@@ -305,6 +305,7 @@ class LibpqBackend(PsycopgBackend):
 
     def _carrying(self, jobs: list[tuple[int, int]]) -> list[tuple]:
         """(key, attempt, carried values...) per job as libpq's text, for `bind_complete`."""
+        assert self.carried is not None  # called only for a claim whose jobs carry columns
         values = self.carried.values
         missing = (None,) * len(self.carried.names)
         return [(str(self.keys.shown(job)).encode(), str(attempt).encode(),
