@@ -178,7 +178,7 @@ def judge_run(record: RunRecord, table: JobTable, strategy: Strategy, settings: 
         verdict = _still_queued(table, verdict, logs, seeded)
     if record.stopped_by in ("stalled", "no-progress") and hasattr(table, "waiting"):
         outcome = dataclasses.replace(outcome, waiting=table.waiting())
-    endings = _sum_counts(getattr(log, "lost_sqlstates", {}) for log in logs)
+    endings = _sum_counts(log.lost_sqlstates for log in logs)
     limits = table.settings(settings_to_read(endings)) if endings and hasattr(table, "settings") else {}
     verdict = held_to_promise(verdict, outcome, delivery, faulted=bool(record.faults))
     if record.faults:
