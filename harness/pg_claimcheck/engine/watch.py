@@ -68,17 +68,13 @@ class RunWatch:
         """The first proven violation, in words, or None."""
         self.proof_at: float | None = None
         """When its claim committed (or its completion ended), monotonic clock."""
-        self.over_claims_seen: dict[int, int] = {}
-        """Per worker, the over-claim notes already read."""
 
     def see(self, log: WorkerLog, first_new: int, ended: list[int]) -> None:
         """Records `first_new:` of `log` just arrived, and the endings of its older slots `ended`."""
-        seen = self.over_claims_seen.get(log.worker, 0)
-        if self.proves and len(log.over_claims) > seen:
-            at, rows, _ = log.over_claims[seen]
+        if self.proves and log.over_claims and self.proof is None:  # only the first proof is kept
+            at, rows, _ = log.over_claims[0]
             self._prove(f"worker w{log.worker:02d}'s claim returned {rows:,} rows, more than it asked for (an "
                         "over-claim)", at)
-            self.over_claims_seen[log.worker] = len(log.over_claims)
         for slot in range(first_new, len(log)):
             job = log.job[slot]
             if self.proves and not self.claimed.add(job):
