@@ -26,7 +26,8 @@ RESERVE_S = 1.0
 CONDITIONS_SHARE = 0.4
 """At most this part of what is left when the conditions start goes to their short runs."""
 MIN_RUN_S = 1.0
-"""A run gets at least this long, even when the budget is spent: a verdict needs some claims."""
+"""A condition's short run gets at least this long (its time cap), even when the budget is spent: a
+verdict needs some claims."""
 UNMEASURED_JOBS = 20_000
 """Seeded for the run as seeded when no short run measured the claim (`--plans none`)."""
 MAX_BUDGET_JOBS = 100_000
@@ -87,9 +88,9 @@ class Budget:
         return max(MIN_RUN_S, min(cap_s, share))
 
     def final_deadline(self) -> float:
-        """When the run as seeded stops: the budget's end less the reserve, and never before MIN_RUN_S."""
-        now = time.monotonic()
-        return now + max(MIN_RUN_S, self.left(now) - RESERVE_S)
+        """When the run as seeded stops: the budget's end less the reserve. Its floor is the supervisor's
+        (MIN_BUDGET_RUN_S from the workers' release, which comes after this call and its seeding)."""
+        return self.end - RESERVE_S
 
     def sized(self, settings: RunSettings) -> RunSettings:
         """The run as seeded's settings: as many jobs as the measured rate finishes in the time left,
