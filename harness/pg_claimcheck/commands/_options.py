@@ -79,6 +79,14 @@ def refuse_pooler(args: argparse.Namespace, what: str) -> None:
                          "load runs, faults, lib and the probes")
 
 
+def refuse_combined(what: str, given: tuple[tuple[str, object], ...]) -> None:
+    """`what` (an option, and what it runs) beside any option of `given` ((its words, whether it was
+    given), each) that it cannot run with: refused, naming each of those given."""
+    mixed = [words for words, on in given if on]
+    if mixed:
+        raise UsageError(f"{what}: it does not combine with {', '.join(mixed)}")
+
+
 def provide(args: argparse.Namespace, **kwargs):
     """The verb's server (provision.provide_server) from its --dsn, --pg, --pooler and --pool-size."""
     # `is not None`: an empty --pooler "" (an unset variable in a script) is refused, not a run without one.

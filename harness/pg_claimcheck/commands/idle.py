@@ -9,7 +9,14 @@ from rich.table import Table
 from rich.text import Text
 
 from pg_claimcheck.commands import VERBS
-from pg_claimcheck.commands._options import add_json_option, add_server_options, int_list, provide, str_list
+from pg_claimcheck.commands._options import (
+    add_json_option,
+    add_server_options,
+    int_list,
+    provide,
+    refuse_combined,
+    str_list,
+)
 from pg_claimcheck.contract.strategy import load_strategy
 from pg_claimcheck.engine.driver import seed, validate
 from pg_claimcheck.engine.idle import check_wakeup
@@ -122,11 +129,9 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
 def run_idle(args: argparse.Namespace, console: Console, err: Console) -> int:
     """`claimcheck lib NAME --idle WINDOW`: the library's own worker at its defaults on its empty queue."""
     limits = thresholds("--idle", args.idle, args.suspend_after)
-    mixed = [o for o, on in (("--faults", args.faults), ("--rate", args.rate is not None),
-                             ("--pgbench", args.pgbench), ("--duration", args.duration is not None)) if on]
-    if mixed:
-        raise UsageError(f"claimcheck lib {args.library} --idle runs the library's worker on an empty queue, with no "
-                         f"jobs: it does not combine with {', '.join(mixed)}")
+    refuse_combined(f"claimcheck lib {args.library} --idle runs the library's worker on an empty queue, with no jobs",
+                    (("--faults", args.faults), ("--rate", args.rate is not None), ("--pgbench", args.pgbench),
+                     ("--duration", args.duration is not None)))
     adapter = load_adapter(args.library)
     if args.idle_setting == "suspendable" and adapter.suspendable is None:
         raise UsageError(f"claimcheck lib {adapter.name} --idle-setting suspendable: no such setting is known for "
