@@ -15,6 +15,7 @@ from pg_claimcheck.commands._options import (
     int_list,
     provide,
     refuse_combined,
+    refuse_pooler,
     str_list,
 )
 from pg_claimcheck.contract.strategy import load_strategy
@@ -86,6 +87,12 @@ def thresholds(window_option: str, window_s: float, suspend_after_s: float) -> l
     return list(dict.fromkeys([suspend_after_s, COMMON_SUSPEND_AFTER_S]))
 
 
+OWN_SESSIONS = ("reads the design's own sessions in pg_stat_activity, and behind a pooler the server sees the pooler's "
+                "connections instead (shared, named by whichever client used them last, and checked by the pooler's "
+                "own queries)")
+"""Why idle refuses a pooler: the monitor's rule is about the server's sessions, which behind one are the pooler's."""
+
+
 def designs(args: argparse.Namespace) -> list[Design]:
     unknown = [w for w in args.wakeup if w not in WAKEUPS]
     if unknown:
@@ -105,10 +112,10 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     limits = thresholds("--window", args.window, args.suspend_after)
     chosen = designs(args)
     strategy = load_strategy(args.strategy)
-    refuse_pooler(asked=args.pooler)
+    refuse_pooler(args, "idle", OWN_SESSIONS)
     with provide(args) as server:
         print_server(err, server)
-        refuse_pooler(server)
+        refuse_pooler(args, "idle", OWN_SESSIONS, server)
         if any(d.wakeup == "notify" for d in chosen):
             check_wakeup(strategy, SimpleNamespace(wakeup="notify"), stateless_workers=False)
         with run_schema(server) as (conn, run):
@@ -136,10 +143,10 @@ def run_idle(args: argparse.Namespace, console: Console, err: Console) -> int:
     if args.idle_setting == "suspendable" and adapter.suspendable is None:
         raise UsageError(f"claimcheck lib {adapter.name} --idle-setting suspendable: no such setting is known for "
                          f"{adapter.name}; run --idle with its defaults")
-    refuse_pooler(asked=args.pooler)
+    refuse_pooler(args, "idle", OWN_SESSIONS)
     with provide(args) as server:
         print_server(err, server)
-        refuse_pooler(server)
+        refuse_pooler(args, "idle", OWN_SESSIONS, server)
         err.print(f"  {adapter.name} {adapter.version()}: one worker, {args.idle_setting} settings, {args.idle:g}s on "
                   "an empty queue", highlight=False)
         found = run_library_idle(server, adapter, args.idle, limits, args.idle_setting)
@@ -156,17 +163,6 @@ def _write(doc: dict, args: argparse.Namespace, console: Console) -> None:
     maybe_write(doc, args.json, "idle", console)
     if args.json is not None:
         console.print(f"HTML report: {write_idle_html(doc, args.json)}")
-
-
-def refuse_pooler(server=None, asked: str | None = None) -> None:
-    """The monitor's rule is about the server's sessions; behind a pooler (asked for with --pooler, or found in
-    front of --dsn) those are the pooler's (named by whichever client last used them, checked by its own
-    queries), not the design's."""
-    if asked or (server is not None and server.pooler is not None):
-        raise UsageError("idle reads the design's own sessions in pg_stat_activity, and behind a pooler the server "
-                         "sees the pooler's connections instead (shared, named by whichever client used them last, "
-                         "and checked by the pooler's own queries). Nothing was run: point --dsn at the server "
-                         "itself, without --pooler")
 
 
 def lost(f: Footprint) -> bool:
