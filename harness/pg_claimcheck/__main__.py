@@ -1,17 +1,14 @@
 """`python -m claimcheck` is the same as the `claimcheck` command (whose entry point is `run`)."""
 import os
-import signal
 import sys
 
-
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt
+from pg_claimcheck.server.interrupts import sigterm_as_interrupt
 
 
 def run() -> int:
     """The command, with Ctrl-C and SIGTERM answered from its first moment: importing the harness takes
     a second or more on a busy machine, and an interrupt then printed a traceback of the import."""
-    signal.signal(signal.SIGTERM, _interrupt)  # the CLI installs its own once it is loaded
+    sigterm_as_interrupt()
     try:
         from pg_claimcheck.cli import main
 

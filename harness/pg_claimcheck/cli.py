@@ -38,10 +38,6 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def _terminate_as_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
-
-
 def _say(err: Console, text: str) -> None:
     """One error paragraph, password-free; one line in a CI log (wrapped only on a terminal)."""
     from pg_claimcheck.server.redaction import scrub
@@ -79,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     remember(getattr(args, "dsn", None))
     remember(os.environ.get(DSN_ENV))
     console, err = report_console(), Console(stderr=True)  # a pipe or a CI log: the table is not squeezed
-    signal.signal(signal.SIGTERM, _terminate_as_interrupt)
+    interrupts.sigterm_as_interrupt()  # again: main() is also called in-process, without __main__.run
     started = time.monotonic()
     try:
         check_writable(getattr(args, "json", None))  # every verb's --json, before anything runs

@@ -14,6 +14,7 @@ from pg_claimcheck.report import publish
 from pg_claimcheck.report.render import REPORTS_DIR
 from pg_claimcheck.server.pgbouncer import PoolerSpec
 from pg_claimcheck.server.provision import DSN_ENV, Server, provide_server
+from pg_claimcheck.server.redaction import redact_dsn
 from pg_claimcheck.settings import FaultPlan, RunSettings, WorkTime
 from pg_claimcheck.verdict.result import RunResult
 
@@ -72,11 +73,23 @@ def add_server_options(p: argparse.ArgumentParser) -> None:
                    help="--pooler: server connections in its pool (default: half the fewest workers, at least 1)")
 
 
-def refuse_pooler(args: argparse.Namespace, what: str) -> None:
-    """A verb (or engine) whose connections do not go through --pooler says so instead of ignoring it."""
-    if args.pooler is not None:
-        raise UsageError(f"{what} runs its sessions on direct connections; --pooler is for check's and bench's "
-                         "load runs, faults, lib and the probes")
+def refuse_pooler(args: argparse.Namespace, what: str, why: str = "runs its sessions on direct connections",
+                  server: Server | None = None) -> None:
+    """A verb (or engine) whose sessions must be the server's own says so, `what` it is and `why`, instead of
+    ignoring --pooler (asked before its server is provided) or a pooler found in front of --dsn (with `server`)."""
+    if server is None and args.pooler is not None:
+        raise UsageError(f"{what} {why}; --pooler is for the others' load runs. Nothing was run: leave --pooler out")
+    if server is not None and server.pooler is not None:
+        raise UsageError(f"{redact_dsn(server.dsn)} goes through a pooler ({server.pooler.evidence}); {what} {why}. "
+                         "Nothing was run: point --dsn at the server itself")
+
+
+def refuse_combined(what: str, given: tuple[tuple[str, object], ...]) -> None:
+    """`what` (an option, and what it runs) beside any option of `given` ((its words, whether it was
+    given), each) that it cannot run with: refused, naming each of those given."""
+    mixed = [words for words, on in given if on]
+    if mixed:
+        raise UsageError(f"{what}: it does not combine with {', '.join(mixed)}")
 
 
 def provide(args: argparse.Namespace, **kwargs):

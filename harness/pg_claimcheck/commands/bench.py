@@ -14,6 +14,7 @@ from pg_claimcheck.commands._options import (
     add_server_options,
     provide,
     rate_list,
+    refuse_combined,
     report_runs,
     settings_grid,
     str_list,
@@ -94,7 +95,10 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     args.latency_slo = DEFAULT_LATENCY_SLO_MS if args.latency_slo is None else args.latency_slo
     above_zero("--latency-slo", args.latency_slo, MAX_LATENCY_SLO_MS)
     if args.rate is not None:
-        refuse_with_rate(args)
+        refuse_combined("--rate sweeps the strategies' rate runs", (
+            ("--libs (a library fed through its own enqueue API is `lib NAME --rate`)", args.libs),
+            ("--pgbench (pgbench's parity runs are closed-loop)", args.pgbench),
+            ("--repeat (a knee is read from one run per rate)", args.repeat > 1)))
     names = args.strategies if args.strategies is not None else ([] if args.libs else list(CATALOG))
     strategies = [load_strategy(name) for name in names]
     for strategy in strategies:  # before any server starts
@@ -150,15 +154,6 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     # (or a user's file, which makes no claim) that violates is a finding.
     failed = [r for r in results if not r.exactly_once and r.strategy.expected != "unsafe"]
     return 1 if failed else 0
-
-
-def refuse_with_rate(args: argparse.Namespace) -> None:
-    """What a rate sweep does not combine with, said before anything starts."""
-    for given, what in ((args.libs, "--libs (a library fed through its own enqueue API is `lib NAME --rate`)"),
-                        (args.pgbench, "--pgbench (pgbench's parity runs are closed-loop)"),
-                        (args.repeat > 1, "--repeat (a knee is read from one run per rate)")):
-        if given:
-            raise UsageError(f"--rate sweeps the strategies' rate runs: it does not combine with {what}")
 
 
 def distinct_names(strategies: list[tuple[str, Strategy]], libs: list[str]) -> None:

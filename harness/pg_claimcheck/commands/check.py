@@ -16,6 +16,7 @@ from pg_claimcheck.commands._options import (
     add_run_options,
     add_server_options,
     provide,
+    refuse_combined,
     refuse_pooler,
     report_runs,
     settings_grid,
@@ -100,8 +101,9 @@ def register(verbs: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, console: Console, err: Console) -> int:
-    if args.rate is not None and (args.engine == "locust" or args.search):
-        raise UsageError("--rate runs the fork engine's load run: it does not combine with --engine locust or --search")
+    if args.rate is not None:
+        refuse_combined("--rate runs the fork engine's load run",
+                        (("--engine locust", args.engine == "locust"), ("--search", args.search)))
     budget = check_budget_option(args)  # from here: the server's start is in it
     if args.engine == "locust":
         from pg_claimcheck.locust.engine import run_check

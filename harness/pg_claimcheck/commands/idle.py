@@ -9,7 +9,15 @@ from rich.table import Table
 from rich.text import Text
 
 from pg_claimcheck.commands import VERBS
-from pg_claimcheck.commands._options import add_json_option, add_server_options, int_list, provide, str_list
+from pg_claimcheck.commands._options import (
+    add_json_option,
+    add_server_options,
+    int_list,
+    provide,
+    refuse_combined,
+    refuse_pooler,
+    str_list,
+)
 from pg_claimcheck.contract.strategy import load_strategy
 from pg_claimcheck.engine.driver import seed, validate
 from pg_claimcheck.engine.idle import check_wakeup
@@ -79,6 +87,12 @@ def thresholds(window_option: str, window_s: float, suspend_after_s: float) -> l
     return list(dict.fromkeys([suspend_after_s, COMMON_SUSPEND_AFTER_S]))
 
 
+OWN_SESSIONS = ("reads the design's own sessions in pg_stat_activity, and behind a pooler the server sees the pooler's "
+                "connections instead (shared, named by whichever client used them last, and checked by the pooler's "
+                "own queries)")
+"""Why idle refuses a pooler: the monitor's rule is about the server's sessions, which behind one are the pooler's."""
+
+
 def designs(args: argparse.Namespace) -> list[Design]:
     unknown = [w for w in args.wakeup if w not in WAKEUPS]
     if unknown:
@@ -98,10 +112,10 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     limits = thresholds("--window", args.window, args.suspend_after)
     chosen = designs(args)
     strategy = load_strategy(args.strategy)
-    refuse_pooler(asked=args.pooler)
+    refuse_pooler(args, "idle", OWN_SESSIONS)
     with provide(args) as server:
         print_server(err, server)
-        refuse_pooler(server)
+        refuse_pooler(args, "idle", OWN_SESSIONS, server)
         if any(d.wakeup == "notify" for d in chosen):
             check_wakeup(strategy, SimpleNamespace(wakeup="notify"), stateless_workers=False)
         with run_schema(server) as (conn, run):
@@ -122,19 +136,17 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
 def run_idle(args: argparse.Namespace, console: Console, err: Console) -> int:
     """`claimcheck lib NAME --idle WINDOW`: the library's own worker at its defaults on its empty queue."""
     limits = thresholds("--idle", args.idle, args.suspend_after)
-    mixed = [o for o, on in (("--faults", args.faults), ("--rate", args.rate is not None),
-                             ("--pgbench", args.pgbench), ("--duration", args.duration is not None)) if on]
-    if mixed:
-        raise UsageError(f"claimcheck lib {args.library} --idle runs the library's worker on an empty queue, with no "
-                         f"jobs: it does not combine with {', '.join(mixed)}")
+    refuse_combined(f"claimcheck lib {args.library} --idle runs the library's worker on an empty queue, with no jobs",
+                    (("--faults", args.faults), ("--rate", args.rate is not None), ("--pgbench", args.pgbench),
+                     ("--duration", args.duration is not None)))
     adapter = load_adapter(args.library)
     if args.idle_setting == "suspendable" and adapter.suspendable is None:
         raise UsageError(f"claimcheck lib {adapter.name} --idle-setting suspendable: no such setting is known for "
                          f"{adapter.name}; run --idle with its defaults")
-    refuse_pooler(asked=args.pooler)
+    refuse_pooler(args, "idle", OWN_SESSIONS)
     with provide(args) as server:
         print_server(err, server)
-        refuse_pooler(server)
+        refuse_pooler(args, "idle", OWN_SESSIONS, server)
         err.print(f"  {adapter.name} {adapter.version()}: one worker, {args.idle_setting} settings, {args.idle:g}s on "
                   "an empty queue", highlight=False)
         found = run_library_idle(server, adapter, args.idle, limits, args.idle_setting)
@@ -151,17 +163,6 @@ def _write(doc: dict, args: argparse.Namespace, console: Console) -> None:
     maybe_write(doc, args.json, "idle", console)
     if args.json is not None:
         console.print(f"HTML report: {write_idle_html(doc, args.json)}")
-
-
-def refuse_pooler(server=None, asked: str | None = None) -> None:
-    """The monitor's rule is about the server's sessions; behind a pooler (asked for with --pooler, or found in
-    front of --dsn) those are the pooler's (named by whichever client last used them, checked by its own
-    queries), not the design's."""
-    if asked or (server is not None and server.pooler is not None):
-        raise UsageError("idle reads the design's own sessions in pg_stat_activity, and behind a pooler the server "
-                         "sees the pooler's connections instead (shared, named by whichever client used them last, "
-                         "and checked by the pooler's own queries). Nothing was run: point --dsn at the server "
-                         "itself, without --pooler")
 
 
 def lost(f: Footprint) -> bool:

@@ -7,13 +7,11 @@ from rich.console import Console
 
 from pg_claimcheck.commands import VERBS
 from pg_claimcheck.commands._options import add_json_option, add_server_options, refuse_pooler
-from pg_claimcheck.errors import UsageError
 from pg_claimcheck.interleave.session import load_spec, run_spec
 from pg_claimcheck.interleave.spec import DEFAULT_MAX_PERMUTATIONS
 from pg_claimcheck.interleave.trace import render
 from pg_claimcheck.report.render import print_server, write_json
 from pg_claimcheck.server.provision import provide_server
-from pg_claimcheck.server.redaction import redact_dsn
 from pg_claimcheck.settings import positive
 
 
@@ -28,18 +26,19 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+ONE_BACKEND = "runs each session's steps on a backend of its own"
+"""Each session's steps must run on one backend, in order, blocking where it blocks: behind a pooler a
+session's next step may reach another backend, or wait for one."""
+
+
 def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     positive("--max-permutations", args.max_permutations)
-    refuse_pooler(args, "interleave")
+    refuse_pooler(args, "interleave", ONE_BACKEND)
     spec = load_spec(args.spec)
     err.print(f"Parsed spec with {len(spec.sessions)} sessions, {spec.permutation_count():,} permutation(s)")
     spec.check_permutation_cap(args.max_permutations)
     with provide_server(args.dsn, args.pg) as server:
-        if server.pooler is not None:
-            # Each session's steps must run on one backend, in order, blocking where it blocks: behind a
-            # pooler a session's next step may reach another backend, or wait for one.
-            raise UsageError(f"{redact_dsn(server.dsn)} goes through a pooler ({server.pooler.evidence}); interleave "
-                             "runs each session's steps on a backend of its own: point --dsn at the server itself")
+        refuse_pooler(args, "interleave", ONE_BACKEND, server)
         print_server(err, server)
         results = run_spec(server, spec, args.max_permutations)
     for result in results:

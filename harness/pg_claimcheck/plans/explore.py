@@ -132,11 +132,9 @@ def explore(conn: psycopg.Connection, server: Server, run: RunContext, strategy:
             except TablesUnavailable as exc:
                 record(ConditionOutcome(condition, None, "not applicable", note=str(exc)))
                 continue
-            if condition.timing:  # its slice of the budget as a planner condition's
-                if budget is not None:
-                    run_settings = dataclasses.replace(run_settings, time_cap_s=budget.condition_slice(
-                        _left(conditions, condition), CONDITION_SECONDS))
-                record(_run_timed(conn, server, run, strategy, condition, run_settings, seeded, started, budget))
+            if condition.timing:
+                record(_run_timed(conn, server, run, strategy, condition,
+                                  _sliced(run_settings, budget, conditions, condition), seeded, started, budget))
                 continue
             shape = plan_under(run, strategy, condition, run_settings.batch)
             if condition.table == "seeded":  # its tables are built again for its run, last
@@ -146,11 +144,8 @@ def explore(conn: psycopg.Connection, server: Server, run: RunContext, strategy:
                                         seconds=time.perf_counter() - started))
             else:
                 tried[shape.signature] = condition.name
-                if budget is not None:  # its slice of the budget, from its workers' release
-                    run_settings = dataclasses.replace(run_settings, time_cap_s=budget.condition_slice(
-                        _left(conditions, condition), CONDITION_SECONDS))
-                record(_run(conn, server, run, strategy, condition, shape, run_settings, seeded, started,
-                            budget=budget))
+                record(_run(conn, server, run, strategy, condition, shape,
+                            _sliced(run_settings, budget, conditions, condition), seeded, started, budget=budget))
     if deferred is not None:
         condition, shape = deferred
         if stopped_by:
@@ -188,6 +183,16 @@ def _run_timed(conn: psycopg.Connection, server: Server, run: RunContext, strate
         reason = (exc.diag.message_primary if isinstance(exc, psycopg.Error) else None) or str(exc)
         return ConditionOutcome(condition, None, "not applicable", note="its tables behind a view: " + reason.strip(),
                                 seconds=time.perf_counter() - started)
+
+
+def _sliced(settings: RunSettings, budget: Budget | None, conditions: tuple[Condition, ...],
+            condition: Condition) -> RunSettings:
+    """A short run's settings capped at its slice of the check's time budget (from its workers'
+    release), if the check has one: a planner condition's and a timing condition's alike."""
+    if budget is None:
+        return settings
+    return dataclasses.replace(settings, time_cap_s=budget.condition_slice(_left(conditions, condition),
+                                                                           CONDITION_SECONDS))
 
 
 def _left(conditions: tuple[Condition, ...], condition: Condition) -> int:

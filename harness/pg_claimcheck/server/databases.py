@@ -7,7 +7,7 @@ import psycopg
 from psycopg import sql
 from rich.console import Console
 
-from pg_claimcheck.server.ownership import abandoned
+from pg_claimcheck.server.ownership import abandoned, left_by
 from pg_claimcheck.server.provision import Server
 from pg_claimcheck.server.runcontext import SCHEMA_PREFIX, RunContext
 
@@ -19,7 +19,7 @@ def sweep_databases(conn: psycopg.Connection, server: Server, ours: str) -> list
     swept = []
     for name, owner in abandoned(conn, "leftover_databases", ours):
         if drop_database(RunContext(server.dsn, name[len(SCHEMA_PREFIX):], server.topology), server.version_num):
-            swept.append(f"swept database {name} left by process {owner['pid']} on this host, which no longer runs")
+            swept.append(f"swept database {name} {left_by(owner)}")
     return swept
 
 

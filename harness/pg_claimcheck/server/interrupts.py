@@ -31,6 +31,15 @@ def reset() -> None:
     _done.clear()
 
 
+def sigterm_as_interrupt() -> None:
+    """SIGTERM ends the command as Ctrl-C does: a KeyboardInterrupt, so the same cleanup runs."""
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 @contextmanager
 def deferred() -> Iterator[None]:
     """Block SIGINT/SIGTERM for a short critical section (a fork): they are delivered right after it.

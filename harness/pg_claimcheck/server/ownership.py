@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,20 @@ def read_owner_file(directory: Path) -> dict | None:
         return json.loads((directory / OWNER_FILE).read_text())
     except (OSError, ValueError):
         return None
+
+
+def abandoned_dirs(parent: Path, prefix: str) -> Iterator[tuple[Path, dict]]:
+    """(directory, owner) of each `prefix*` directory in `parent` whose owner record proves its owner
+    dead: what a run may sweep from this host's disk, once what runs from it is proven stopped."""
+    for directory in parent.glob(f"{prefix}*"):
+        owner = read_owner_file(directory)
+        if owner is not None and owner_dead(owner):
+            yield directory, owner
+
+
+def left_by(owner: dict) -> str:
+    """Why a leftover was swept, in words."""
+    return f"left by process {owner['pid']} on this host, which no longer runs"
 
 
 def abandoned(conn: Any, query: str, ours: str, held: list[str] | None = None) -> list[tuple[str, dict]]:

@@ -31,7 +31,7 @@ import psycopg
 
 from pg_claimcheck.errors import ServerError, UsageError
 from pg_claimcheck.server.interrupts import die_with_parent, shielded
-from pg_claimcheck.server.ownership import owner_dead, read_owner_file
+from pg_claimcheck.server.ownership import abandoned_dirs, left_by
 from pg_claimcheck.server.postmaster import owned_dir, remove_dir, run_as, server_account, temp_parent, terminate
 
 MODES = ("transaction", "session", "statement")
@@ -204,10 +204,7 @@ def sweep(parent: Path) -> list[str]:
     """Delete `claimcheck-pgbouncer-*` directories of earlier runs whose owner is proven dead (see
     pg_claimcheck.server.ownership), stopping a PgBouncer still running from one; return what was swept."""
     swept = []
-    for directory in parent.glob(f"{DIR_PREFIX}*"):
-        owner = read_owner_file(directory)
-        if owner is None or not owner_dead(owner):
-            continue
+    for directory, owner in abandoned_dirs(parent, DIR_PREFIX):
         pid = _running_from(directory)
         if pid is not None:
             try:
@@ -222,7 +219,7 @@ def sweep(parent: Path) -> list[str]:
         shutil.rmtree(directory, ignore_errors=True)
         if not directory.exists():
             swept.append(f"swept {directory}" + (f" and stopped its PgBouncer (pid {pid})" if pid else "")
-                         + f", left by process {owner['pid']} on this host, which no longer runs")
+                         + f", {left_by(owner)}")
     return swept
 
 

@@ -26,7 +26,7 @@ import psycopg
 
 from pg_claimcheck.errors import ServerError
 from pg_claimcheck.server.interrupts import done, server_dies_with_parent, shielded
-from pg_claimcheck.server.ownership import owner_dead, read_owner_file, write_owner_file
+from pg_claimcheck.server.ownership import abandoned_dirs, left_by, write_owner_file
 
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 15.0
@@ -201,13 +201,12 @@ def sweep_clusters(parent: Path, prefix: str = CLUSTER_PREFIX) -> list[str]:
     """Delete directories named `prefix*` of earlier runs (clusters, pgbench scripts) whose owner is
     proven dead and on which no postmaster runs (see pg_claimcheck.server.ownership); return what was swept."""
     swept = []
-    for directory in parent.glob(f"{prefix}*"):
-        owner = read_owner_file(directory)
-        if owner is None or not owner_dead(owner) or _postmaster_running(directory / "data"):
+    for directory, owner in abandoned_dirs(parent, prefix):
+        if _postmaster_running(directory / "data"):
             continue
         shutil.rmtree(directory, ignore_errors=True)
         if not directory.exists():
-            swept.append(f"swept {directory}, left by process {owner['pid']} on this host, which no longer runs")
+            swept.append(f"swept {directory}, {left_by(owner)}")
     return swept
 
 

@@ -19,7 +19,7 @@ from pg_claimcheck.contract.keys import KeySpace
 from pg_claimcheck.contract.queries import QUERIES
 from pg_claimcheck.contract.strategy import INT_TYPES, server_message
 from pg_claimcheck.errors import SqlFileError, UsageError
-from pg_claimcheck.server.ownership import abandoned, parse_comment, schema_comment
+from pg_claimcheck.server.ownership import abandoned, left_by, parse_comment, schema_comment
 from pg_claimcheck.server.runcontext import (
     SCHEMA_PREFIX,
     failing_statement,
@@ -100,7 +100,7 @@ def sweep_leftovers(conn: psycopg.Connection, ours: str) -> list[str]:
             drop_schema(conn, name)
         except psycopg.Error:  # another role's, or locked: not ours to force
             continue
-        swept.append(f"swept schema {name} left by process {owner['pid']} on this host, which no longer runs")
+        swept.append(f"swept schema {name} {left_by(owner)}")
     return swept + held
 
 
