@@ -299,3 +299,12 @@ class LibraryAdapter:
         from pg_claimcheck.libs.records import read_worker_files
 
         return read_worker_files(directory), self.version()
+
+
+class NoLease(LibraryAdapter):
+    """A library that never takes a running job from a live worker (huey, DBOS): no lease or heartbeat to expire."""
+
+    lease_s = 1.0
+    """No lease: only the base of a stall's length under --faults (FaultPlan.stall_factor x this)."""
+    stall_release_s = 3600.0
+    """Longer than any run: a stall releases nothing."""

@@ -45,8 +45,8 @@ from pg_claimcheck.contract.dialect import rows_as_cte, substitute
 from pg_claimcheck.contract.sqlfile import load_queries
 from pg_claimcheck.errors import UsageError
 from pg_claimcheck.libs._adapter import (
-    LibraryAdapter,
     LibraryCycle,
+    NoLease,
     Recorder,
     WorkerConfig,
     pgbench_literal,
@@ -59,8 +59,6 @@ QUEUE_NAME = "claimcheck"
 SQL_COPIED_FROM = "3.5.4"
 """The huey version whose huey/storage.py the statements of sql/huey.sql were copied from."""
 HUEY_SQL: dict[str, str] = load_queries(Path(__file__).parent.parent / "sql" / "huey.sql")
-NEVER_S = 3600.0
-"""huey never gives a task back: no lease to expire, so a stall releases nothing."""
 
 
 def task_id(key: int) -> str:
@@ -84,7 +82,7 @@ def _huey(dsn: str, recorder: Recorder | None = None, *, create_tables: bool = T
     return huey, claimcheck_record
 
 
-class HueyAdapter(LibraryAdapter):
+class HueyAdapter(NoLease):
     name = "huey"
     distribution = "huey"
     promise = ("a task is deleted from the queue when a consumer takes it: one consumer per task, and "
@@ -92,8 +90,6 @@ class HueyAdapter(LibraryAdapter):
     docs = ("https://huey.readthedocs.io/en/latest/recipes.html (Graceful Shutdown and Re-enqueueing "
             "Interrupted Tasks); huey.storage.PostgresStorage._dequeue")
     delivery = "at-most-once"
-    lease_s = 1.0  # no lease: only the length of a stall (stall_factor x this)
-    stall_release_s = NEVER_S
 
     def __init__(self) -> None:
         self.seeded = self.total = 0
