@@ -189,8 +189,5 @@ class HueyAdapter(NoLease):
                             statements=f"huey {self.version()} PostgresStorage._dequeue, peek_many (is_revoked), "
                                        f"put_data (the result), copied from huey {SQL_COPIED_FROM} (sql/huey.sql)")
 
-    def reset(self, conn: psycopg.Connection) -> None:
-        conn.execute(LIB_QUERIES["huey_reset"])
-
 
 ADAPTER = HueyAdapter()
