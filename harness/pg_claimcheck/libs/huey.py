@@ -45,6 +45,7 @@ from pg_claimcheck.contract.dialect import rows_as_cte, substitute
 from pg_claimcheck.contract.sqlfile import load_queries
 from pg_claimcheck.errors import UsageError
 from pg_claimcheck.libs._adapter import (
+    ForgetsJobs,
     LibraryCycle,
     NoLease,
     Recorder,
@@ -82,7 +83,7 @@ def _huey(dsn: str, recorder: Recorder | None = None, *, create_tables: bool = T
     return huey, claimcheck_record
 
 
-class HueyAdapter(NoLease):
+class HueyAdapter(ForgetsJobs, NoLease):
     name = "huey"
     distribution = "huey"
     promise = ("a task is deleted from the queue when a consumer takes it: one consumer per task, and "
@@ -90,10 +91,6 @@ class HueyAdapter(NoLease):
     docs = ("https://huey.readthedocs.io/en/latest/recipes.html (Graceful Shutdown and Re-enqueueing "
             "Interrupted Tasks); huey.storage.PostgresStorage._dequeue")
     delivery = "at-most-once"
-
-    def __init__(self) -> None:
-        self.seeded = self.total = 0
-        """Jobs enqueued before the workers, and so far (seeded, then fed): huey forgets a task it takes."""
 
     def install(self, dsn: str) -> None:
         huey, _ = _huey(dsn)  # create_tables=True: huey's own DDL
@@ -106,7 +103,7 @@ class HueyAdapter(NoLease):
                 huey.enqueue(self._task(record, k))
         finally:
             huey.storage.close()
-        self.seeded = self.total = len(keys)
+        self.seeded = len(keys)
         return [task_id(k) for k in keys]
 
     @staticmethod
@@ -114,9 +111,6 @@ class HueyAdapter(NoLease):
         return record.s(n=key, id=task_id(key))  # TaskWrapper.s takes the task's id
 
     feeds = True
-
-    def fed(self, count: int) -> None:
-        self.total = self.seeded + count
 
     @contextlib.asynccontextmanager
     async def feeder(self, dsn: str):
@@ -146,12 +140,12 @@ class HueyAdapter(NoLease):
 
     def outcome(self, conn: psycopg.Connection) -> TableOutcome:
         done, queued = conn.execute(LIB_QUERIES["huey_outcome"], {"queue": QUEUE_NAME}).fetchone() or (0, 0)
-        running = max(self.total - done - queued, 0)
+        running = max(self.enqueued - done - queued, 0)
         return TableOutcome(done=done, queued=queued, running=running, failed=0, max_attempts=1 if done else 0)
 
     def unfinished(self, conn: psycopg.Connection, limit: int) -> list[dict]:
         rows = conn.execute(LIB_QUERIES["huey_unfinished"],
-                            {"queue": QUEUE_NAME, "total": self.total, "limit": limit}).fetchall()
+                            {"queue": QUEUE_NAME, "total": self.enqueued, "limit": limit}).fetchall()
         return [{"job": key, "library_id": task_id(key), "status": status, "attempts": None, "owner": ""}
                 for key, status in rows]
 
