@@ -226,9 +226,14 @@ class LibraryAdapter:
 
     def outcome(self, conn: psycopg.Connection) -> TableOutcome:
         """The library's table after (or during) the run, in our terms: the `<name>_outcome` query
-        of sql/libs.sql."""
-        done, queued, running, failed, max_attempts = conn.execute(LIB_QUERIES[f"{self.sql_name}_outcome"]).fetchone()
+        of sql/libs.sql, with :meth:`outcome_params`."""
+        done, queued, running, failed, max_attempts = conn.execute(LIB_QUERIES[f"{self.sql_name}_outcome"],
+                                                                   self.outcome_params()).fetchone()
         return TableOutcome(done=done, queued=queued, running=running, failed=failed, max_attempts=max_attempts)
+
+    def outcome_params(self) -> dict | None:
+        """The parameters of the `<name>_outcome` query (None: it takes none)."""
+        return None
 
     def unfinished(self, conn: psycopg.Connection, limit: int) -> list[dict]:
         """Jobs neither done nor failed in the library's table, in its own words (at most `limit`)."""
@@ -299,3 +304,34 @@ class LibraryAdapter:
         from pg_claimcheck.libs.records import read_worker_files
 
         return read_worker_files(directory), self.version()
+
+
+class NoLease(LibraryAdapter):
+    """A library that never takes a running job from a live worker (huey, DBOS): no lease or heartbeat to expire."""
+
+    lease_s = 1.0
+    """No lease: only the base of a stall's length under --faults (FaultPlan.stall_factor x this)."""
+    stall_release_s = 3600.0
+    """Longer than any run: a stall releases nothing."""
+
+
+class ForgetsJobs(LibraryAdapter):
+    """A library whose table forgets jobs (huey deletes a task when a consumer takes it, graphile-worker and
+    delayed_job a job when it succeeds): the adapter counts the jobs enqueued, seeded and then fed
+    (`lib --rate`), which its `<name>_outcome` query takes as `enqueued`. Its `enqueue` sets `seeded`."""
+
+    def __init__(self) -> None:
+        self.seeded = 0
+        """Jobs enqueued before the workers started."""
+        self.produced = 0
+        """`lib --rate`: jobs its producer committed so far (LibraryAdapter.fed)."""
+
+    @property
+    def enqueued(self) -> int:
+        return self.seeded + self.produced
+
+    def fed(self, count: int) -> None:
+        self.produced = count
+
+    def outcome_params(self) -> dict | None:
+        return {"enqueued": self.enqueued}

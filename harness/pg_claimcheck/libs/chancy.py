@@ -168,11 +168,5 @@ class ChancyAdapter(LibraryAdapter):
                                        f"per job, one transaction), copied from chancy {SQL_COPIED_FROM} "
                                        f"(sql/chancy.sql); batch = the queue's concurrency {CONCURRENCY}")
 
-    def final_status(self, conn, ids: dict[int, object]) -> dict[int, tuple[str, int]]:
-        from pg_claimcheck.libs._sql import LIB_QUERIES
-
-        rows = conn.execute(LIB_QUERIES["chancy_status"], {"keys": list(ids)}).fetchall()
-        return {key: (status, attempts) for key, status, attempts in rows}
-
 
 ADAPTER = ChancyAdapter()

@@ -31,14 +31,12 @@ import psycopg
 import sqlalchemy as sa
 from dbos import DBOS, DBOSClient, EnqueueOptions
 
-from pg_claimcheck.libs._adapter import LibraryAdapter, Recorder, WorkerConfig
+from pg_claimcheck.libs._adapter import NoLease, Recorder, WorkerConfig
 
 QUEUE_NAME = "claimcheck"
 WORKFLOW = "claimcheck_record"
 CONCURRENCY = 10
 """Workflows one process runs at once (`worker_concurrency`; unset, DBOS takes as many as its threads allow)."""
-NEVER_S = 3600.0
-"""DBOS never takes a running workflow from a live process: no lease to expire, so a stall releases nothing."""
 
 _recorder: Recorder | None = None
 """The worker process's recorder, for the workflow (registered at import, as DBOS asks)."""
@@ -64,7 +62,7 @@ def _key(workflow_id: str) -> int:
     return int(workflow_id[2:])
 
 
-class DbosAdapter(LibraryAdapter):
+class DbosAdapter(NoLease):
     name = "dbos"
     distribution = "dbos"
     promise = ("a workflow once enqueued is guaranteed to run to completion even if the app is interrupted: a "
@@ -73,8 +71,6 @@ class DbosAdapter(LibraryAdapter):
     docs = ("https://docs.dbos.dev/python/reference/contexts (start_workflow); "
             "https://docs.dbos.dev/production/self-hosting/workflow-recovery; dbos/_recovery.py")
     delivery = "at-least-once"
-    lease_s = 1.0  # no lease: only the length of a stall (stall_factor x this)
-    stall_release_s = NEVER_S
 
     def install(self, dsn: str) -> None:
         DBOS.migrate(database_url(dsn))

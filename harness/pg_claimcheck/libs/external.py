@@ -38,10 +38,8 @@ import psycopg
 
 from pg_claimcheck.errors import UsageError
 from pg_claimcheck.libs import npm
-from pg_claimcheck.libs._adapter import WORKER_GRACE_S, LibraryAdapter, WorkerConfig
-from pg_claimcheck.libs._sql import LIB_QUERIES
+from pg_claimcheck.libs._adapter import WORKER_GRACE_S, ForgetsJobs, LibraryAdapter, WorkerConfig
 from pg_claimcheck.settings import WorkTime
-from pg_claimcheck.verdict.result import TableOutcome
 
 PROTOCOL = 1
 """The protocol version this coordinator reads; every worker's hello says the one it speaks."""
@@ -266,29 +264,14 @@ class ExternalAdapter(LibraryAdapter):
                                    "options": self.options()})
 
 
-class DeletesFinished(ExternalAdapter):
+class DeletesFinished(ForgetsJobs, ExternalAdapter):
     """An external library that deletes a job when it succeeds (graphile-worker, delayed_job): what its
-    table shows done is the jobs enqueued (and fed, `lib --rate`) less those left, by its `<name>_outcome`
-    query of sql/libs.sql, which takes that count as `enqueued`."""
-
-    def __init__(self) -> None:
-        self.enqueued = 0
-        self.produced = 0
-        """`lib --rate`: jobs its producer committed so far (LibraryAdapter.fed), beside the `enqueued` ones."""
-
-    def fed(self, count: int) -> None:
-        self.produced = count
+    table shows done is the jobs enqueued less those left (pg_claimcheck.libs._adapter.ForgetsJobs)."""
 
     def enqueue(self, dsn: str, keys: range) -> list:
         found = super().enqueue(dsn, keys)
-        self.enqueued = len(keys)
+        self.seeded = len(keys)
         return found
-
-    def outcome(self, conn: psycopg.Connection) -> TableOutcome:
-        row = conn.execute(LIB_QUERIES[f"{self.sql_name}_outcome"], {"enqueued": self.enqueued + self.produced}).fetchone()
-        assert row is not None  # an aggregate returns one row
-        done, queued, running, failed, max_attempts = row
-        return TableOutcome(done=done, queued=queued, running=running, failed=failed, max_attempts=max_attempts)
 
 
 def to_records(text: str, offset_s: float) -> tuple[str, dict | None]:

@@ -45,8 +45,9 @@ from pg_claimcheck.contract.dialect import rows_as_cte, substitute
 from pg_claimcheck.contract.sqlfile import load_queries
 from pg_claimcheck.errors import UsageError
 from pg_claimcheck.libs._adapter import (
-    LibraryAdapter,
+    ForgetsJobs,
     LibraryCycle,
+    NoLease,
     Recorder,
     WorkerConfig,
     pgbench_literal,
@@ -59,8 +60,6 @@ QUEUE_NAME = "claimcheck"
 SQL_COPIED_FROM = "3.5.4"
 """The huey version whose huey/storage.py the statements of sql/huey.sql were copied from."""
 HUEY_SQL: dict[str, str] = load_queries(Path(__file__).parent.parent / "sql" / "huey.sql")
-NEVER_S = 3600.0
-"""huey never gives a task back: no lease to expire, so a stall releases nothing."""
 
 
 def task_id(key: int) -> str:
@@ -84,7 +83,7 @@ def _huey(dsn: str, recorder: Recorder | None = None, *, create_tables: bool = T
     return huey, claimcheck_record
 
 
-class HueyAdapter(LibraryAdapter):
+class HueyAdapter(ForgetsJobs, NoLease):
     name = "huey"
     distribution = "huey"
     promise = ("a task is deleted from the queue when a consumer takes it: one consumer per task, and "
@@ -92,12 +91,6 @@ class HueyAdapter(LibraryAdapter):
     docs = ("https://huey.readthedocs.io/en/latest/recipes.html (Graceful Shutdown and Re-enqueueing "
             "Interrupted Tasks); huey.storage.PostgresStorage._dequeue")
     delivery = "at-most-once"
-    lease_s = 1.0  # no lease: only the length of a stall (stall_factor x this)
-    stall_release_s = NEVER_S
-
-    def __init__(self) -> None:
-        self.seeded = self.total = 0
-        """Jobs enqueued before the workers, and so far (seeded, then fed): huey forgets a task it takes."""
 
     def install(self, dsn: str) -> None:
         huey, _ = _huey(dsn)  # create_tables=True: huey's own DDL
@@ -110,7 +103,7 @@ class HueyAdapter(LibraryAdapter):
                 huey.enqueue(self._task(record, k))
         finally:
             huey.storage.close()
-        self.seeded = self.total = len(keys)
+        self.seeded = len(keys)
         return [task_id(k) for k in keys]
 
     @staticmethod
@@ -118,9 +111,6 @@ class HueyAdapter(LibraryAdapter):
         return record.s(n=key, id=task_id(key))  # TaskWrapper.s takes the task's id
 
     feeds = True
-
-    def fed(self, count: int) -> None:
-        self.total = self.seeded + count
 
     @contextlib.asynccontextmanager
     async def feeder(self, dsn: str):
@@ -150,12 +140,12 @@ class HueyAdapter(LibraryAdapter):
 
     def outcome(self, conn: psycopg.Connection) -> TableOutcome:
         done, queued = conn.execute(LIB_QUERIES["huey_outcome"], {"queue": QUEUE_NAME}).fetchone() or (0, 0)
-        running = max(self.total - done - queued, 0)
+        running = max(self.enqueued - done - queued, 0)
         return TableOutcome(done=done, queued=queued, running=running, failed=0, max_attempts=1 if done else 0)
 
     def unfinished(self, conn: psycopg.Connection, limit: int) -> list[dict]:
         rows = conn.execute(LIB_QUERIES["huey_unfinished"],
-                            {"queue": QUEUE_NAME, "total": self.total, "limit": limit}).fetchall()
+                            {"queue": QUEUE_NAME, "total": self.enqueued, "limit": limit}).fetchall()
         return [{"job": key, "library_id": task_id(key), "status": status, "attempts": None, "owner": ""}
                 for key, status in rows]
 
@@ -192,9 +182,6 @@ class HueyAdapter(LibraryAdapter):
         return LibraryCycle(script="\n".join(lines) + "\n", jobs=1,
                             statements=f"huey {self.version()} PostgresStorage._dequeue, peek_many (is_revoked), "
                                        f"put_data (the result), copied from huey {SQL_COPIED_FROM} (sql/huey.sql)")
-
-    def reset(self, conn: psycopg.Connection) -> None:
-        conn.execute(LIB_QUERIES["huey_reset"])
 
 
 ADAPTER = HueyAdapter()

@@ -10,17 +10,17 @@ job is enqueued through the library's own API, and the probe watches for a recon
 """
 from __future__ import annotations
 
-import signal
 import subprocess
-import tempfile
 import time
 from contextlib import ExitStack
 from pathlib import Path
 
 from pg_claimcheck.engine.monitor import Sampler, suspend
 from pg_claimcheck.errors import ServerError
-from pg_claimcheck.libs._adapter import STOP_GRACE_S, LibraryAdapter, WorkerConfig
+from pg_claimcheck.libs._adapter import LibraryAdapter, WorkerConfig
 from pg_claimcheck.libs.database import run_database
+from pg_claimcheck.libs.runner import stop_workers
+from pg_claimcheck.server.leftovers import records_dir
 from pg_claimcheck.server.provision import Server
 from pg_claimcheck.server.session import run_id_from_env
 from pg_claimcheck.verdict.activity import Footprint, Sample, footprint
@@ -37,8 +37,7 @@ def run_library_idle(server: Server, adapter: LibraryAdapter, window_s: float, t
                      setting: str = "defaults") -> Footprint:
     """One worker of the library with `setting` (`defaults`, or `suspendable`: WorkerConfig.idle) on its empty queue."""
     run_id = run_id_from_env()
-    with run_database(server, run_id, adapter.name) as run, tempfile.TemporaryDirectory(
-            prefix=f"claimcheck-{run_id}-") as tmp, ExitStack() as stack:
+    with run_database(server, run_id, adapter.name) as run, records_dir(run_id) as tmp, ExitStack() as stack:
         dsn = run.role_dsn("coordinator")
         adapter.install(dsn)
         config = WorkerConfig(library=adapter.name, dsn=run.role_dsn(ROLE, worker=True), worker=0,
@@ -47,7 +46,7 @@ def run_library_idle(server: Server, adapter: LibraryAdapter, window_s: float, t
         err_path = Path(tmp) / "w00.err"
         with open(err_path, "wb") as err:
             proc = adapter.spawn(config, err)
-        stack.callback(_stop, proc)
+        stack.callback(stop_workers, [proc])
         sampler = Sampler(run, stack, database=run.schema)
         samples: list[Sample] = []
         sampler.sample_for(START_TIMEOUT_S, samples, until=lambda seen: bool(seen[-1].sessions) or proc.poll() is not None)
@@ -91,14 +90,3 @@ def _alive(proc: subprocess.Popen, adapter: LibraryAdapter, err_path: Path, samp
 def _tail(path: Path) -> str:
     text = path.read_text(errors="replace").strip() if path.exists() else ""
     return " ".join(text.splitlines()[-2:])[-STDERR_SHOWN:]
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    """The library's graceful stop (SIGTERM), then SIGKILL after STOP_GRACE_S, as the library runner does."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=STOP_GRACE_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()

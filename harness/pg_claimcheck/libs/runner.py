@@ -348,17 +348,23 @@ class _Run:
         return text[-WORKER_STDERR_SHOWN:]
 
     def _stop_all(self) -> None:
-        for proc in self.procs.values():
-            if proc.popen.poll() is None:
-                proc.popen.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + STOP_GRACE_S
-        for proc in self.procs.values():
-            try:
-                proc.popen.wait(timeout=max(deadline - time.monotonic(), 0.01))
-            except subprocess.TimeoutExpired:
-                proc.popen.kill()
-                proc.popen.wait()
-            reap_group(proc.popen.pid)
+        stop_workers([proc.popen for proc in self.procs.values()])
+
+
+def stop_workers(popens: list[subprocess.Popen]) -> None:
+    """The library's graceful stop (SIGTERM) for each worker, SIGKILL for one still running after STOP_GRACE_S,
+    then what is left in its process group (reap_group)."""
+    for popen in popens:
+        if popen.poll() is None:
+            popen.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE_S
+    for popen in popens:
+        try:
+            popen.wait(timeout=max(deadline - time.monotonic(), 0.01))
+        except subprocess.TimeoutExpired:
+            popen.kill()
+            popen.wait()
+        reap_group(popen.pid)
 
 
 def reap_group(pid: int) -> None:

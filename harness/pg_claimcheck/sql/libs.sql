@@ -253,6 +253,3 @@ FROM dbos.workflow_status WHERE left(workflow_uuid, 2) = 'cc' AND substr(workflo
 SELECT substr(workflow_uuid, 3)::bigint, workflow_uuid, status, recovery_attempts, coalesce(executor_id, '')
 FROM dbos.workflow_status WHERE left(workflow_uuid, 2) = 'cc' AND status NOT IN ('SUCCESS', 'ERROR', 'CANCELLED')
 ORDER BY 1 LIMIT %(limit)s;
-
--- name: dbos_reset
-TRUNCATE dbos.workflow_status CASCADE;
