@@ -7,6 +7,7 @@ from html import escape
 from pathlib import Path
 
 from pg_claimcheck.report import svg
+from pg_claimcheck.report.render import write_whole
 from pg_claimcheck.server.redaction import scrub_all
 
 ROW_PX = 26
@@ -89,7 +90,7 @@ def render(doc: dict) -> str:
 
 
 def write_idle_html(doc: dict, json_path: Path) -> Path:
-    """Next to the JSON file, same name, `.html`."""
+    """Next to the JSON file, same name, `.html`, all of it or nothing (like the run report's)."""
     path = json_path.with_suffix(".html")
-    path.write_text(render(scrub_all(doc)), encoding="utf-8")
+    write_whole(path, render(scrub_all(doc)))
     return path
