@@ -277,11 +277,13 @@ def bar_chart(labels: Sequence[str], stacks: dict[str, Sequence[float]], title: 
     return "".join(out)
 
 
-def _x_grid(ticks: Sequence[float], scale: float, top: float, bottom: float) -> list[str]:
-    """Vertical grid lines and their value labels, for charts whose bars or ranges run left to right."""
+def _x_grid(ticks: Sequence[float], scale: float, top: float, bottom: float,
+            left: float = LABEL_COLUMN_PX) -> list[str]:
+    """Vertical grid lines and their value labels, for charts whose bars, ranges or timelines run left to
+    right from `left` (the end of their label column)."""
     out = []
     for t in ticks:
-        x = LABEL_COLUMN_PX + t * scale
+        x = left + t * scale
         out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top}" y2="{bottom}" stroke="#e5e5e5"/>'
                    f'<text x="{x:.1f}" y="{bottom + 14}" text-anchor="middle">{_fmt(t)}</text>')
     return out
