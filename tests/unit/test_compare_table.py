@@ -52,3 +52,12 @@ def test_wide_shows_every_column():
                     "base verdict", "new verdict", "status"):
         assert heading in text
     assert "4,000 ±50 (n=5)" in text and "…" not in text
+
+
+def test_the_compact_table_says_no_progress_as_the_wide_one_does():
+    stuck = run_object("skip-locked", 8, 10.0, ok=True, exactly_once=False, outcome="no-progress")
+    comparison = compare(report(run_object("skip-locked", 8, 1000.0)), report(stuck))
+    for wide in (False, True):
+        out = StringIO()
+        Console(file=out, width=400, color_system=None).print(comparison_table(comparison, TITLE, wide=wide))
+        assert "NO PROGRESS" in out.getvalue() and "VIOLATED" not in out.getvalue().replace("VERDICT", "")

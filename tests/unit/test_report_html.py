@@ -119,6 +119,13 @@ def test_violated_runs_are_marked_in_every_chart():
     assert outline.flagged == {"throughput": 1, "double-claims": 1, "claim-latency": 1, "lock-waits": 1}
 
 
+def test_a_run_without_progress_reads_no_progress_wherever_its_verdict_shows():
+    stuck = {**run("skip-locked", 2, 0.0), "exactly_once": False, "outcome": "no-progress"}
+    page = render({"runs": [stuck]})
+    # The table's verdict and the timeline's summary say the same: a liveness failure, no violation.
+    assert page.count("✗ NO PROGRESS") == 2 and "VIOLATED</span>" not in page
+
+
 def test_the_conclusion_names_the_fastest_that_held_and_what_the_others_cost():
     text = conclusion(DOC["runs"])
     assert "3 of 4 runs held exactly-once" in text and "Violated: naive-subquery" in text

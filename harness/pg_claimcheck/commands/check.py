@@ -140,7 +140,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
         print_producer(console, result)
     print_conclusion(console, doc)
     outcome = worst_outcome(results)
-    print_power(console, results)
+    print_power(console, doc)
     console.print({HELD: "[bold green]exactly-once held[/]", VIOLATED: "[bold red]exactly-once violated[/]",
                    NO_PROGRESS: "[bold yellow]no progress[/] (a liveness failure: no job was handed out twice or "
                                 "lost, but the queue did not finish its jobs within the limits; see above)"}[outcome])

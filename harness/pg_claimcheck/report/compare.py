@@ -31,6 +31,7 @@ from rich.text import Text
 
 from pg_claimcheck.errors import UsageError, read_input
 from pg_claimcheck.report import schema as report_schema
+from pg_claimcheck.verdict.liveness import HELD, NO_PROGRESS, VIOLATED, WORDS, run_outcome
 from pg_claimcheck.verdict.power import weakened
 from pg_claimcheck.verdict.result import AS_SEEDED, run_condition
 from pg_claimcheck.verdict.stats import mann_whitney_less, median, spread
@@ -317,12 +318,15 @@ def _keys(runs: dict[RunKey, dict]) -> str:
     return shown + (f" and {len(runs) - 3} more" if len(runs) > 3 else "")
 
 
-def _verdict(run: dict | None) -> Text:
+VERDICT_STYLES = {HELD: "green", VIOLATED: "bold red", NO_PROGRESS: "bold yellow"}
+
+
+def _verdict(run: dict | None, held: str = WORDS[HELD]) -> Text:
+    """A run's outcome in words (`held` for a held run): a liveness failure (schema 4) is no violation."""
     if run is None:
         return Text("-")
-    if run.get("outcome") == "no-progress":  # schema 4: a liveness failure, not a violation
-        return Text("NO PROGRESS", style="bold yellow")
-    return Text("exactly-once", style="green") if run["exactly_once"] else Text("VIOLATED", style="bold red")
+    outcome = run_outcome(run)
+    return Text(held if outcome == HELD else WORDS[outcome], style=VERDICT_STYLES[outcome])
 
 
 def _rate(run: dict | None) -> str:
@@ -375,8 +379,7 @@ def comparison_table(comparison: Comparison, title: str, wide: bool = True) -> T
     table.add_column("status", overflow="fold", min_width=8)
     for d in comparison.diffs:
         p = d.p_value
-        verdicts = Text(" → ").join(Text("-") if r is None else Text("held", style="green") if r["exactly_once"]
-                                    else Text("VIOLATED", style="bold red") for r in (d.base, d.new))
+        verdicts = Text(" → ").join(_verdict(r, held="held") for r in (d.base, d.new))
         table.add_row(_compact_key(d.key), _both(d, lambda r: f"{median(samples(r)):,.0f}"), _change_text(d),
                       "-" if p is None else f"{p:.3f}", _both(d, lambda r: f"{r['double_claimed_jobs']:,}"),
                       verdicts, _status_text(d))

@@ -23,6 +23,7 @@ from pg_claimcheck.report.conclusion import as_html, conclude
 from pg_claimcheck.report.render import size_words, write_whole
 from pg_claimcheck.server.pooling import pooler_words
 from pg_claimcheck.server.redaction import scrub_all
+from pg_claimcheck.verdict.liveness import HELD, WORDS, run_outcome
 
 TIMELINES_SHOWN = 4
 RATE_RUNS_SHOWN = 24
@@ -138,11 +139,16 @@ def _lock_wait_figure(runs: list[dict], labels: list[str], flagged: list[bool]) 
                    "for one sampling interval).")
 
 
+def verdict_mark(run: dict) -> str:
+    """A run's outcome, marked: `✗ NO PROGRESS` (liveness, schema 4) is no `✗ VIOLATED` (safety)."""
+    outcome = run_outcome(run)
+    return (f'<span class="ok">{WORDS[HELD]}</span>' if outcome == HELD
+            else f'<span class="bad">✗ {WORDS[outcome]}</span>')
+
+
 COLUMNS = (
     ("strategy", "l", lambda r: escape(r["strategy"])),
-    ("verdict", "l", lambda r: '<span class="ok">exactly-once</span>' if r["exactly_once"]
-     else '<span class="bad">✗ NO PROGRESS</span>' if r.get("outcome") == "no-progress"  # liveness, not safety
-     else '<span class="bad">✗ VIOLATED</span>'),
+    ("verdict", "l", verdict_mark),
     ("mode", "l", lambda r: escape(r["mode"])),
     ("batch", "", lambda r: r["batch"]),
     ("workers", "", lambda r: r["workers"]),
@@ -205,7 +211,7 @@ def _timelines(runs: list[dict]) -> str:
         chart = svg.heatmap(timeline["workers"], timeline["bucket_s"], f"claims over time: {run_label(run)}")
         figure = _figure("claims-over-time", chart, f"{run_label(run)}: claims per worker per time bucket. "
                          "Gaps are a worker waiting (on a lock, a retry back-off, or the CPU).")
-        mark = "" if run["exactly_once"] else '<span class="bad">✗ VIOLATED</span> '
+        mark = "" if run["exactly_once"] else verdict_mark(run) + " "
         parts.append(f'<details{" open" if i == 0 else ""}><summary>{mark}{escape(run_label(run))} '
                      f'({run["claims"]:,} claims in {run["elapsed_s"]:.2f} s)</summary>{figure}</details>')
     return "".join(parts)
@@ -313,7 +319,7 @@ def _over_time(runs: list[dict], slo: float | None) -> str:
                    + _figure("dead-tuples-over-time", dead, "Dead tuples in the jobs table as the statistics system "
                              "counts them (each backend reports within about a second; a vacuum lowers them); the "
                              f"table with its indexes reached {size_words(summary.get('max_table_bytes'))}."))
-        mark = "" if run["exactly_once"] else '<span class="bad">✗ VIOLATED</span> '
+        mark = "" if run["exactly_once"] else verdict_mark(run) + " "
         parts.append(f'<details{" open" if i == 0 else ""}><summary>{mark}{escape(label)} (max depth '
                      f'{summary.get("max_depth", "-")}, pickup p99 {"-" if p99 is None else f"{p99:,.1f}"} ms)'
                      f'</summary>{figures}</details>')

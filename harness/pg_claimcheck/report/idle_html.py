@@ -7,6 +7,7 @@ from html import escape
 from pathlib import Path
 
 from pg_claimcheck.report import svg
+from pg_claimcheck.report.render import write_whole
 from pg_claimcheck.server.redaction import scrub_all
 
 ROW_PX = 26
@@ -29,21 +30,18 @@ def timeline_svg(rows: list[dict]) -> str:
     height = 30 + ROW_PX * len(rows) + 30
     width = LABEL_PX + PLOT_PX + LEGEND_PX
     out = svg._open(width, max(height, 40 + 16 * len(causes)), "activity the monitor counts, per design")
+    axis_y = 30 + ROW_PX * len(rows) - 8
+    out += svg._x_grid(ticks, scale, 16, axis_y, left=LABEL_PX)
     for i, r in enumerate(rows):
         y = 30 + i * ROW_PX
-        out.append(f'<text x="{LABEL_PX - 6}" y="{y + 4}" text-anchor="end">{svg._clipped(r["design"], LABEL_PX)}</text>'
-                   f'<line x1="{LABEL_PX}" x2="{LABEL_PX + r["window_s"] * scale:.1f}" y1="{y}" y2="{y}" '
+        out.append(svg._row_label(LABEL_PX - 6, y + 4, r["design"], False)
+                   + f'<line x1="{LABEL_PX}" x2="{LABEL_PX + r["window_s"] * scale:.1f}" y1="{y}" y2="{y}" '
                    f'stroke="#ccc"/>')
         for e in r["timeline"]:
             if 0 <= e["t_s"] <= r["window_s"]:
                 out.append(f'<rect x="{LABEL_PX + e["t_s"] * scale - 1.5:.1f}" y="{y - 8}" width="3" height="16" '
                            f'fill="{svg.color(causes.index(e["cause"]))}"><title>{escape(e["cause"])} at '
                            f'{e["t_s"]:.2f}s: {escape(e["query"][:80])}</title></rect>')
-    axis_y = 30 + ROW_PX * len(rows) - 8
-    for t in ticks:
-        x = LABEL_PX + t * scale
-        out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="16" y2="{axis_y}" stroke="#eee"/>'
-                   f'<text x="{x:.1f}" y="{axis_y + 14}" text-anchor="middle">{svg._fmt(t)}</text>')
     out.append(f'<text x="{LABEL_PX + PLOT_PX / 2}" y="{axis_y + 28}" text-anchor="middle">seconds into the '
                f'window</text>')
     out += svg._legend(causes, LABEL_PX + PLOT_PX + 12, 30)
@@ -89,7 +87,7 @@ def render(doc: dict) -> str:
 
 
 def write_idle_html(doc: dict, json_path: Path) -> Path:
-    """Next to the JSON file, same name, `.html`."""
+    """Next to the JSON file, same name, `.html`, all of it or nothing (like the run report's)."""
     path = json_path.with_suffix(".html")
-    path.write_text(render(scrub_all(doc)), encoding="utf-8")
+    write_whole(path, render(scrub_all(doc)))
     return path

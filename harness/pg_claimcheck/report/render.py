@@ -359,14 +359,14 @@ def print_stop(console: Console, run: RunResult) -> None:
                       "add --drain to run it to the end.", highlight=False)
 
 
-def print_power(console: Console, runs: list[RunResult]) -> None:
-    """The report's footer: how hard the runs together looked, and what they could not have seen."""
-    total = power.combined(run.power for run in runs)
+def print_power(console: Console, doc: dict) -> None:
+    """The report's footer: the document's `power` (summed by :func:`document`), as the HTML shows it."""
+    total = doc.get("power")
     if total is None:
         return
-    waits = f"; lock waits sampled: {total.lock_waits:,}" if total.lock_waits is not None else ""
-    console.print(Text(f"power: {total.statement()}{waits}", style="dim"))
-    for line in total.unseen:
+    waits = f"; lock waits sampled: {total['lock_waits']:,}" if total["lock_waits"] is not None else ""
+    console.print(Text(f"power: {total['statement']}{waits}", style="dim"))
+    for line in total["unseen"]:
         console.print(Text(f"not seen: {line}", style="yellow"))
 
 

@@ -12,6 +12,8 @@ import math
 from html import escape
 from typing import Sequence
 
+from pg_claimcheck.verdict.stats import percentile
+
 WIDTH_PX = 660
 HEIGHT_PX = 300
 LINE_WIDTH_PX = 900
@@ -277,11 +279,13 @@ def bar_chart(labels: Sequence[str], stacks: dict[str, Sequence[float]], title: 
     return "".join(out)
 
 
-def _x_grid(ticks: Sequence[float], scale: float, top: float, bottom: float) -> list[str]:
-    """Vertical grid lines and their value labels, for charts whose bars or ranges run left to right."""
+def _x_grid(ticks: Sequence[float], scale: float, top: float, bottom: float,
+            left: float = LABEL_COLUMN_PX) -> list[str]:
+    """Vertical grid lines and their value labels, for charts whose bars, ranges or timelines run left to
+    right from `left` (the end of their label column)."""
     out = []
     for t in ticks:
-        x = LABEL_COLUMN_PX + t * scale
+        x = left + t * scale
         out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top}" y2="{bottom}" stroke="#e5e5e5"/>'
                    f'<text x="{x:.1f}" y="{bottom + 14}" text-anchor="middle">{_fmt(t)}</text>')
     return out
@@ -290,7 +294,7 @@ def _x_grid(ticks: Sequence[float], scale: float, top: float, bottom: float) -> 
 MARK_COLORS = ("#9ecae1", "#3182bd", "#08306b")
 """A range chart's marks (p50, p95, p99): one hue, darker for the higher percentile; never BAD's red,
 which means a violated run."""
-AXIS_PERCENTILE = 0.75
+AXIS_PERCENTILE = 75
 OUTLIER_FACTOR = 4.0
 """The range chart's axis ends at its largest value within four times the upper quartile of its values; a
 value past that is drawn at the edge, marked clipped, with its figure, so a few slow runs (a 700 ms outlier)
@@ -299,11 +303,11 @@ do not squash every other run to 0. A quarter of the values or more far out is n
 
 def axis_end(values: Sequence[float]) -> float:
     """Where a range chart's axis ends: the largest value, unless it is an outlier (above OUTLIER_FACTOR
-    times the AXIS_PERCENTILE-th value), then the largest value that is not."""
+    times the AXIS_PERCENTILE-th percentile, nearest-rank), then the largest value that is not."""
     ordered = sorted(values)
     if not ordered:
         return 0.0
-    typical = ordered[min(len(ordered) - 1, math.ceil(AXIS_PERCENTILE * len(ordered)) - 1)]
+    typical = percentile(ordered, AXIS_PERCENTILE)
     kept = [v for v in ordered if v <= OUTLIER_FACTOR * typical] if typical > 0 else ordered
     return kept[-1] if kept else ordered[-1]
 

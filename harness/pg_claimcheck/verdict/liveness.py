@@ -88,6 +88,12 @@ def endings_words(session_endings: dict[str, Any], server_limits: dict[str, Any]
             "(each claim in them was rolled back)")
 
 
+def run_outcome(run: dict[str, Any]) -> str:
+    """A report's run object's outcome: its `outcome` (schema 4), else, in an older report, `held` or
+    `violated` by its `exactly_once`. The HTML report and compare word a run dict by it (WORDS)."""
+    return run.get("outcome") or (HELD if run["exactly_once"] else VIOLATED)
+
+
 def worst_outcome(results: Iterable[Any]) -> str:
     """A check's outcome over its runs: a safety violation in any, else a liveness failure in any."""
     outcomes = {r.outcome for r in results}

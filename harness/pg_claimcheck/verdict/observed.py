@@ -6,6 +6,7 @@ producers' figures. Plain records with their JSON objects; the engine fills them
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,6 +100,11 @@ class QueueSamples:
                 "max_table_bytes": max(size), "final_table_bytes": size[-1]}
 
 
+def status_dicts(rows: Iterable[Sequence[Any]]) -> list[dict[str, Any]]:
+    """`table_by_status` in the JSON: a jobs table after a run (ours, or pgbench's), per status; else empty."""
+    return [{"status": status, "count": count, "max_attempts": most} for status, count, most in rows]
+
+
 @dataclass(frozen=True)
 class PgbenchResult:
     """One pgbench run of a strategy x setting, or of a library's worker cycle (`pg_claimcheck.libs.parity`)."""
@@ -128,7 +134,7 @@ class PgbenchResult:
         if self.statements:
             out["statements"] = self.statements
         if self.by_status:
-            out["table_by_status"] = [{"status": st, "count": n, "max_attempts": most} for st, n, most in self.by_status]
+            out["table_by_status"] = status_dicts(self.by_status)
         return out
 
 

@@ -2,7 +2,6 @@
 object in the JSON contract of docs/contracts.md."""
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +16,7 @@ from pg_claimcheck.verdict.observed import (
     ProducerOutcome,
     SeededJobs,
     WaitSamples,
+    status_dicts,
 )
 from pg_claimcheck.verdict.planshape import PlanShape, PlanVerdict
 from pg_claimcheck.verdict.power import Power
@@ -52,11 +52,6 @@ class TableOutcome:
     """Jobs left queued for a retry not yet due (our jobs table; see pg_claimcheck.verdict.liveness)."""
     by_status: tuple[Any, ...] = ()
     """(status, count, max attempts) per status of our jobs table after the run, as seed 003 prints it."""
-
-
-def status_dicts(rows: Iterable[Sequence[Any]]) -> list[dict[str, Any]]:
-    """`table_by_status` in the JSON: the table after a run, per status (our jobs table; else empty)."""
-    return [{"status": status, "count": count, "max_attempts": most} for status, count, most in rows]
 
 
 @dataclass(frozen=True)
