@@ -87,24 +87,16 @@ def test_every_fault_kind_is_injected_and_reported(server, library, record_prope
 
 
 def test_a_role_without_createdb_is_told_what_to_grant(server):
-    import secrets
-
     from pg_claimcheck.errors import ServerError
     from pg_claimcheck.libs.database import run_database
     from pg_claimcheck.server.provision import Server
+    from roles import scratch_role
 
-    role = f"claimcheck_nocreatedb_{secrets.token_hex(3)}"
-    with psycopg.connect(server.dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE ROLE {role} LOGIN")
-    try:
-        dsn = psycopg.conninfo.make_conninfo(server.dsn, user=role)
+    with scratch_role(server.dsn, "claimcheck_nocreatedb_") as (_, dsn):
         weak = Server(dsn=dsn, source="dsn", version=server.version, version_num=server.version_num)
         with pytest.raises(ServerError, match="CREATEDB"):
             with run_database(weak, "nocreatedb", "procrastinate"):
                 pass
-    finally:
-        with psycopg.connect(server.dsn, autocommit=True) as conn:
-            conn.execute(f"DROP ROLE {role}")
 
 
 def test_a_missing_library_says_which_extra_to_install(monkeypatch):
