@@ -2,11 +2,6 @@
 line and cause, options that mean nothing are refused, nothing of a killed run is left for ever."""
 from __future__ import annotations
 
-import os
-import signal
-import time
-
-import psycopg
 import pytest
 
 TYPO = """-- isolation: read committed
@@ -60,59 +55,6 @@ def test_a_pool_size_above_max_connections_is_refused(cli):
     done = cli("check", "skip-locked", "--jobs", "50", "--workers", "2", "--pooler", "pgbouncer", "--pool-size", "100000")
     assert done.code == 2, done.stderr
     assert "--pool-size 100000 is more than the server's max_connections" in done.stderr, done.stderr
-    cli.assert_nothing_left()
-
-
-def _locust_run(cli):
-    """A long Locust run under way (some jobs done), and its Locust processes."""
-    import importlib.util
-
-    import psutil
-    if importlib.util.find_spec("locust") is None:
-        pytest.skip("Locust is an extra: pip install 'pg-claimcheck[locust]'")
-    proc = cli.start("check", "skip-locked", "--engine", "locust", "--users", "4", "--processes", "2",
-                     "--jobs", "200000", "--work-ms", "5")
-    deadline = time.monotonic() + 90
-    with psycopg.connect(cli.server.dsn, autocommit=True) as conn:
-        while time.monotonic() < deadline:
-            try:
-                if conn.execute(f"SELECT count(*) FROM claimcheck_{cli.run_id}.jobs WHERE status = 'done'"
-                                ).fetchone()[0] >= 50:
-                    break
-            except psycopg.errors.UndefinedTable:
-                pass
-            time.sleep(0.1)
-    children = psutil.Process(proc.pid).children(recursive=True)
-    assert len(children) == 3, children  # the master and two workers
-    return proc, children
-
-
-def _gone(processes, within_s: float = 60) -> list:
-    import psutil
-    _, alive = psutil.wait_procs(processes, timeout=within_s)
-    return alive
-
-
-def test_a_sigkilled_locust_run_takes_its_master_and_workers_with_it(cli):
-    # They ran on with ppid 1, claiming until the queue drained (minutes).
-    proc, children = _locust_run(cli)
-    proc.kill()
-    proc.wait()
-    assert not _gone(children)
-    cli.assert_nothing_left(grace_s=30)  # the master's SIGTERM is a graceful quit: it drops its schema
-
-
-def test_a_sigtermed_locust_run_ends_in_one_paragraph(cli):
-    # SIGTERM waited 36-38 s on a master never told, then printed an AttributeError from locust/master.py
-    # (Ctrl-C: tests/acceptance/test_locust_engine.py).
-    proc, children = _locust_run(cli)
-    proc.terminate()
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 2, out + err
-    assert "claimcheck: interrupted: the Locust master and workers stopped" in err, err
-    for noise in ("Traceback", "KeyboardInterrupt", "AttributeError"):
-        assert noise not in out + err, out + err
-    assert not _gone(children, within_s=5)
     cli.assert_nothing_left()
 
 

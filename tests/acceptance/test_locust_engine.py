@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 
+import psutil
 import psycopg
 import pytest
 
@@ -121,16 +122,58 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_ctrl_c_on_the_locust_engine_drops_the_schema(cli):
+def _locust_under_way(cli, at_least: int = 100) -> subprocess.Popen:
+    """A long Locust run (a master and two workers), `at_least` jobs done: for a signal to interrupt."""
     proc = cli.start("check", "skip-locked", "--engine", "locust", "--users", "4", "--processes", "2",
                      "--jobs", "200000", "--work-ms", "5")
-    _wait_for_done(cli, at_least=100)
+    _wait_for_done(cli, at_least)
+    return proc
+
+
+def _locust_processes(proc: subprocess.Popen) -> list:
+    children = psutil.Process(proc.pid).children(recursive=True)
+    assert len(children) == 3, children  # the master and two workers
+    return children
+
+
+def _gone(processes, within_s: float = 60) -> list:
+    _, alive = psutil.wait_procs(processes, timeout=within_s)
+    return alive
+
+
+def test_ctrl_c_on_the_locust_engine_drops_the_schema(cli):
+    proc = _locust_under_way(cli)
     os.killpg(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 2, out + err
     assert "interrupted" in err
     # Locust's greenlets printed KeyboardInterrupt tracebacks: its processes now leave Ctrl-C to us.
     assert "Traceback" not in out + err and "KeyboardInterrupt" not in out + err, out + err
+    cli.assert_nothing_left()
+
+
+def test_a_sigkilled_locust_run_takes_its_master_and_workers_with_it(cli):
+    # They ran on with ppid 1, claiming until the queue drained (minutes).
+    proc = _locust_under_way(cli, at_least=50)
+    children = _locust_processes(proc)
+    proc.kill()
+    proc.wait()
+    assert not _gone(children)
+    cli.assert_nothing_left(grace_s=30)  # the master's SIGTERM is a graceful quit: it drops its schema
+
+
+def test_a_sigtermed_locust_run_ends_in_one_paragraph(cli):
+    # SIGTERM waited 36-38 s on a master never told, then printed an AttributeError from locust/master.py
+    # (Ctrl-C: above).
+    proc = _locust_under_way(cli, at_least=50)
+    children = _locust_processes(proc)
+    proc.terminate()
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2, out + err
+    assert "claimcheck: interrupted: the Locust master and workers stopped" in err, err
+    for noise in ("Traceback", "KeyboardInterrupt", "AttributeError"):
+        assert noise not in out + err, out + err
+    assert not _gone(children, within_s=5)
     cli.assert_nothing_left()
 
 

@@ -12,29 +12,16 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from roles import scratch_role
+
 PASSWORD = "Pw" + secrets.token_hex(8)
 
 
 @pytest.fixture
 def password_dsn(server):
     """A login role of the test's own with a password, allowed to create the run's schema; dropped after."""
-    role = "cc_pw_" + secrets.token_hex(4)
-    with psycopg.connect(server.dsn, autocommit=True) as admin:
-        database = admin.execute("SELECT current_database()").fetchone()[0]
-        admin.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(sql.Identifier(role), sql.Literal(PASSWORD)))
-        admin.execute(sql.SQL("GRANT CREATE ON DATABASE {} TO {}").format(sql.Identifier(database),
-                                                                        sql.Identifier(role)))
-        try:
-            params = psycopg.conninfo.conninfo_to_dict(server.dsn)
-            params.update(user=role, password=PASSWORD)
-            yield psycopg.conninfo.make_conninfo(**params)
-        finally:
-            admin.execute(sql.SQL("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = {}")
-                          .format(sql.Literal(role)))
-            admin.execute(sql.SQL("DROP OWNED BY {} CASCADE").format(sql.Identifier(role)))
-            admin.execute(sql.SQL("REVOKE CREATE ON DATABASE {} FROM {}").format(sql.Identifier(database),
-                                                                               sql.Identifier(role)))
-            admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+    with scratch_role(server.dsn, "cc_pw_", password=PASSWORD) as (_, dsn):
+        yield dsn
 
 
 def _run_watching_ps(cli, args: list[str], env: dict) -> tuple[int, str, str, list[str]]:

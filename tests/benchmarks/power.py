@@ -17,21 +17,18 @@ with `--faults`. Wall times on a shared machine are noisy: the load average is p
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
-import signal
 import statistics
-import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).parent))
+
 from pg_claimcheck.scenarios import SCENARIO_DIR, builtin_names
+from time_to_verdict import check_json
 
 FIELD = Path(__file__).parents[1] / "field"
-NEEDS_FAULTS = {"skip-locked-unfenced"}
 
 
 def designs(only: list[str]) -> list[tuple[str, str, str]]:
@@ -49,29 +46,15 @@ def _expected(path: Path) -> str:
     return match.group(1) if match else "?"
 
 
-def one(name: str, target: str, workers: int | None, jobs: int | None, plans: str | None, cap: float) -> dict:
-    with tempfile.TemporaryDirectory() as tmp:
-        report = Path(tmp) / "check.json"
-        cmd = [sys.executable, "-m", "pg_claimcheck", "check", target, "--json", str(report)]
-        cmd += ["--workers", str(workers)] if workers else []
-        cmd += ["--jobs", str(jobs)] if jobs else []
-        cmd += ["--plans", plans] if plans else []
-        cmd += ["--faults"] if name in NEEDS_FAULTS else []
-        started = time.perf_counter()
-        process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                   start_new_session=True)
-        try:
-            process.communicate(timeout=cap)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGINT)  # our own child's group: claimcheck cleans up on Ctrl-C
-            process.communicate()
-        seconds = time.perf_counter() - started
-        doc = json.loads(report.read_text()) if report.exists() else {}
+def one(target: str, workers: int | None, jobs: int | None, plans: str | None, cap: float) -> dict:
+    options = ["--workers", str(workers)] if workers else []
+    options += ["--jobs", str(jobs)] if jobs else []
+    options += ["--plans", plans] if plans else []
+    code, seconds, _, doc = check_json(target, options, cap)
     caught_by = [c["condition"] for c in doc.get("conditions", []) if c["verdict"] == "VIOLATED"]
     if not doc.get("conditions") and any(not r["exactly_once"] for r in doc.get("runs", [])):
         caught_by = ["as-seeded"]
-    return {"exit": process.returncode, "seconds": seconds, "caught_by": caught_by,
-            "power": doc.get("power")}
+    return {"exit": code, "seconds": seconds, "caught_by": caught_by, "power": doc.get("power")}
 
 
 def power_words(power: dict | None) -> str:
@@ -97,7 +80,7 @@ def main() -> None:
           f"{'caught by':30} power of a held")
     for name, target, expected in designs([o for o in args.only.split(",") if o]):
         for workers in counts:
-            runs = [one(name, target, workers, args.jobs, args.plans, args.cap) for _ in range(args.runs)]
+            runs = [one(target, workers, args.jobs, args.plans, args.cap) for _ in range(args.runs)]
             caught = sum(1 for r in runs if r["exit"] == 1)
             by: dict[str, int] = {}
             for r in runs:

@@ -33,9 +33,11 @@ from pathlib import Path
 
 import psutil
 import psycopg
-from psycopg import sql
 
 from pg_claimcheck.server.provision import provide_server
+
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from roles import scratch_role  # tests/roles.py
 
 KINDS = {
     "check": ["check", "skip-locked", "--jobs", "100000", "--workers", "4", "--work-ms", "2", "--plans", "none"],
@@ -183,22 +185,13 @@ def _shown(cmdline: bytes) -> str:
     return cmdline.replace(b"\0", b" ")[:120].decode(errors="replace")
 
 
-def _password_role(dsn: str) -> tuple[str, str, str]:
-    role, password = "cc_fz_" + secrets.token_hex(4), "Pw" + secrets.token_hex(10)
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        database = conn.execute("SELECT current_database()").fetchone()[0]
-        conn.execute(sql.SQL("CREATE ROLE {} LOGIN CREATEDB PASSWORD {}").format(sql.Identifier(role),
-                                                                                sql.Literal(password)))
-        conn.execute(sql.SQL("GRANT CREATE ON DATABASE {} TO {}").format(sql.Identifier(database),
-                                                                        sql.Identifier(role)))
-    params = psycopg.conninfo.conninfo_to_dict(dsn)
-    params.update(user=role, password=password)
-    return role, password, psycopg.conninfo.make_conninfo(**params)
-
-
 def scan(dsn: str, kinds: list[str], root: Path) -> None:
-    role, password, secret_dsn = _password_role(dsn)
-    needle = password.encode()
+    password = "Pw" + secrets.token_hex(10)
+    with scratch_role(dsn, "cc_fz_", "CREATEDB", password=password) as (role, secret_dsn):
+        _scan(role, password.encode(), secret_dsn, kinds, root)
+
+
+def _scan(role: str, needle: bytes, secret_dsn: str, kinds: list[str], root: Path) -> None:
     print(f"\nsecrets scan: role {role}, every process read every 0.1 s while each run is alive")
     for kind in kinds:
         scratch = Path(tempfile.mkdtemp(prefix="sc-", dir=root))
@@ -235,15 +228,6 @@ def scan(dsn: str, kinds: list[str], root: Path) -> None:
               f"{' ' + str(sorted(argv)) if argv else ''}; in the environment of own children: {len(own_env)}, "
               f"of other processes: {len(other_env)}{' ' + str(sorted(other_env)) if other_env else ''}", flush=True)
         shutil.rmtree(scratch, ignore_errors=True)
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = {}")
-                     .format(sql.Literal(role)))
-        for (database,) in conn.execute(sql.SQL("SELECT datname FROM pg_database d JOIN pg_roles r ON "
-                                                "r.oid = d.datdba WHERE r.rolname = {}").format(sql.Literal(role))
-                                        ).fetchall():
-            conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(database)))
-        conn.execute(sql.SQL("DROP OWNED BY {} CASCADE").format(sql.Identifier(role)))
-        conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
 
 
 def main() -> None:

@@ -31,30 +31,34 @@ from pg_claimcheck.contract.strategy import load_strategy
 NEEDS_FAULTS = {"skip-locked-unfenced"}
 
 
-def one(name: str, cap: float, drain: bool, plans: str = "default") -> dict:
+def check_json(target: str, options: list[str], cap: float) -> tuple[int, float, bool, dict]:
+    """`claimcheck check TARGET OPTIONS` (with `--faults` for NEEDS_FAULTS), ended by Ctrl-C once it took
+    `cap` seconds: its exit code, wall seconds, whether it was capped, and its JSON report ({} if none)."""
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "check.json"
-        cmd = [sys.executable, "-m", "pg_claimcheck", "check", name, "--json", str(report)]
-        if name in NEEDS_FAULTS:
+        cmd = [sys.executable, "-m", "pg_claimcheck", "check", target, "--json", str(report), *options]
+        if target in NEEDS_FAULTS:
             cmd.append("--faults")
-        if drain:
-            cmd.append("--drain")
-        cmd += ["--plans", plans]
         started = time.perf_counter()
         process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                    start_new_session=True)
         try:
-            out, err = process.communicate(timeout=cap)
+            process.communicate(timeout=cap)
             capped = False
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGINT)  # our own child's group: claimcheck cleans up on Ctrl-C
-            out, err = process.communicate()
+            process.communicate()
             capped = True
         seconds = time.perf_counter() - started
         doc = json.loads(report.read_text()) if report.exists() else {}
-        runs = doc.get("runs", [])
-        failed = [c["condition"] for c in doc.get("conditions", []) if c["verdict"] == "VIOLATED"]
-    return {"name": name, "seconds": seconds, "capped": capped, "exit": process.returncode,
+    return process.returncode, seconds, capped, doc
+
+
+def one(name: str, cap: float, drain: bool, plans: str = "default") -> dict:
+    code, seconds, capped, doc = check_json(name, (["--drain"] if drain else []) + ["--plans", plans], cap)
+    runs = doc.get("runs", [])
+    failed = [c["condition"] for c in doc.get("conditions", []) if c["verdict"] == "VIOLATED"]
+    return {"name": name, "seconds": seconds, "capped": capped, "exit": code,
             "double": sum(r["double_claimed_jobs"] for r in runs) if runs else None,
             "stopped_by": ",".join(r["stopped_by"] for r in runs) or "-", "load": os.getloadavg()[0],
             "violated_under": ",".join(failed) or "-"}

@@ -3,11 +3,9 @@ reported by its own error (issue 25)."""
 from __future__ import annotations
 
 import dataclasses
-import secrets
 
 import psycopg
 import pytest
-from psycopg.conninfo import make_conninfo
 
 from pg_claimcheck.contract.queries import QUERIES
 from pg_claimcheck.contract.strategy import load_strategy
@@ -15,6 +13,7 @@ from pg_claimcheck.engine import driver
 from pg_claimcheck.errors import ServerError
 from pg_claimcheck.server.session import run_schema
 from pg_claimcheck.settings import RunSettings
+from roles import scratch_role
 
 HELD = 5
 
@@ -22,16 +21,8 @@ HELD = 5
 @pytest.fixture
 def role(server):
     """A login role that is not a superuser, allowed to create the run's schema; dropped after."""
-    name = "cc_headroom_" + secrets.token_hex(4)
-    with psycopg.connect(server.dsn, autocommit=True) as admin:
-        admin.execute(f"CREATE ROLE {name} LOGIN NOSUPERUSER CONNECTION LIMIT 4")
-        admin.execute(f"GRANT CREATE ON DATABASE {admin.info.dbname} TO {name}")
-        try:
-            yield name, dataclasses.replace(server, dsn=make_conninfo(server.dsn, user=name))
-        finally:
-            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (name,))
-            admin.execute(f"DROP OWNED BY {name}")
-            admin.execute(f"DROP ROLE {name}")
+    with scratch_role(server.dsn, "cc_headroom_", "NOSUPERUSER CONNECTION LIMIT 4") as (name, dsn):
+        yield name, dataclasses.replace(server, dsn=dsn)
 
 
 def test_headroom_counts_other_roles_sessions_it_cannot_see_the_type_of(server, role):

@@ -4,16 +4,13 @@ is shortened to keep the tests quick (as test_stuck_worker does)."""
 from __future__ import annotations
 
 import dataclasses
-import secrets
 from pathlib import Path
 
-import psycopg
 import pytest
-from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from pg_claimcheck.engine import supervisor
 from pg_claimcheck.settings import WorkTime
+from roles import scratch_role
 
 FIELD = Path(__file__).resolve().parents[1] / "field"
 
@@ -38,23 +35,8 @@ def test_jobs_waiting_for_a_retry_not_yet_due_are_no_progress_not_a_violation(ru
 @pytest.fixture
 def timeout_role(server):
     """A scratch role whose sessions the server ends after 1 s idle in a transaction; dropped after."""
-    role = f"claimcheck_idle_{secrets.token_hex(4)}"
-    with psycopg.connect(server.dsn, autocommit=True) as admin:
-        database = admin.info.dbname
-        admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
-        admin.execute(sql.SQL("ALTER ROLE {} SET idle_in_transaction_session_timeout = '1s'")
-                      .format(sql.Identifier(role)))
-        admin.execute(sql.SQL("GRANT CREATE, CONNECT ON DATABASE {} TO {}").format(sql.Identifier(database),
-                                                                                  sql.Identifier(role)))
-    params = conninfo_to_dict(server.dsn)
-    params.pop("password", None)
-    try:
-        yield dataclasses.replace(server, dsn=make_conninfo(**{**params, "user": role}))
-    finally:
-        with psycopg.connect(server.dsn, autocommit=True) as admin:
-            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (role,))
-            admin.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
-            admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+    with scratch_role(server.dsn, "claimcheck_idle_", settings={"idle_in_transaction_session_timeout": "1s"}) as (_, dsn):
+        yield dataclasses.replace(server, dsn=dsn)
 
 
 def test_the_servers_idle_in_transaction_timeout_is_named_as_the_cause(timeout_role, short_stall):

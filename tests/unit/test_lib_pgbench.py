@@ -1,7 +1,7 @@
 """The pgbench scripts of the libraries' worker cycles: built from each installed library's own statements.
 
 No server: these check the script text. That it runs (and finishes every job) is
-tests/integration/test_libs_pgbench.py.
+the healthy runs of tests/integration/test_libs.py.
 """
 import inspect
 import re
