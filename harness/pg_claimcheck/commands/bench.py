@@ -132,7 +132,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
             results = [dataclasses.replace(r, plan=shapes.get(r.strategy.name)) for r in results]
         board = []
         if adapters and args.scoreboard:
-            for plan in scoreboard.plans(adapters, args.workers, args.jobs, args.work_ms):
+            for plan in scoreboard.plans(adapters, lib_grid):
                 board.append((plan, [run_libraries(server, [plan.adapter], [settings], err,
                                                    pgbench=plan.adapter in cycled and not settings.faults
                                                    and settings.rate_per_s is None)[0]

@@ -59,12 +59,14 @@ class Plan:
     runs: list[tuple[str, RunSettings]] = field(default_factory=list)
 
 
-def plans(adapters: list[LibraryAdapter], workers: list[int], jobs: int, work_ms: str | None) -> list[Plan]:
+def plans(adapters: list[LibraryAdapter], healthy: list[RunSettings]) -> list[Plan]:
+    """Each library's runs: `healthy` (bench's own grid of worker counts, with its jobs, work and duration),
+    then each fault kind alone, then a fed run."""
     out = []
     for adapter in adapters:
         plan = Plan(adapter)
-        plan.runs += [(f"{w}w", lib_settings(w, jobs, work_ms)) for w in workers]
-        fault_jobs = min(jobs, 1000)
+        plan.runs += [(f"{s.workers}w", s) for s in healthy]
+        fault_jobs = min(max(s.jobs for s in healthy), 1000)
         plan.runs += [(kind, dataclasses.replace(lib_settings(FAULT_WORKERS, fault_jobs, faults=True), faults=kinds))
                       for kind, kinds in FAULT_KINDS.items()]
         if adapter.feeds:
