@@ -60,16 +60,16 @@ def run(strategy: str | os.PathLike | None = None, *, lib: str | None = None, ds
         return run_lib(lib, dsn=dsn, server=server, **settings)
     if strategy is None:
         raise TypeError("run() needs a strategy (a .sql file or a built-in name) or lib=")
+    from functools import partial
+
+    from pg_claimcheck.app.check import check
+    from pg_claimcheck.app.events import Silent
     from pg_claimcheck.contract.strategy import load_strategy
     from pg_claimcheck.engine.budget import Budget
-    from pg_claimcheck.engine.driver import run_strategy
     from pg_claimcheck.errors import UsageError
     from pg_claimcheck.plans.conditions import CHOICES
-    from pg_claimcheck.plans.explore import explore
-    from pg_claimcheck.server.pooling import refuse_transaction_blocks
     from pg_claimcheck.server.provision import provide_server
     from pg_claimcheck.server.schema import new_run_id
-    from pg_claimcheck.server.session import run_schema
     from pg_claimcheck.settings import RunSettings, WorkTime
 
     budget = None if budget_s is None else Budget(budget_s)  # first: a server started here is in it
@@ -79,19 +79,10 @@ def run(strategy: str | os.PathLike | None = None, *, lib: str | None = None, ds
         raise UsageError(f"plans={plans!r}: one of {', '.join(CHOICES)}")
     loaded = load_strategy(str(strategy))
     run_settings = RunSettings(**settings)
-    with contextlib.ExitStack() as stack:
-        if server is None:
-            server = stack.enter_context(provide_server(dsn=dsn))
-        refuse_transaction_blocks(server.pooler, [loaded], [run_settings.mode])
-        conn, run_context = stack.enter_context(run_schema(server, run_id=new_run_id()))
-        if not CHOICES[plans]:
-            if budget is None:
-                return run_strategy(conn, server, run_context, loaded, run_settings)
-            return run_strategy(conn, server, run_context, loaded, budget.sized(run_settings),
-                                deadline=budget.final_deadline())
-        runs = [o.result for o in explore(conn, server, run_context, loaded, run_settings, CHOICES[plans],
-                                          budget=budget) if o.result is not None]
-        return next((r for r in runs if r.violated), next((r for r in runs if not r.exactly_once), runs[-1]))
+    provide = partial(contextlib.nullcontext, server) if server is not None else partial(provide_server, dsn=dsn)
+    # A fresh run id, not $CLAIMCHECK_RUN_ID: calls side by side (the plugin under xdist) get schemas of their own.
+    return check(provide, loaded, [run_settings], CHOICES[plans], Silent(), budget=budget,
+                 run_id=new_run_id()).deciding()
 
 
 def run_lib(lib: str, *, dsn: str | None = None, server: "Server | None" = None, workers: int = 4,

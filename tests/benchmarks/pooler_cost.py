@@ -21,6 +21,7 @@ from contextlib import contextmanager
 
 from rich.console import Console
 
+from pg_claimcheck.app.events import Silent
 from pg_claimcheck.app.runs import run_all
 from pg_claimcheck.contract.strategy import load_strategy
 from pg_claimcheck.server.pgbouncer import PoolerSpec
@@ -53,7 +54,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--jobs", type=int, default=5000)
     args = parser.parse_args()
-    strategy, quiet = load_strategy("skip-locked"), Console(stderr=True, quiet=True)
+    strategy = load_strategy("skip-locked")
     rates: dict[tuple, list[float]] = {}
     for _ in range(args.rounds):
         for workers in WORKERS:
@@ -61,7 +62,7 @@ def main() -> None:
                 with setup(name, args.dsn, workers) as server:
                     grid = [RunSettings(workers=workers, jobs=args.jobs, mode=mode) for mode in MODES
                             if mode == "lease" or server.pooler is None or server.pooler.mode != "statement"]
-                    for result in run_all(server, [strategy], grid, quiet):
+                    for result in run_all(server, [strategy], grid, Silent()):
                         assert result.exactly_once
                         rates.setdefault((name, workers, result.settings.mode), []).append(
                             result.throughput_jobs_per_s)

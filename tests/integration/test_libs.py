@@ -44,7 +44,8 @@ def test_a_healthy_run_executes_every_job_exactly_once(server, library, record_p
 
     from rich.console import Console
 
-    from pg_claimcheck.commands.lib import run_libraries
+    from pg_claimcheck.app.lib import run_libraries
+    from pg_claimcheck.report.progress import ProgressEvents
 
     adapter = adapter_or_skip(library)
     pgbench = server.bin_dir is not None and adapter.has_pgbench_cycle()
@@ -52,7 +53,8 @@ def test_a_healthy_run_executes_every_job_exactly_once(server, library, record_p
     monkeypatch.setenv("CLAIMCHECK_RUN_ID", run_id)
     out = io.StringIO()
     err = Console(file=out, force_terminal=True, width=100, color_system=None)
-    (result,) = run_libraries(server, [adapter], [lib_settings(workers=2, jobs=200)], err, pgbench=pgbench)
+    (result,) = run_libraries(server, [adapter], [lib_settings(workers=2, jobs=200)], ProgressEvents(err),
+                              pgbench=pgbench)
     assert "/200 jobs ·" in out.getvalue() and library in out.getvalue()
     v = result.verdict
     assert result.exactly_once, (v.violations[:3], result.table, result.library)

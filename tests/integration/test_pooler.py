@@ -15,10 +15,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from pg_claimcheck import api
 from pg_claimcheck.cli import main
 from pg_claimcheck.contract.strategy import load_strategy
 from pg_claimcheck.engine.backend import PsycopgBackend
-from pg_claimcheck.engine.driver import run_strategy
 from pg_claimcheck.engine.fastpath import InlineStatement, Transaction
 from pg_claimcheck.engine.logstream import LogStream
 from pg_claimcheck.engine.shared import Shared
@@ -59,8 +59,7 @@ def pooled(server, mode: str):
 
 
 def _run(server, strategy: str, **settings):
-    with run_schema(server) as (conn, run):
-        return run_strategy(conn, server, run, load_strategy(strategy), RunSettings(**settings))
+    return api.run(strategy, server=server, **settings)
 
 
 @pytest.mark.parametrize("design", SESSION_ADVISORY)
@@ -275,12 +274,13 @@ def test_a_design_that_needs_a_transaction_block_is_refused_behind_a_statement_p
     refuses before the schema: tests/acceptance/test_pooler_cli.py); que's and good_job's session-advisory
     designs are refused so: their lock is taken in a pick, in the claim's transaction."""
     with pooled(server, "statement") as through:
-        with pytest.raises(UsageError, match="statement mode") as refused:
-            with run_schema(through) as (conn, run):
-                run_strategy(conn, through, run, load_strategy(design), RunSettings(mode=mode, **SMALL))
-        assert why in str(refused.value) and "Nothing was run" in str(refused.value)
         with psycopg.connect(through.dsn, autocommit=True) as direct:
-            assert not direct.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (run.schema,)).fetchone()
+            schemas = "SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'claimcheck\\_%'"
+            before = direct.execute(schemas).fetchone()
+            with pytest.raises(UsageError, match="statement mode") as refused:
+                _run(through, design, mode=mode, **SMALL)
+            assert direct.execute(schemas).fetchone() == before  # refused before the run's schema
+        assert why in str(refused.value) and "Nothing was run" in str(refused.value)
         with psycopg.connect(through.topology.workers, autocommit=True) as worker:
             with pytest.raises(psycopg.errors.ProtocolViolation, match="statement pooling"):
                 worker.execute("BEGIN")

@@ -6,6 +6,8 @@ import dataclasses
 
 from rich.console import Console
 
+from pg_claimcheck.app.lib import run_libraries
+from pg_claimcheck.app.preflight import preflight, preflight_on
 from pg_claimcheck.app.runs import run_all
 from pg_claimcheck.commands import VERBS
 from pg_claimcheck.commands._options import (
@@ -19,17 +21,16 @@ from pg_claimcheck.commands._options import (
     settings_grid,
     str_list,
 )
-from pg_claimcheck.commands.lib import run_libraries
 from pg_claimcheck.contract.strategy import Strategy, load_strategy
-from pg_claimcheck.engine.producer import check_feedable
 from pg_claimcheck.errors import UsageError
 from pg_claimcheck.libs import load_adapter, scoreboard
 from pg_claimcheck.libs.parity import check_cycles
 from pg_claimcheck.libs.runner import lib_settings
 from pg_claimcheck.plans.shape import prepare_plan_table
 from pg_claimcheck.probes.explain import PlanVerdict, plan_verdict
+from pg_claimcheck.report.progress import ProgressEvents
 from pg_claimcheck.report.publish import print_conclusion
-from pg_claimcheck.report.render import print_server, server_title
+from pg_claimcheck.report.render import server_title
 from pg_claimcheck.scenarios import CATALOG
 from pg_claimcheck.server.provision import Server
 from pg_claimcheck.server.session import run_schema
@@ -101,17 +102,18 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
             ("--repeat (a knee is read from one run per rate)", args.repeat > 1)))
     names = args.strategies if args.strategies is not None else ([] if args.libs else list(CATALOG))
     strategies = [load_strategy(name) for name in names]
-    for strategy in strategies:  # before any server starts
-        check_feedable(strategy, settings_grid(args)[0])
+    grid = settings_grid(args)
+    preflight(strategies, grid, stateless_workers=args.pooler is not None)  # before any server starts
     if args.scoreboard and not args.libs:
         raise UsageError("--scoreboard is the libraries' table: give --libs (a comma list, or all)")
     adapters = scoreboard.installed_libraries(err) if args.libs == ["all"] else [load_adapter(n) for n in args.libs]
     distinct_names(list(zip(names, strategies)), [a.name for a in adapters])
-    grid = settings_grid(args)
+    events = ProgressEvents(err)
     # A library batches and leases its own way: one setting per worker count.
     lib_grid = [lib_settings(w, args.jobs, args.work_ms, duration_s=args.duration) for w in args.workers] if adapters else []
     with provide(args) as server:
-        print_server(err, server)
+        events.server_ready(server)
+        preflight_on(server, strategies, grid, asked_pooler=args.pooler is not None)
         # `--libs all` and the scoreboard run pgbench for the libraries that have a cycle; a plain list
         # names only such libraries (check_cycles refuses one that has none)
         every = args.libs == ["all"] or args.scoreboard
@@ -125,7 +127,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
             for round_no in range(args.repeat):
                 if args.repeat > 1:
                     err.print(f"repetition {round_no + 1} of {args.repeat}")
-                rounds.append(run_all(server, strategies, grid, err, pgbench=args.pgbench))
+                rounds.append(run_all(server, strategies, grid, events, pgbench=args.pgbench))
             results = [representative(reps) if len(reps) > 1 else reps[0] for reps in zip(*rounds)]
             err.print("planning each claim on a queue with history (the plan guard of `claimcheck explain`)")
             shapes = plan_shapes(server, strategies)
@@ -133,14 +135,14 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
         board = []
         if adapters and args.scoreboard:
             for plan in scoreboard.plans(adapters, lib_grid):
-                board.append((plan, [run_libraries(server, [plan.adapter], [settings], err,
+                board.append((plan, [run_libraries(server, [plan.adapter], [settings], events,
                                                    pgbench=plan.adapter in cycled and not settings.faults
                                                    and settings.rate_per_s is None)[0]
                                      for _, settings in plan.runs]))
                 results += board[-1][1]
         elif adapters:
-            results += run_libraries(server, cycled, lib_grid, err, pgbench=True) if cycled else []
-            results += run_libraries(server, [a for a in adapters if a not in cycled], lib_grid, err)
+            results += run_libraries(server, cycled, lib_grid, events, pgbench=True) if cycled else []
+            results += run_libraries(server, [a for a in adapters if a not in cycled], lib_grid, events)
         doc = report_runs(server, results, args, console, "bench",
                     f"claimcheck bench: {server_title(server)}",
                     always_write=True, evidence=EVIDENCE_JOBS,

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
+from functools import partial
 from pathlib import Path
 
 from rich.console import Console
 
 from pg_claimcheck import install_command
-from pg_claimcheck.app.runs import run_all
+from pg_claimcheck.app.check import check
 from pg_claimcheck.commands import VERBS
 from pg_claimcheck.commands._options import (
     add_producers_option,
@@ -23,14 +23,12 @@ from pg_claimcheck.commands._options import (
 )
 from pg_claimcheck.contract.strategy import load_strategy
 from pg_claimcheck.engine.budget import DEFAULT_BUDGET_S, UNMEASURED_JOBS, Budget
-from pg_claimcheck.engine.idle import check_wakeup
-from pg_claimcheck.engine.producer import check_feedable
 from pg_claimcheck.errors import UsageError
 from pg_claimcheck.interleave.search import DEFAULT_EXAMPLES, search
 from pg_claimcheck.interleave.trace import render
 from pg_claimcheck.plans.conditions import CHOICES as PLAN_CHOICES
-from pg_claimcheck.plans.explore import run_with_plans
 from pg_claimcheck.plans.table import print_conditions
+from pg_claimcheck.report.progress import ProgressEvents
 from pg_claimcheck.report.publish import plain_settings, print_conclusion
 from pg_claimcheck.report.render import (
     document,
@@ -116,25 +114,17 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     grid = settings_grid(args, FaultPlan() if args.faults else None, stop_early=not args.drain)
     if args.search:
         return run_search(args, strategy, console, err)
-    # Before any server or pooler starts; a pooler found in front of --dsn is refused by the driver the same way.
-    check_wakeup(strategy, grid[0], stateless_workers=bool(args.pooler))
-    check_feedable(strategy, grid[0])
     conditions = PLAN_CHOICES[args.plans]
     if args.rate is not None:
         conditions = rate_conditions(args, err)
-    with provide(args) as server:
-        print_server(err, server)
-        if budget is not None:
-            budget.record("server", time.monotonic() - budget.started)
-        if conditions:
-            results, outcomes = run_with_plans(server, strategy, grid, conditions, err, budget=budget)
-        else:
-            results, outcomes = run_all(server, [strategy], grid, err, budget=budget), None
-        doc = report_runs(server, results, args, console, "check",
-                    f"claimcheck check {strategy.name}: {server_title(server)}",
-                    always_write=False, evidence=EVIDENCE_JOBS, plans=outcomes, budget=budget)
-        if outcomes is not None:
-            print_conditions(console, outcomes, strategy.name)
+    checked = check(partial(provide, args), strategy, grid, conditions, ProgressEvents(err),
+                    asked_pooler=args.pooler is not None, budget=budget)
+    results, outcomes = checked.results, checked.outcomes
+    doc = report_runs(checked.server, results, args, console, "check",
+                      f"claimcheck check {strategy.name}: {server_title(checked.server)}",
+                      always_write=False, evidence=EVIDENCE_JOBS, plans=outcomes, budget=budget)
+    if outcomes is not None:
+        print_conditions(console, outcomes, strategy.name)
     for result in results:
         print_stop(console, result)
         print_producer(console, result)

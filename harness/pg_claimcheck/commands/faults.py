@@ -8,6 +8,7 @@ import dataclasses
 from rich.console import Console
 from rich.table import Table
 
+from pg_claimcheck.app.preflight import preflight, preflight_on
 from pg_claimcheck.app.runs import run_all
 from pg_claimcheck.commands import VERBS
 from pg_claimcheck.commands._options import (
@@ -20,7 +21,8 @@ from pg_claimcheck.commands._options import (
 )
 from pg_claimcheck.contract.strategy import load_strategy
 from pg_claimcheck.engine.faults import recovery_s
-from pg_claimcheck.report.render import print_server, server_title
+from pg_claimcheck.report.progress import ProgressEvents
+from pg_claimcheck.report.render import server_title
 from pg_claimcheck.settings import FaultPlan
 
 DEFAULT_STRATEGIES = ("skip-locked",)
@@ -54,10 +56,13 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     strategies = [load_strategy(name) for name in args.strategies]
     plan = FaultPlan(kills=args.kills, terminates=args.terminates, stalls=args.stalls, restarts=args.restarts)
     faulted = settings_grid(args, plan)
-    baseline = [dataclasses.replace(s, faults=None) for s in faulted]
+    grid = [x for pair in zip((dataclasses.replace(s, faults=None) for s in faulted), faulted) for x in pair]
+    preflight(strategies, grid, stateless_workers=args.pooler is not None)
+    events = ProgressEvents(err)
     with provide(args) as server:
-        print_server(err, server)
-        results = run_all(server, strategies, [x for pair in zip(baseline, faulted) for x in pair], err)
+        events.server_ready(server)
+        preflight_on(server, strategies, grid, asked_pooler=args.pooler is not None)
+        results = run_all(server, strategies, grid, events)
         report_runs(server, results, args, console, "faults",
                     f"claimcheck faults: {server_title(server)}",
                     always_write=True, evidence=EVIDENCE_JOBS)

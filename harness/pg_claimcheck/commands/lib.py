@@ -7,10 +7,11 @@ its own worker loop with a task that records each execution. See `pg_claimcheck.
 from __future__ import annotations
 
 import argparse
+from functools import partial
 
 from rich.console import Console
 
-from pg_claimcheck.app.runs import progress_bar, progress_callback
+from pg_claimcheck.app.lib import lib
 from pg_claimcheck.commands import VERBS
 from pg_claimcheck.commands._options import (
     add_json_option,
@@ -23,13 +24,11 @@ from pg_claimcheck.commands._options import (
 from pg_claimcheck.commands.idle import DEFAULT_SUSPEND_AFTER_S, run_idle
 from pg_claimcheck.errors import UsageError
 from pg_claimcheck.libs import ADAPTERS, load_adapter
-from pg_claimcheck.libs._adapter import LibraryAdapter
-from pg_claimcheck.libs.parity import check_cycles
-from pg_claimcheck.libs.runner import FAULT_WORK_MS, LIB_JOBS, LIB_WORK_MS, lib_settings, run_library
+from pg_claimcheck.libs.runner import FAULT_WORK_MS, LIB_JOBS, LIB_WORK_MS, lib_settings
+from pg_claimcheck.report.progress import ProgressEvents
 from pg_claimcheck.report.publish import print_conclusion
-from pg_claimcheck.report.render import print_producer, print_server, server_title
-from pg_claimcheck.server.provision import Server
-from pg_claimcheck.settings import RATE_BACKLOG_JOBS, RunSettings
+from pg_claimcheck.report.render import print_producer, server_title
+from pg_claimcheck.settings import RATE_BACKLOG_JOBS
 from pg_claimcheck.verdict.result import RunResult
 
 EVIDENCE_JOBS = 5
@@ -82,30 +81,6 @@ def add_pgbench_option(p: argparse.ArgumentParser) -> None:
 
 
 
-def run_libraries(server: Server, adapters: list[LibraryAdapter], grid: list[RunSettings],
-                  err: Console, pgbench: bool = False) -> list[RunResult]:
-    """Every library x setting; with `pgbench`, the caller has run check_cycles before any run."""
-    results = []
-    for adapter in adapters:
-        for settings in grid:
-            label = f"{adapter.name} {adapter.version()} · {settings.workers}w" + (" · faults" if settings.faults else "")
-            err.print(f"  {label}: enqueuing {settings.jobs:,} jobs, then {settings.workers} worker(s)", highlight=False)
-            with progress_bar(err) as progress:  # as check and bench show theirs: jobs done, the rate, the time
-                task = progress.add_task(label, total=settings.jobs, status="enqueuing")
-                progress.refresh()
-                result = run_library(server, adapter, settings, pgbench=pgbench,
-                                     progress=progress_callback(progress, task, settings.jobs))
-            status = "[green]exactly-once[/]" if result.exactly_once else "[red]violated[/]"
-            parity = "" if result.pgbench is None else (
-                f" · its SQL through pgbench {result.pgbench.jobs_per_s:,.0f} jobs/s "
-                f"({result.pgbench.jobs_done:,} done), ratio {result.pgbench_ratio or 0:.2f}")
-            err.print(f"  {label}: {result.jobs_done:,} done in {result.elapsed_s:.2f}s "
-                      f"({result.throughput_jobs_per_s:,.0f} jobs/s), {result.verdict.redeliveries} redeliveries"
-                      f"{parity} {status}")
-            results.append(result)
-    return results
-
-
 def print_library_notes(console: Console, results: list[RunResult]) -> None:
     """What the library's own table left unfinished, in its words, and why workers exited."""
     for result in results:
@@ -132,14 +107,11 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
             f"feeding {adapter.name} while it works is not implemented; "
             "run it without --rate"))
     grid = [lib_settings(w, args.jobs, args.work_ms, args.faults, args.duration, args.rate) for w in args.workers]
-    with provide(args) as server:
-        print_server(err, server)
-        if args.pgbench:
-            check_cycles([adapter], server.bin_dir, grid)  # before the first run, not after it
-        results = run_libraries(server, [adapter], grid, err, pgbench=args.pgbench)
-        doc = report_runs(server, results, args, console, "lib",
-                    f"claimcheck lib {adapter.name} {adapter.version()}: {server_title(server)}",
-                    always_write=False, evidence=EVIDENCE_JOBS)
+    ran = lib(partial(provide, args), adapter, grid, ProgressEvents(err), pgbench=args.pgbench)
+    results = ran.results
+    doc = report_runs(ran.server, results, args, console, "lib",
+                      f"claimcheck lib {adapter.name} {adapter.version()}: {server_title(ran.server)}",
+                      always_write=False, evidence=EVIDENCE_JOBS)
     print_library_notes(console, results)
     for result in results:
         print_producer(console, result)

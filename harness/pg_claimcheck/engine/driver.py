@@ -30,7 +30,7 @@ from pg_claimcheck.engine.supervisor import MAX_REPLACEMENTS, TICK_S, Supervisor
 from pg_claimcheck.engine.watch import RunWatch
 from pg_claimcheck.engine.worker import BARRIER_TIMEOUT_S, WorkerPlan, worker_main
 from pg_claimcheck.errors import ClaimcheckError, Interrupted, ServerError, UsageError
-from pg_claimcheck.server import interrupts, pooling
+from pg_claimcheck.server import interrupts
 from pg_claimcheck.server.interrupts import shielded
 from pg_claimcheck.server.provision import Server
 from pg_claimcheck.server.runcontext import RunContext
@@ -55,11 +55,9 @@ def run_strategy(conn: psycopg.Connection, server: Server, run: RunContext, stra
     """Seed, check, run and judge one strategy x setting. `conn` is the coordinator's, in the run's
     schema; `run` makes every other connection of the run. `seeded`: the tables are built already (a
     planner condition's, see pg_claimcheck.plans). `deadline`: when its share of a check's time budget
-    ends (monotonic, pg_claimcheck.engine.budget): the run stops there as at a time cap."""
-    check_fail_rate(strategy, settings)
-    producing.check_feedable(strategy, settings)
-    idle.check_wakeup(strategy, settings, run.stateless(worker=True))
-    pooling.refuse_transaction_blocks(server.pooler, [strategy], [settings.mode])  # before anything is made
+    ends (monotonic, pg_claimcheck.engine.budget): the run stops there as at a time cap. What no run
+    of the strategy at these settings could do is refused before, once for all of a verb's runs, by its
+    use case (pg_claimcheck.app.preflight)."""
     seeded = seeded or seed(conn, run, strategy, settings.jobs)
     shape = validate(run, strategy, seeded.count)
     settings = reaper_for(strategy, shape, settings)

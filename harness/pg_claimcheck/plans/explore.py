@@ -24,12 +24,10 @@ from pg_claimcheck.errors import SqlFileError
 from pg_claimcheck.plans.conditions import CONDITION_WORKERS, Condition, TablesUnavailable, build_tables, under
 from pg_claimcheck.plans.shape import EXPLAIN_PREFIX, EXPLAIN_TIMEOUT_MS, SAMPLE_VALUES, PlanShape, explain
 from pg_claimcheck.plans.timing import shadowed
-from pg_claimcheck.server.pooling import refuse_transaction_blocks
 from pg_claimcheck.server.provision import Server
 from pg_claimcheck.server.runcontext import RunContext
-from pg_claimcheck.server.session import run_schema
 from pg_claimcheck.settings import RunSettings
-from pg_claimcheck.verdict.liveness import HELD, NO_PROGRESS, VIOLATED, WORDS
+from pg_claimcheck.verdict.liveness import HELD, NO_PROGRESS, VIOLATED
 from pg_claimcheck.verdict.result import RunResult
 
 PREPARED = "claimcheck_plan"
@@ -259,31 +257,3 @@ def _sample(names: tuple[str, ...], values: dict) -> dict:
     """The sample values a statement uses, by its parameters' names (Strategy.bound_steps); one the
     sample lacks fails on the server, with its name."""
     return {k: values[k] for k in names if k in values}
-
-
-def run_with_plans(server: Server, strategy: Strategy, grid: list[RunSettings], conditions: tuple[Condition, ...],
-                   err, budget: Budget | None = None) -> tuple[list[RunResult], list[ConditionOutcome]]:
-    """`check`'s runs under every condition, for each setting of the grid, in one schema of the run's
-    own: every run made (in the order made) and every condition's outcome, run or not."""
-    refuse_transaction_blocks(server.pooler, [strategy], [settings.mode for settings in grid])  # before the schema
-    results, outcomes = [], []
-    with run_schema(server) as (conn, run):
-        for settings in grid:
-            label = f"{strategy.name} {settings.mode} {settings.workers}w"
-            err.print(f"  {label}: {len(conditions)} planner conditions (docs/plans.md)",
-                      highlight=False)
-            found = explore(conn, server, run, strategy, settings, conditions,
-                            on_outcome=lambda o: err.print(f"    {o.condition.name}: {_line(o)}", highlight=False,
-                                                           soft_wrap=True), budget=budget)
-            outcomes.extend(found)
-            results.extend(o.result for o in found if o.result is not None)
-    return results, outcomes
-
-
-def _line(outcome: ConditionOutcome) -> str:
-    r = outcome.result
-    if r is None:
-        return outcome.verdict + (f" (same plan as {outcome.same_as})" if outcome.same_as else "") + \
-            (f": {outcome.note}" if outcome.note else "")
-    return (f"{r.jobs_done:,} done in {r.elapsed_s:.2f}s, {WORDS[r.outcome]} "
-            f"({outcome.seconds:.1f}s with its tables and plan)")

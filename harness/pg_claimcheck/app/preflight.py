@@ -1,0 +1,53 @@
+"""Every refusal of a verb's runs that is known before anything is made, said at once.
+
+A use case calls :func:`preflight` before it provides the server, with the topology its options ask
+for, so bad input costs no server start; and again only when the server it got holds more than that
+(a pooler found in front of the DSN, or statement pooling), which a strategy or a setting may not run behind.
+The runs themselves (pg_claimcheck.engine.driver.run_strategy) check none of it again.
+"""
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+
+from pg_claimcheck.contract.strategy import Strategy
+from pg_claimcheck.engine.driver import check_fail_rate
+from pg_claimcheck.engine.idle import check_wakeup
+from pg_claimcheck.engine.producer import check_feedable
+from pg_claimcheck.errors import UsageError
+from pg_claimcheck.server.pooling import Pooler, refuse_transaction_blocks
+from pg_claimcheck.server.provision import Server
+from pg_claimcheck.settings import RunSettings
+
+
+def preflight(strategies: Sequence[Strategy], grid: Sequence[RunSettings], *, stateless_workers: bool,
+              pooler: Pooler | None = None) -> None:
+    """Refuse, in one paragraph naming every refusal, what no run of `strategies` x `grid` could run:
+    a fail rate without a `fail` section, a rate a file cannot be fed at, `--wakeup notify` where
+    workers cannot LISTEN (`stateless_workers`: through a pooler), a transaction block behind
+    statement pooling (`pooler`)."""
+    refusals: dict[str, None] = {}  # in order, each said once: a sweep repeats a refusal per setting
+
+    def ask(check: Callable[..., None], *args: object) -> None:
+        try:
+            check(*args)
+        except UsageError as exc:
+            refusals[str(exc)] = None
+
+    for strategy, settings in itertools.product(strategies, grid):
+        ask(check_fail_rate, strategy, settings)
+        ask(check_feedable, strategy, settings)
+        ask(check_wakeup, strategy, settings, stateless_workers)
+    ask(refuse_transaction_blocks, pooler, strategies, [settings.mode for settings in grid])
+    if refusals:
+        raise UsageError(" ".join(refusals))
+
+
+def preflight_on(server: Server, strategies: Sequence[Strategy], grid: Sequence[RunSettings], *,
+                 asked_pooler: bool) -> None:
+    """The preflight again once the server is provided, only if it brought what the first could not
+    know: a pooler in front of the DSN (every connection stateless), or statement pooling (no
+    transaction block); `asked_pooler`: the first assumed the workers behind our PgBouncer."""
+    stateless = server.topology.stateless(worker=True)
+    if stateless != asked_pooler or (server.pooler is not None and server.pooler.pools_statements):
+        preflight(strategies, grid, stateless_workers=stateless, pooler=server.pooler)
