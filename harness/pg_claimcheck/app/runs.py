@@ -51,7 +51,7 @@ def run_all(server: Server, strategies: list[Strategy], grid: list[RunSettings],
                     events.run_status("pgbench: reseeding and running the same SQL")
                     seed(conn, run, strategy, settings.jobs)  # the run's own key range, as its run
                     result = replace(result, pgbench=run_pgbench(conn, run, server.bin_dir, strategy, settings))
-            events.run_finished(label, result)
+                events.run_finished(label, result)  # under its live line, as before the events (the output's order)
             results.append(result)
         if conn is not original:  # replaced after a restart fault; run_schema closes the original
             conn.close()
