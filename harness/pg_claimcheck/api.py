@@ -60,15 +60,12 @@ def run(strategy: str | os.PathLike | None = None, *, lib: str | None = None, ds
         return run_lib(lib, dsn=dsn, server=server, **settings)
     if strategy is None:
         raise TypeError("run() needs a strategy (a .sql file or a built-in name) or lib=")
-    from functools import partial
-
     from pg_claimcheck.app.check import check
     from pg_claimcheck.app.events import Silent
     from pg_claimcheck.contract.strategy import load_strategy
     from pg_claimcheck.engine.budget import Budget
     from pg_claimcheck.errors import UsageError
     from pg_claimcheck.plans.conditions import CHOICES
-    from pg_claimcheck.server.provision import provide_server
     from pg_claimcheck.server.schema import new_run_id
     from pg_claimcheck.settings import RunSettings, WorkTime
 
@@ -79,9 +76,8 @@ def run(strategy: str | os.PathLike | None = None, *, lib: str | None = None, ds
         raise UsageError(f"plans={plans!r}: one of {', '.join(CHOICES)}")
     loaded = load_strategy(str(strategy))
     run_settings = RunSettings(**settings)
-    provide = partial(contextlib.nullcontext, server) if server is not None else partial(provide_server, dsn=dsn)
     # A fresh run id, not $CLAIMCHECK_RUN_ID: calls side by side (the plugin under xdist) get schemas of their own.
-    return check(provide, loaded, [run_settings], CHOICES[plans], Silent(), budget=budget,
+    return check(_provider(server, dsn), loaded, [run_settings], CHOICES[plans], Silent(), budget=budget,
                  run_id=new_run_id()).deciding()
 
 
@@ -89,16 +85,25 @@ def run_lib(lib: str, *, dsn: str | None = None, server: "Server | None" = None,
             jobs: int = 2_000, work_ms: str | float | None = None, faults: bool = False,
             duration_s: float | None = None) -> "RunResult":
     """Run a queue library's own workers (`claimcheck lib LIB`) once, in a database of its own."""
+    from pg_claimcheck.app import lib as library_case
+    from pg_claimcheck.app.events import Silent
     from pg_claimcheck.libs import load_adapter
-    from pg_claimcheck.libs.runner import lib_settings, run_library
-    from pg_claimcheck.server.provision import provide_server
+    from pg_claimcheck.libs.runner import lib_settings
 
     adapter = load_adapter(lib)
     settings = lib_settings(workers, jobs, work_ms, faults, duration_s)
-    with contextlib.ExitStack() as stack:
-        if server is None:
-            server = stack.enter_context(provide_server(dsn=dsn))
-        return run_library(server, adapter, settings)
+    (result,) = library_case.lib(_provider(server, dsn), adapter, [settings], Silent()).results
+    return result
+
+
+def _provider(server: "Server | None", dsn: str | None):
+    """The server a call runs on: the one given (left running), else `dsn`'s, `$CLAIMCHECK_DSN`'s or an
+    embedded one, started for the call and stopped after it."""
+    from functools import partial
+
+    from pg_claimcheck.server.provision import provide_server
+
+    return partial(contextlib.nullcontext, server) if server is not None else partial(provide_server, dsn=dsn)
 
 
 FIXED_SIZE = ("duration_s", "claims_per_worker", "rate_per_s", "faults")

@@ -3,7 +3,7 @@ import dataclasses
 
 from test_report import log, result
 
-from pg_claimcheck.commands.bench import representative
+from pg_claimcheck.app.bench import representative
 from pg_claimcheck.report import schema as report_schema
 from pg_claimcheck.report.render import document
 from pg_claimcheck.server.provision import Server

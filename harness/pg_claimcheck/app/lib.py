@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 
 from pg_claimcheck.app.events import RunEvents
+from pg_claimcheck.app.runs import Ran
 from pg_claimcheck.libs._adapter import LibraryAdapter
 from pg_claimcheck.libs.parity import check_cycles
 from pg_claimcheck.libs.runner import run_library
@@ -17,23 +17,15 @@ from pg_claimcheck.settings import RunSettings
 from pg_claimcheck.verdict.result import RunResult
 
 
-@dataclass(frozen=True)
-class Libbed:
-    """What a library check ran: on which server, and every run in the order made."""
-
-    server: Server
-    results: list[RunResult]
-
-
 def lib(provide: Callable[[], AbstractContextManager[Server]], adapter: LibraryAdapter, grid: list[RunSettings],
-        events: RunEvents, *, pgbench: bool = False) -> Libbed:
+        events: RunEvents, *, pgbench: bool = False) -> Ran:
     """Run `adapter`'s workers at each setting of `grid` on the server `provide` gives; with `pgbench`,
     each run's worker cycle through pgbench too (refused before the first run if it has none)."""
     with provide() as server:
         events.server_ready(server)
         if pgbench:
             check_cycles([adapter], server.bin_dir, grid)  # before the first run, not after it
-        return Libbed(server, run_libraries(server, [adapter], grid, events, pgbench=pgbench))
+        return Ran(server, run_libraries(server, [adapter], grid, events, pgbench=pgbench))
 
 
 def run_libraries(server: Server, adapters: list[LibraryAdapter], grid: list[RunSettings],

@@ -1,5 +1,5 @@
 """Every strategy x setting of a verb in one schema of its own: the runs of `check` (without planner
-conditions), `bench` and `faults` (docs/architecture.md, "One `check`").
+conditions), `bench` and `faults` (docs/architecture.md, "One `check`"); `faults` is :func:`sweep`.
 
 What they do as they go is said through the events given (pg_claimcheck.app.events).
 """
@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import itertools
 import time
-from dataclasses import replace
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, replace
 
 from pg_claimcheck.app.events import RunEvents
+from pg_claimcheck.app.preflight import preflight, preflight_on
 from pg_claimcheck.contract.strategy import Strategy
 from pg_claimcheck.engine.budget import Budget
 from pg_claimcheck.engine.driver import run_strategy, seed
@@ -19,6 +22,25 @@ from pg_claimcheck.server.provision import Server
 from pg_claimcheck.server.session import run_schema
 from pg_claimcheck.settings import RunSettings
 from pg_claimcheck.verdict.result import RunResult
+
+
+@dataclass(frozen=True)
+class Ran:
+    """What a verb ran: on which server, and every run in the order made."""
+
+    server: Server
+    results: list[RunResult]
+
+
+def sweep(provide: Callable[[], AbstractContextManager[Server]], strategies: list[Strategy], grid: list[RunSettings],
+          events: RunEvents, *, asked_pooler: bool = False) -> Ran:
+    """Every strategy x setting of `grid` on the server `provide` gives, after the preflight (before the
+    server starts, and again if it brought a pooler the options did not say: `asked_pooler`)."""
+    preflight(strategies, grid, stateless_workers=asked_pooler)
+    with provide() as server:
+        events.server_ready(server)
+        preflight_on(server, strategies, grid, asked_pooler=asked_pooler)
+        return Ran(server, run_all(server, strategies, grid, events))
 
 
 def run_all(server: Server, strategies: list[Strategy], grid: list[RunSettings], events: RunEvents,

@@ -2,13 +2,11 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
+from functools import partial
 
 from rich.console import Console
 
-from pg_claimcheck.app.lib import run_libraries
-from pg_claimcheck.app.preflight import preflight, preflight_on
-from pg_claimcheck.app.runs import run_all
+from pg_claimcheck.app.bench import bench
 from pg_claimcheck.commands import VERBS
 from pg_claimcheck.commands._options import (
     add_producers_option,
@@ -24,20 +22,13 @@ from pg_claimcheck.commands._options import (
 from pg_claimcheck.contract.strategy import Strategy, load_strategy
 from pg_claimcheck.errors import UsageError
 from pg_claimcheck.libs import load_adapter, scoreboard
-from pg_claimcheck.libs.parity import check_cycles
 from pg_claimcheck.libs.runner import lib_settings
-from pg_claimcheck.plans.shape import prepare_plan_table
-from pg_claimcheck.probes.explain import PlanVerdict, plan_verdict
 from pg_claimcheck.report.progress import ProgressEvents
 from pg_claimcheck.report.publish import print_conclusion
 from pg_claimcheck.report.render import server_title
 from pg_claimcheck.scenarios import CATALOG
-from pg_claimcheck.server.provision import Server
-from pg_claimcheck.server.session import run_schema
 from pg_claimcheck.settings import RATE_BACKLOG_JOBS, above_zero, positive
 from pg_claimcheck.verdict.knee import DEFAULT_LATENCY_SLO_MS, knees
-from pg_claimcheck.verdict.result import RunResult
-from pg_claimcheck.verdict.stats import median
 
 BENCH_JOBS = 5_000
 """A bench run's jobs (as lib's): enough for a steady rate at 8 workers in a few seconds a strategy."""
@@ -103,50 +94,19 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     names = args.strategies if args.strategies is not None else ([] if args.libs else list(CATALOG))
     strategies = [load_strategy(name) for name in names]
     grid = settings_grid(args)
-    preflight(strategies, grid, stateless_workers=args.pooler is not None)  # before any server starts
     if args.scoreboard and not args.libs:
         raise UsageError("--scoreboard is the libraries' table: give --libs (a comma list, or all)")
     adapters = scoreboard.installed_libraries(err) if args.libs == ["all"] else [load_adapter(n) for n in args.libs]
     distinct_names(list(zip(names, strategies)), [a.name for a in adapters])
-    events = ProgressEvents(err)
     # A library batches and leases its own way: one setting per worker count.
     lib_grid = [lib_settings(w, args.jobs, args.work_ms, duration_s=args.duration) for w in args.workers] if adapters else []
-    with provide(args) as server:
-        events.server_ready(server)
-        preflight_on(server, strategies, grid, asked_pooler=args.pooler is not None)
-        # `--libs all` and the scoreboard run pgbench for the libraries that have a cycle; a plain list
-        # names only such libraries (check_cycles refuses one that has none)
-        every = args.libs == ["all"] or args.scoreboard
-        cycled = [a for a in adapters if a.has_pgbench_cycle() or not every] if args.pgbench else []
-        if cycled:
-            check_cycles(cycled, server.bin_dir, lib_grid)  # before the strategies' runs, not after them
-        # Rounds, not N runs of one strategy in a row: drift on a busy machine spreads over all of them.
-        results = []
-        if strategies:
-            rounds = []
-            for round_no in range(args.repeat):
-                if args.repeat > 1:
-                    err.print(f"repetition {round_no + 1} of {args.repeat}")
-                rounds.append(run_all(server, strategies, grid, events, pgbench=args.pgbench))
-            results = [representative(reps) if len(reps) > 1 else reps[0] for reps in zip(*rounds)]
-            err.print("planning each claim on a queue with history (the plan guard of `claimcheck explain`)")
-            shapes = plan_shapes(server, strategies)
-            results = [dataclasses.replace(r, plan=shapes.get(r.strategy.name)) for r in results]
-        board = []
-        if adapters and args.scoreboard:
-            for plan in scoreboard.plans(adapters, lib_grid):
-                board.append((plan, [run_libraries(server, [plan.adapter], [settings], events,
-                                                   pgbench=plan.adapter in cycled and not settings.faults
-                                                   and settings.rate_per_s is None)[0]
-                                     for _, settings in plan.runs]))
-                results += board[-1][1]
-        elif adapters:
-            results += run_libraries(server, cycled, lib_grid, events, pgbench=True) if cycled else []
-            results += run_libraries(server, [a for a in adapters if a not in cycled], lib_grid, events)
-        doc = report_runs(server, results, args, console, "bench",
-                    f"claimcheck bench: {server_title(server)}",
-                    always_write=True, evidence=EVIDENCE_JOBS,
-                    knees=None if args.rate is None else knees(results, args.latency_slo))
+    ran = bench(partial(provide, args), strategies, grid, ProgressEvents(err), adapters=adapters, lib_grid=lib_grid,
+                repeat=args.repeat, pgbench=args.pgbench, every_library=args.libs == ["all"],
+                board=args.scoreboard, asked_pooler=args.pooler is not None)
+    results, board = ran.results, ran.board
+    doc = report_runs(ran.server, results, args, console, "bench", f"claimcheck bench: {server_title(ran.server)}",
+                      always_write=True, evidence=EVIDENCE_JOBS,
+                      knees=None if args.rate is None else knees(results, args.latency_slo))
     if board:
         console.print(scoreboard.table(board))
         err.print("the scoreboard as Markdown (docs/libraries.md):\n" + scoreboard.markdown(board),
@@ -171,23 +131,3 @@ def distinct_names(strategies: list[tuple[str, Strategy]], libs: list[str]) -> N
             raise UsageError(f"--strategies: {first} {same}; each strategy's rows, plan and compare key are "
                              "its name (a file's is its stem), so give each once and rename files that share a stem")
         seen[name] = (given, source)
-
-
-def representative(reps: tuple[RunResult, ...]) -> RunResult:
-    """The repetition that stands for all of them: the first that violated exactly-once (its evidence is
-    what matters), else the one nearest the median throughput; it carries every repetition."""
-    violated = [r for r in reps if not r.exactly_once]
-    if violated:
-        chosen = violated[0]
-    else:
-        mid = median([r.throughput_jobs_per_s for r in reps])
-        chosen = min(reps, key=lambda r: abs(r.throughput_jobs_per_s - mid))
-    return dataclasses.replace(chosen, repetitions=tuple(reps))
-
-
-def plan_shapes(server: Server, strategies: list[Strategy]) -> dict[str, PlanVerdict]:
-    """Each strategy's plan on a table of finished jobs and a few ready ones, judged by the guard."""
-    with run_schema(server) as (conn, run):
-        prepare_plan_table(conn, run.schema)
-        # The guard plans against claimcheck's jobs table: a file with its own tables is not planned.
-        return {s.name: plan_verdict(conn, s) for s in strategies if not s.own_schema}

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from functools import partial
 
 from rich.console import Console
 from rich.table import Table
 
-from pg_claimcheck.app.preflight import preflight, preflight_on
-from pg_claimcheck.app.runs import run_all
+from pg_claimcheck.app.runs import sweep
 from pg_claimcheck.commands import VERBS
 from pg_claimcheck.commands._options import (
     add_run_options,
@@ -56,16 +56,11 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     strategies = [load_strategy(name) for name in args.strategies]
     plan = FaultPlan(kills=args.kills, terminates=args.terminates, stalls=args.stalls, restarts=args.restarts)
     faulted = settings_grid(args, plan)
-    grid = [x for pair in zip((dataclasses.replace(s, faults=None) for s in faulted), faulted) for x in pair]
-    preflight(strategies, grid, stateless_workers=args.pooler is not None)
-    events = ProgressEvents(err)
-    with provide(args) as server:
-        events.server_ready(server)
-        preflight_on(server, strategies, grid, asked_pooler=args.pooler is not None)
-        results = run_all(server, strategies, grid, events)
-        report_runs(server, results, args, console, "faults",
-                    f"claimcheck faults: {server_title(server)}",
-                    always_write=True, evidence=EVIDENCE_JOBS)
+    grid = [x for pair in zip((dataclasses.replace(s, faults=None) for s in faulted), faulted, strict=True) for x in pair]
+    ran = sweep(partial(provide, args), strategies, grid, ProgressEvents(err), asked_pooler=args.pooler is not None)
+    results = ran.results
+    report_runs(ran.server, results, args, console, "faults", f"claimcheck faults: {server_title(ran.server)}",
+                always_write=True, evidence=EVIDENCE_JOBS)
     console.print(cost_table(results))
     failed = [r for r in results if not r.exactly_once and r.strategy.expected != "unsafe"]
     return 1 if failed else 0
