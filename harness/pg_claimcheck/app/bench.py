@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from pg_claimcheck.app.events import RunEvents
 from pg_claimcheck.app.lib import run_libraries
-from pg_claimcheck.app.preflight import preflight, preflight_on
+from pg_claimcheck.app.preflight import preflight, preflight_libraries, preflight_on
 from pg_claimcheck.app.runs import run_all
 from pg_claimcheck.contract.strategy import Strategy
 from pg_claimcheck.libs import scoreboard
@@ -50,6 +50,7 @@ def bench(provide: Callable[[], AbstractContextManager[Server]], strategies: lis
     with provide() as server:
         events.server_ready(server)
         preflight_on(server, strategies, grid, asked_pooler=asked_pooler)
+        preflight_libraries(server, adapters)
         every = every_library or board
         cycled = [a for a in adapters if a.has_pgbench_cycle() or not every] if pgbench else []
         if cycled:

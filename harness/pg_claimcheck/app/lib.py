@@ -8,6 +8,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 
 from pg_claimcheck.app.events import RunEvents
+from pg_claimcheck.app.preflight import preflight_libraries
 from pg_claimcheck.app.runs import Ran
 from pg_claimcheck.libs._adapter import LibraryAdapter
 from pg_claimcheck.libs.parity import check_cycles
@@ -23,6 +24,7 @@ def lib(provide: Callable[[], AbstractContextManager[Server]], adapter: LibraryA
     each run's worker cycle through pgbench too (refused before the first run if it has none)."""
     with provide() as server:
         events.server_ready(server)
+        preflight_libraries(server, [adapter])
         if pgbench:
             check_cycles([adapter], server.bin_dir, grid)  # before the first run, not after it
         return Ran(server, run_libraries(server, [adapter], grid, events, pgbench=pgbench))

@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from pg_claimcheck.contract.strategy import Strategy
 from pg_claimcheck.engine.driver import check_fail_rate
 from pg_claimcheck.engine.idle import check_wakeup
 from pg_claimcheck.engine.producer import check_feedable
 from pg_claimcheck.errors import UsageError
-from pg_claimcheck.server.pooling import Pooler, refuse_transaction_blocks
+from pg_claimcheck.server.pooling import Pooler, refuse_behind_statement_pool, refuse_transaction_blocks
 from pg_claimcheck.server.provision import Server
 from pg_claimcheck.settings import RunSettings
+
+if TYPE_CHECKING:  # a check needs no library loaded
+    from pg_claimcheck.libs._adapter import LibraryAdapter
 
 
 def preflight(strategies: Sequence[Strategy], grid: Sequence[RunSettings], *, stateless_workers: bool,
@@ -26,21 +30,13 @@ def preflight(strategies: Sequence[Strategy], grid: Sequence[RunSettings], *, st
     a fail rate without a `fail` section, a rate a file cannot be fed at, `--wakeup notify` where
     workers cannot LISTEN (`stateless_workers`: through a pooler), a transaction block behind
     statement pooling (`pooler`)."""
-    refusals: dict[str, None] = {}  # in order, each said once: a sweep repeats a refusal per setting
-
-    def ask(check: Callable[..., None], *args: object) -> None:
-        try:
-            check(*args)
-        except UsageError as exc:
-            refusals[str(exc)] = None
-
+    refusals = _Refusals()
     for strategy, settings in itertools.product(strategies, grid):
-        ask(check_fail_rate, strategy, settings)
-        ask(check_feedable, strategy, settings)
-        ask(check_wakeup, strategy, settings, stateless_workers)
-    ask(refuse_transaction_blocks, pooler, strategies, [settings.mode for settings in grid])
-    if refusals:
-        raise UsageError(" ".join(refusals))
+        refusals.ask(check_fail_rate, strategy, settings)
+        refusals.ask(check_feedable, strategy, settings)
+        refusals.ask(check_wakeup, strategy, settings, stateless_workers)
+    refusals.ask(refuse_transaction_blocks, pooler, strategies, [settings.mode for settings in grid])
+    refusals.say()
 
 
 def preflight_on(server: Server, strategies: Sequence[Strategy], grid: Sequence[RunSettings], *,
@@ -51,3 +47,35 @@ def preflight_on(server: Server, strategies: Sequence[Strategy], grid: Sequence[
     stateless = server.topology.stateless(worker=True)
     if stateless != asked_pooler or (server.pooler is not None and server.pooler.pools_statements):
         preflight(strategies, grid, stateless_workers=stateless, pooler=server.pooler)
+
+
+def preflight_libraries(server: Server, adapters: Sequence[LibraryAdapter]) -> None:
+    """What no run of these libraries could do on `server`: be set up through a statement pool found in
+    front of the DSN (behind our PgBouncer only the library's workers are pooled)."""
+    refusals = _Refusals()
+    for adapter in adapters:
+        refusals.ask(refuse_behind_statement_pool, server.pooler,
+                     f"{adapter.name} cannot be set up through a pooler in statement mode in front of --dsn",
+                     "claimcheck makes the library's database, applies its schema and enqueues through the library's "
+                     "own code there, which opens transaction blocks",
+                     "point --dsn at the server and give --pooler pgbouncer:statement, which puts only the "
+                     "library's workers behind a statement pool")
+    refusals.say()
+
+
+class _Refusals:
+    """The refusals of the checks asked, in order, each said once (a sweep repeats a refusal per setting)."""
+
+    def __init__(self) -> None:
+        self.said: dict[str, None] = {}
+
+    def ask(self, check: Callable[..., None], *args: object) -> None:
+        try:
+            check(*args)
+        except UsageError as exc:
+            self.said[str(exc)] = None
+
+    def say(self) -> None:
+        """One paragraph naming every refusal (one alone reads as its check wrote it)."""
+        if self.said:
+            raise UsageError(" ".join(self.said))

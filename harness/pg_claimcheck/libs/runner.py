@@ -40,7 +40,6 @@ from pg_claimcheck.libs.feed import LibraryFeed
 from pg_claimcheck.libs.parity import run_cycle
 from pg_claimcheck.libs.records import to_ledger
 from pg_claimcheck.server.leftovers import records_dir
-from pg_claimcheck.server.pooling import refuse_behind_statement_pool
 from pg_claimcheck.server.provision import Server
 from pg_claimcheck.server.runcontext import RunContext
 from pg_claimcheck.server.schema import SeededJobs
@@ -132,13 +131,8 @@ def run_library(server: Server, adapter: LibraryAdapter, settings: RunSettings,
                 progress: Callable[[int, float], None] | None = None, run_id: str | None = None,
                 pgbench: bool = False) -> RunResult:
     """One library x setting, in a database of its own that is dropped after; with `pgbench`, its
-    worker cycle through pgbench too, on a freshly enqueued table in that database."""
-    refuse_behind_statement_pool(
-        server.pooler, f"{adapter.name} cannot be set up through a pooler in statement mode in front of --dsn",
-        "claimcheck makes the library's database, applies its schema and enqueues through the library's own "
-        "code there, which opens transaction blocks",
-        "point --dsn at the server and give --pooler pgbouncer:statement, which puts only the library's workers "
-        "behind a statement pool")
+    worker cycle through pgbench too, on a freshly enqueued table in that database. A library that cannot
+    be set up on this server is refused before, by the use case (pg_claimcheck.app.preflight)."""
     run_id = run_id or run_id_from_env()  # as every run: $CLAIMCHECK_RUN_ID names what it creates
     with run_database(server, run_id, adapter.name) as run, records_dir(run_id) as tmp:
         result = _Run(server, adapter, settings, run, tmp, progress).go()
