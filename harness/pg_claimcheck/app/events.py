@@ -26,6 +26,9 @@ class RunEvents(Protocol):
     def note(self, text: str) -> None:
         """A line about what comes next (a repetition of a sweep, a planning pass)."""
 
+    def sweeping(self) -> AbstractContextManager[None]:
+        """A sweep of runs in one schema (pg_claimcheck.app.runs.run_all), from its first run to its last."""
+
     def running(self, label: str, settings: RunSettings, status: str) -> AbstractContextManager[None]:
         """A run, from its start to its end however it ends (then `run_finished`, if it was judged);
         `status` is its first step (`seeding`, or `enqueuing` for a library's)."""
@@ -54,6 +57,9 @@ class Silent:
 
     def note(self, text: str) -> None:
         pass
+
+    def sweeping(self) -> AbstractContextManager[None]:
+        return nullcontext()
 
     def running(self, label: str, settings: RunSettings, status: str) -> AbstractContextManager[None]:
         return nullcontext()

@@ -57,24 +57,25 @@ def run_all(server: Server, strategies: list[Strategy], grid: list[RunSettings],
     with run_schema(server, run_id) as (original, run):
         conn = original
         runs = list(itertools.product(strategies, grid))
-        for number, (strategy, settings) in enumerate(runs, start=1):
-            started = time.perf_counter()
-            settings = budget.sized(settings) if budget else settings
-            # A sweep says where it is: "run 3 of 18" before the run's own progress.
-            label = (f"run {number} of {len(runs)}: " if len(runs) > 1 else "") + \
-                f"{strategy.name} {settings.mode} {settings.workers}w"
-            with events.running(label, settings, "seeding"):
-                conn = run.reconnected(conn)  # a restart fault may have closed it
-                result = run_strategy(conn, server, run, strategy, settings, events.progress,
-                                      deadline=budget and budget.final_deadline())
-                if budget is not None:
-                    budget.record(strategy.name, time.perf_counter() - started, result)
-                if pgbench:
-                    events.run_status("pgbench: reseeding and running the same SQL")
-                    seed(conn, run, strategy, settings.jobs)  # the run's own key range, as its run
-                    result = replace(result, pgbench=run_pgbench(conn, run, server.bin_dir, strategy, settings))
-                events.run_finished(label, result)  # under its live line, as before the events (the output's order)
-            results.append(result)
+        with events.sweeping():
+            for number, (strategy, settings) in enumerate(runs, start=1):
+                started = time.perf_counter()
+                settings = budget.sized(settings) if budget else settings
+                # A sweep says where it is: "run 3 of 18" before the run's own progress.
+                label = (f"run {number} of {len(runs)}: " if len(runs) > 1 else "") + \
+                    f"{strategy.name} {settings.mode} {settings.workers}w"
+                with events.running(label, settings, "seeding"):
+                    conn = run.reconnected(conn)  # a restart fault may have closed it
+                    result = run_strategy(conn, server, run, strategy, settings, events.progress,
+                                          deadline=budget and budget.final_deadline())
+                    if budget is not None:
+                        budget.record(strategy.name, time.perf_counter() - started, result)
+                    if pgbench:
+                        events.run_status("pgbench: reseeding and running the same SQL")
+                        seed(conn, run, strategy, settings.jobs)  # the run's own key range, as its run
+                        result = replace(result, pgbench=run_pgbench(conn, run, server.bin_dir, strategy, settings))
+                    events.run_finished(label, result)  # under its live line, as before
+                results.append(result)
         if conn is not original:  # replaced after a restart fault; run_schema closes the original
             conn.close()
     return results

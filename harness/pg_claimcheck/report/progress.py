@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
@@ -38,6 +38,7 @@ class ProgressEvents:
 
     def __init__(self, err: Console) -> None:
         self.err = err
+        self._sweep: Progress | None = None
         self._bar: Progress | None = None
         self._task: TaskID | None = None
         self._jobs = 0
@@ -50,20 +51,30 @@ class ProgressEvents:
         self.err.print(text, highlight=False)
 
     @contextmanager
+    def sweeping(self) -> Iterator[None]:
+        """One live display for a sweep's runs, each run a line of it while it runs."""
+        with progress_bar(self.err) as self._sweep:
+            try:
+                yield
+            finally:
+                self._sweep = None
+
+    @contextmanager
     def running(self, label: str, settings: RunSettings, status: str) -> Iterator[None]:
         """The run's live line, from its start to its end (however it ends): transient, it leaves
-        nothing behind on a terminal."""
+        nothing behind on a terminal. In a sweep, a line of the sweep's display; else a display of its own."""
         if status == "enqueuing":  # a library's run: what it is about to do, before the live line
             self.err.print(f"  {label}: enqueuing {settings.jobs:,} jobs, then {settings.workers} worker(s)",
                            highlight=False)
         self._jobs = settings.jobs
         self._window.clear()
-        with progress_bar(self.err) as self._bar:
-            self._task = self._bar.add_task(label, total=settings.jobs, status=status)
-            self._bar.refresh()
+        with nullcontext(self._sweep) if self._sweep is not None else progress_bar(self.err) as bar:
+            self._bar, self._task = bar, bar.add_task(label, total=settings.jobs, status=status)
+            bar.refresh()
             try:
                 yield
             finally:
+                bar.remove_task(self._task)
                 self._bar = self._task = None
 
     def progress(self, claims: int, elapsed: float) -> None:
