@@ -24,6 +24,7 @@ ADAPTERS = {
     "huey": "pg_claimcheck.libs.huey",
     "chancy": "pg_claimcheck.libs.chancy",
     "dbos": "pg_claimcheck.libs.dbos",
+    "absurd": "pg_claimcheck.libs.absurd",  # its schema by its own CLI, absurdctl
     "graphile-worker": "pg_claimcheck.libs.graphile",  # Node: pg_claimcheck.libs.external
     "pg-boss": "pg_claimcheck.libs.pgboss",
     "pg-boss-12": "pg_claimcheck.libs.pgboss12",  # Node 22, from npm when the machine's node is older
