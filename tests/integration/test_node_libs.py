@@ -132,3 +132,17 @@ def test_a_node_library_fed_through_its_own_enqueue_while_it_works_is_judged_lik
     assert result.exactly_once and result.stopped_by == "drained", (v.violations[:3], result.table, result.library)
     assert p.enqueued == p.scheduled == 10 and result.seeded.count == 20 == v.claims == v.unique_jobs_claimed
     assert v.unclaimed_jobs == 0 and p.pickup_latency_ms["count"] == 10
+
+
+def test_sidequest_gives_a_killed_engines_job_back_with_its_stale_job_routine(server, node_libs):
+    """A SIGKILLed worker takes its forked engine with it (the engine exits when its parent's IPC channel closes,
+    and the coordinator reaps the worker's process group); the job it ran stays `running` until sidequest's
+    stale-job routine retries it: a redelivery, nothing lost. The routine is a cron of whole minutes, so this run
+    lasts up to a minute and a half (sidequest.FAULTS_STALE_MS past the job's start, then the next minute)."""
+    settings = dataclasses.replace(lib_settings(workers=2, jobs=40, faults=True),
+                                   faults=FaultPlan(kills=1, terminates=0, stalls=0, restarts=0))
+    result = run_library(server, node_libs["sidequest"], settings)
+    v = result.verdict
+    assert [f.kind for f in result.faults] == ["kill"]
+    assert v.unclaimed_jobs == 0 and result.unfinished_jobs == 0, result.library
+    assert result.exactly_once, (v.violations[:3], [f.as_dict() for f in result.faults])

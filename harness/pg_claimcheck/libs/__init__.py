@@ -29,10 +29,11 @@ ADAPTERS = {
     "pg-boss": "pg_claimcheck.libs.pgboss",
     "pg-boss-12": "pg_claimcheck.libs.pgboss12",  # Node 22, from npm when the machine's node is older
     "bullmq": "pg_claimcheck.libs.bullmq",  # Node: its PostgreSQL backend
+    "sidequest": "pg_claimcheck.libs.sidequest",  # Node 22: its PostgreSQL backend
     "delayed_job": "pg_claimcheck.libs.delayed_job",  # Ruby: Debian's packages
 }
 """Library name -> its adapter module."""
-EXTERNAL = frozenset({"graphile-worker", "pg-boss", "pg-boss-12", "bullmq", "delayed_job"})
+EXTERNAL = frozenset({"graphile-worker", "pg-boss", "pg-boss-12", "bullmq", "sidequest", "delayed_job"})
 """The adapters whose worker runs in another runtime (pg_claimcheck.libs.external): their library is
 installed with that runtime's package manager on first use, not with a Python extra."""
 

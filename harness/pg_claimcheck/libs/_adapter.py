@@ -171,6 +171,11 @@ class LibraryAdapter:
     heartbeat (delayed_job's `locked_at + max_run_time`): a stalled execution is released at its
     claim plus this, when that is earlier than the stall's start plus `stall_release_s` (0: no such lease)."""
 
+    recovery_s: ClassVar[float] = 0.0
+    """Under --faults, how long the library's own recovery may take to give a failed worker's job back beyond its
+    lease (sidequest's stale-job routine is a cron of whole minutes): a run waiting for it counts as stalled only
+    this much later."""
+
     suspendable: ClassVar[str | None] = None
     """The library's settings that come nearest to an idle worker sending nothing more often than every 15
     minutes, by its source, so a compute suspending after 10 could (`lib NAME --idle W --idle-setting suspendable` runs

@@ -275,3 +275,22 @@ WHERE t.state NOT IN ('completed', 'failed', 'cancelled') ORDER BY 1 LIMIT %(lim
 
 -- name: absurd_reset
 TRUNCATE absurd.t_claimcheck, absurd.r_claimcheck, absurd.c_claimcheck, absurd.e_claimcheck, absurd.w_claimcheck;
+
+-- name: sidequest_outcome
+-- sidequest keeps each job in sidequest_jobs (its `args` the enqueue's arguments: [key]); `attempt` counts the
+-- runs started (RunTransition). A retried job is `waiting` again; failed and canceled are final.
+SELECT count(*) FILTER (WHERE state = 'completed')                 AS done,
+       count(*) FILTER (WHERE state = 'waiting')                   AS queued,
+       count(*) FILTER (WHERE state IN ('claimed', 'running'))     AS running,
+       count(*) FILTER (WHERE state IN ('failed', 'canceled'))     AS failed,
+       coalesce(max(attempt), 0)                                   AS max_attempts
+FROM sidequest_jobs WHERE queue = 'claimcheck';
+
+-- name: sidequest_status
+SELECT (args::jsonb ->> 0)::bigint, state, attempt FROM sidequest_jobs
+WHERE queue = 'claimcheck' AND (args::jsonb ->> 0)::bigint = ANY(%(keys)s);
+
+-- name: sidequest_unfinished
+SELECT (args::jsonb ->> 0)::bigint, id, state, attempt, coalesce(claimed_by, '')
+FROM sidequest_jobs WHERE queue = 'claimcheck' AND state NOT IN ('completed', 'failed', 'canceled')
+ORDER BY id LIMIT %(limit)s;
