@@ -261,6 +261,15 @@ class LibraryAdapter:
         raise UsageError(f"claimcheck lib {self.name} --pgbench: there is no pgbench script for {self.name}; "
                          "run it without --pgbench")
 
+    def require_copied_from(self, copied_from: str, where: str) -> None:
+        """For a pgbench cycle whose statements are copies of SQL the library keeps inline (`where`), made from
+        its version `copied_from`: a UsageError when another version is installed, whose SQL may differ."""
+        lib, installed = self.distribution, self.version()
+        if installed != copied_from:
+            raise UsageError(f"claimcheck lib {self.name} --pgbench runs {lib}'s SQL as copied from {lib} {copied_from} "
+                             f"({lib} keeps it inline in {where}), and {lib} {installed} is installed: its SQL may "
+                             f"differ. Run it without --pgbench, or with {lib}=={copied_from}")
+
     says_hello: ClassVar[bool] = False
     """Does its worker say when it is up (an external worker's hello)?"""
 

@@ -156,10 +156,7 @@ class AbsurdAdapter(LibraryAdapter):
 
     def pgbench_cycle(self, work_us: int) -> LibraryCycle:
         """One claim of one task, its work, its completion (see the module docstring); each client a worker id of its own."""
-        if self.version() != SQL_COPIED_FROM:
-            raise UsageError(f"claimcheck lib absurd --pgbench runs the SDK's calls as copied from absurd-sdk "
-                             f"{SQL_COPIED_FROM} (the SDK keeps them inline), and absurd-sdk {self.version()} is "
-                             f"installed: they may differ. Run it without --pgbench, or with absurd-sdk=={SQL_COPIED_FROM}")
+        self.require_copied_from(SQL_COPIED_FROM, "AsyncAbsurd")
         queue = sql.Literal(QUEUE_NAME).as_string()
         claim = substitute(ABSURD_SQL["claim"], {
             "queue": queue, "worker_id": "'claimcheck-pgbench-' || :client_id",
