@@ -39,6 +39,8 @@ from __future__ import annotations
 from pg_claimcheck.libs.external import ExternalAdapter
 
 FAULTS_STALE_MS = 30_000
+ENQUEUE_CONCURRENCY = 25
+"""Enqueues in flight at once in the seeding step (sidequest.mjs `enqueue`)."""
 MAX_ATTEMPTS = 5
 """Attempts per job (sidequest's default, JOB_BUILDER_FALLBACK.maxAttempts, is 5 too): set, so the run does not
 depend on a default moving."""
@@ -64,7 +66,8 @@ class SidequestAdapter(ExternalAdapter):
     """The completed transition's round trip from the engine process, after the thread returned."""
 
     def options(self) -> dict:
-        return {**super().options(), "max_attempts": MAX_ATTEMPTS, "faults_stale_ms": FAULTS_STALE_MS}
+        return {**super().options(), "max_attempts": MAX_ATTEMPTS, "faults_stale_ms": FAULTS_STALE_MS,
+                "enqueue_concurrency": ENQUEUE_CONCURRENCY}
 
 
 ADAPTER = SidequestAdapter()
