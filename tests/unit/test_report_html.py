@@ -204,7 +204,7 @@ def test_the_scoreboard_is_drawn_first_with_a_mark_and_a_line_per_cell_and_follo
     table = page[page.index('<table class="scoreboard">'):]
     table = table[:table.index("</table>")]
     assert table.count("<tr") == 3 and table.count("<tr class=violated>") == 1  # saq's row, which broke
-    assert "✗ BROKEN</span><br>after-done; 9 run twice" in table and "– not injected" in table
+    assert "✗ BROKEN</span><br>after-done; 9 run twice" in table and "- not injected" in table
     assert "a restart needs &lt;a server&gt; claimcheck started" in table  # evidence is escaped
     assert table.count("✓ held") == 2 and "<td class=l>-</td>" in table  # huey has no kill or restart cell
     assert "Scoreboard" not in render(DOC)

@@ -335,7 +335,7 @@ def _pooler(pooler: dict | None) -> str:
     return escape(f", workers through {pooler_words(pooler)}") if pooler else ""
 
 
-SCOREBOARD_MARKS = {"held": ('ok', "✓ held"), "BROKEN": ('bad', "✗ BROKEN"), "not injected": ('na', "– not injected")}
+SCOREBOARD_MARKS = {"held": ('ok', "✓ held"), "BROKEN": ('bad', "✗ BROKEN"), "not injected": ("na", "- not injected")}
 """A scoreboard cell's verdict (pg_claimcheck.libs.scoreboard) -> its class and mark."""
 
 
