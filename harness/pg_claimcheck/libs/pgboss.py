@@ -87,7 +87,7 @@ class PgBossAdapter(ExternalAdapter):
             f"SELECT count(*) AS cc_n, coalesce(array_agg(id), '{{}}') AS cc_ids{pairs} FROM cc_rows",
             substitute_numbered(said["complete"], {1: queue, 2: "CAST(:cc_ids AS uuid[])", 3: "NULL",
                                                    4: "CAST(:cc_pairs AS text[])"}.__getitem__),
-            work_us, BATCH_SIZE, f"pg-boss {self.pinned} plans.fetchNextJob (batchSize {BATCH_SIZE}, includeMetadata) "
+            work_us, BATCH_SIZE, f"{self.name} {self.pinned} plans.fetchNextJob (batchSize {BATCH_SIZE}, includeMetadata) "
                                  f"and plans.completeJobs{' (fenced to the fetched attempts)' if fenced else ''}, as the "
                                  "installed pg-boss builds them")
 
