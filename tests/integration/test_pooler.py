@@ -26,11 +26,16 @@ from pg_claimcheck.engine.worker import Loop, WorkerPlan, connect_worker, worker
 from pg_claimcheck.errors import ServerError, SqlFileError, UsageError
 from pg_claimcheck.server.pgbouncer import PgBouncer, PoolerSpec, pgbouncer_path
 from pg_claimcheck.server.provision import provide_server
-from pg_claimcheck.server.runcontext import RunContext, StatelessConnection, Topology
+from pg_claimcheck.server.pooling import Pooler
+from pg_claimcheck.server.runcontext import RunContext, StatelessConnection
+from pg_claimcheck.server.topology import Topology
 from pg_claimcheck.server.schema import build_jobs_table
 from pg_claimcheck.server.session import run_schema
 from pg_claimcheck.settings import RunSettings
 from pg_claimcheck.verdict.ledger import DONE, WorkerLog
+
+AS_POOLED = Topology(found=Pooler(mode="transaction", started=False, evidence="none: the test connects as through one"))
+"""Every connection as through a pooler, with none in between."""
 
 
 def _missing() -> str | None:
@@ -314,7 +319,7 @@ def test_an_inline_statement_binds_quoted_literals_where_psycopg_reads_placehold
     """The worker's fast path through a pooler: `%(name)s` as psycopg reads it (a `$1` or `%%` inside the
     SQL's own literal is text), each value quoted, the run's search path and isolation in the same
     message, the backend recorded."""
-    run = RunContext(server.dsn, "inline", Topology(pooled=True))  # as through a pooler, none in between
+    run = RunContext(server.dsn, "inline", AS_POOLED)
     with run.connect("w00", in_schema=False, worker=True, isolation="repeatable read") as conn:
         conn.schema = "pg_catalog"
         statement = InlineStatement(conn, "SELECT %(n)s::int + 1, %(text)s, '$1 100%%', current_setting("
@@ -329,7 +334,7 @@ def test_an_inline_statement_binds_quoted_literals_where_psycopg_reads_placehold
 def test_a_libpq_transaction_through_a_pooler_begins_with_the_connections_prelude(server):
     """The BEGIN message of a worker's explicit transaction sets its isolation and search path for all
     of it, and records the backend that runs it."""
-    run = RunContext(server.dsn, "inline", Topology(pooled=True))  # as through a pooler, none in between
+    run = RunContext(server.dsn, "inline", AS_POOLED)
     with run.connect("w00", in_schema=False, worker=True, isolation="serializable") as conn:
         conn.schema = "pg_catalog"
         transaction = Transaction(conn)
@@ -344,7 +349,7 @@ def test_a_statement_inside_an_explicit_transaction_carries_no_prelude(server):
     """Its transaction's start set the search path for all of it, on one backend: no statement inside
     sets it again (an extra statement per job on the pooled lock path). Both kinds of transaction record
     the backend that runs them."""
-    run = RunContext(server.dsn, "inline", Topology(pooled=True))  # as through a pooler, none in between
+    run = RunContext(server.dsn, "inline", AS_POOLED)
     with run.connect("w00", in_schema=False, worker=True, isolation="read committed") as conn:
         conn.schema = "pg_catalog"
         statement = InlineStatement(conn, "SELECT current_setting('search_path')")
@@ -369,7 +374,7 @@ def test_interleave_refuses_a_pooler_found_in_front_of_the_dsn(server, capsys):
 
 
 def test_an_inline_statement_quotes_a_value_right_without_standard_conforming_strings(server):
-    run = RunContext(server.dsn, "inline", Topology(pooled=True))  # as through a pooler, none in between
+    run = RunContext(server.dsn, "inline", AS_POOLED)
     with run.connect("w00", in_schema=False, worker=True) as conn:
         conn.execute("SET standard_conforming_strings TO off")
         statement = InlineStatement(conn, "SELECT %(text)s::text")

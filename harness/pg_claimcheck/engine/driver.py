@@ -30,7 +30,7 @@ from pg_claimcheck.engine.supervisor import MAX_REPLACEMENTS, TICK_S, Supervisor
 from pg_claimcheck.engine.watch import RunWatch
 from pg_claimcheck.engine.worker import BARRIER_TIMEOUT_S, WorkerPlan, worker_main
 from pg_claimcheck.errors import ClaimcheckError, Interrupted, ServerError, UsageError
-from pg_claimcheck.server import interrupts, pooling
+from pg_claimcheck.server import interrupts, topology
 from pg_claimcheck.server.interrupts import shielded
 from pg_claimcheck.server.provision import Server
 from pg_claimcheck.server.runcontext import RunContext
@@ -58,8 +58,8 @@ def run_strategy(conn: psycopg.Connection, server: Server, run: RunContext, stra
     ends (monotonic, pg_claimcheck.engine.budget): the run stops there as at a time cap."""
     check_fail_rate(strategy, settings)
     producing.check_feedable(strategy, settings)
-    idle.check_wakeup(strategy, settings, run.stateless(worker=True))
-    pooling.refuse_transaction_blocks(server.pooler, [strategy], [settings.mode])  # before anything is made
+    idle.check_wakeup(strategy, settings, run.topology)
+    topology.refuse_transaction_blocks(run.topology, [strategy], [settings.mode])  # before anything is made
     seeded = seeded or seed(conn, run, strategy, settings.jobs)
     shape = validate(run, strategy, seeded.count)
     settings = reaper_for(strategy, shape, settings)

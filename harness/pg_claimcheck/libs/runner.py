@@ -40,11 +40,11 @@ from pg_claimcheck.libs.feed import LibraryFeed
 from pg_claimcheck.libs.parity import run_cycle
 from pg_claimcheck.libs.records import to_ledger
 from pg_claimcheck.server.leftovers import records_dir
-from pg_claimcheck.server.pooling import refuse_behind_statement_pool
 from pg_claimcheck.server.provision import Server
 from pg_claimcheck.server.runcontext import RunContext
 from pg_claimcheck.server.schema import SeededJobs
 from pg_claimcheck.server.session import run_id_from_env
+from pg_claimcheck.server.topology import refuse_blocks
 from pg_claimcheck.settings import FaultPlan, Mode, RunSettings, WorkTime
 from pg_claimcheck.verdict.ledger import WorkerLog
 from pg_claimcheck.verdict.result import RunResult, TableOutcome
@@ -133,8 +133,8 @@ def run_library(server: Server, adapter: LibraryAdapter, settings: RunSettings,
                 pgbench: bool = False) -> RunResult:
     """One library x setting, in a database of its own that is dropped after; with `pgbench`, its
     worker cycle through pgbench too, on a freshly enqueued table in that database."""
-    refuse_behind_statement_pool(
-        server.pooler, f"{adapter.name} cannot be set up through a pooler in statement mode in front of --dsn",
+    refuse_blocks(
+        server.topology, f"{adapter.name} cannot be set up through a pooler in statement mode in front of --dsn",
         "claimcheck makes the library's database, applies its schema and enqueues through the library's own "
         "code there, which opens transaction blocks",
         "point --dsn at the server and give --pooler pgbouncer:statement, which puts only the library's workers "
