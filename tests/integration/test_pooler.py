@@ -33,6 +33,7 @@ from pg_claimcheck.server.schema import build_jobs_table
 from pg_claimcheck.server.session import run_schema
 from pg_claimcheck.settings import RunSettings
 from pg_claimcheck.verdict.ledger import DONE, WorkerLog
+from pg_claimcheck.verdict.observed import WorkerTelemetry
 
 AS_POOLED = Topology(found=Pooler(mode="transaction", started=False, evidence="none: the test connects as through one"))
 """Every connection as through a pooler, with none in between."""
@@ -111,12 +112,13 @@ def test_the_psycopg_backend_drains_through_a_transaction_pool(server, mode):
         assert isinstance(conn, StatelessConnection)
         log = WorkerLog(worker=0)
         backend = PsycopgBackend(plan, worker_role(0), conn, log.unknown_keys, connect=lambda: connect_worker(plan, 0))
+        telemetry = WorkerTelemetry(worker=0)
         try:
-            Loop(plan, 0, backend, log, Shared.local(), LogStream(_Kept(), log, 1.0)).run()
+            Loop(plan, 0, backend, log, telemetry, Shared.local(), LogStream(_Kept(), log, 1.0)).run()
         finally:
             backend.close()
         assert admin.execute("SELECT count(*) FROM jobs WHERE status = 'done'").fetchone()[0] == 60
-    assert log.drained and sorted(log.job) == list(range(1, 61)) and set(log.outcome) == {DONE}
+    assert telemetry.drained and sorted(log.job) == list(range(1, 61)) and set(log.outcome) == {DONE}
     assert sorted(slot for slot, _ in log.backends) == list(range(60))
     assert all(pid is not None for _, pid in log.backends)
 
