@@ -184,7 +184,7 @@ class PsycopgBackend:
         self.stateless = plan.run.topology.stateless(worker=True)
         """Through a pooler (the run's topology): nothing is prepared by name (Topology.prepares), and the
         backend of each claim is recorded (its StatelessConnection records it per statement)."""
-        self.backend_pid = None
+        self.backend_pid: int | None = None
         self._connected()
 
     def _connected(self) -> None:

@@ -114,10 +114,10 @@ class RunContext:
         if any; through a pooler, each of its transactions gets the search path (and `isolation`)
         itself, and `isolation` is not set for the session."""
         if self.topology.stateless(worker=worker):
-            conn = StatelessConnection.connect(self._target(worker), prepare_threshold=None, **self._options(role))
-            conn.schema, conn.isolation = (self.schema if in_schema else None), isolation
-            conn.refuses_blocks = not self.topology.opens_blocks(worker=worker)
-            return conn
+            pooled = StatelessConnection.connect(self._target(worker), prepare_threshold=None, **self._options(role))
+            pooled.schema, pooled.isolation = (self.schema if in_schema else None), isolation
+            pooled.refuses_blocks = not self.topology.opens_blocks(worker=worker)
+            return pooled
         conn = psycopg.connect(self.dsn, **self._options(role))
         if in_schema:
             try:
