@@ -26,6 +26,7 @@ ADAPTERS = {
     "dbos": "pg_claimcheck.libs.dbos",
     "django-tasks": "pg_claimcheck.libs.django_tasks",  # its workers are Django commands: pg_claimcheck.libs._django
     "django-q2": "pg_claimcheck.libs.django_q2",
+    "taskiq-postgres": "pg_claimcheck.libs.taskiq_postgres",  # its workers are `taskiq worker` commands
     "graphile-worker": "pg_claimcheck.libs.graphile",  # Node: pg_claimcheck.libs.external
     "pg-boss": "pg_claimcheck.libs.pgboss",
     "pg-boss-12": "pg_claimcheck.libs.pgboss12",  # Node 22, from npm when the machine's node is older

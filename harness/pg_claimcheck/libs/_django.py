@@ -7,7 +7,7 @@ project here is `pg_claimcheck.libs.django_settings`, built from the environment
 process (DJANGO_ENV): the run's database and the library's apps and settings. The coordinator never
 configures Django itself (a process configures it once, and a bench runs many databases): the schema
 is made by `migrate`, the jobs enqueued by this module run as a command (`enqueue_command`), and the
-workers are the library's commands, each told its WorkerConfig through WORKER_ENV.
+workers are the library's commands (pg_claimcheck.libs._adapter.spawn_command).
 """
 from __future__ import annotations
 
@@ -15,16 +15,14 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import asdict
 
 import psycopg
 
 from pg_claimcheck.errors import ClaimcheckError
+from pg_claimcheck.libs._adapter import command_env
 
 DJANGO_ENV = "CLAIMCHECK_DJANGO"
 """The run's project as JSON (dsn, apps, settings): read by pg_claimcheck.libs.django_settings."""
-WORKER_ENV = "CLAIMCHECK_DJANGO_WORKER"
-"""A worker command's WorkerConfig as JSON: read by the recording task (`recorder`)."""
 SETTINGS_MODULE = "pg_claimcheck.libs.django_settings"
 COMMAND_TIMEOUT_S = 300.0
 """The longest `migrate` or the enqueue may take (a loaded machine, thousands of jobs)."""
@@ -47,11 +45,9 @@ def database(dsn: str) -> dict:
 
 def environment(dsn: str, apps: list[str], settings: dict, worker=None) -> dict[str, str]:
     """The environment of one of the run's Django processes: the project (and a worker's config)."""
-    env = dict(os.environ, DJANGO_SETTINGS_MODULE=SETTINGS_MODULE,
-               **{DJANGO_ENV: json.dumps({"dsn": dsn, "apps": apps, "settings": settings})})
-    if worker is not None:
-        env[WORKER_ENV] = json.dumps(asdict(worker))
-    return env
+    project = {"DJANGO_SETTINGS_MODULE": SETTINGS_MODULE,
+               DJANGO_ENV: json.dumps({"dsn": dsn, "apps": apps, "settings": settings})}
+    return command_env(worker, **project) if worker is not None else dict(os.environ, **project)
 
 
 def manage(env: dict[str, str], *argv: str) -> str:
@@ -76,36 +72,12 @@ def enqueue_command(env: dict[str, str], library: str, keys: range) -> list[str]
     return json.loads(done.stdout)
 
 
-def spawn(argv: list[str], env: dict[str, str], stderr) -> subprocess.Popen:
-    """A worker: one of the library's management commands, in a process group of its own (pg_claimcheck.libs.runner's
-    reap_group kills what it forks), sent SIGTERM if the coordinator dies."""
-    from pg_claimcheck.server.interrupts import die_with_parent
-
-    return subprocess.Popen([sys.executable, "-m", "django", *argv], env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=stderr, preexec_fn=die_with_parent, process_group=0)
-
-
 def setup_here(env: dict[str, str]) -> None:
     """Configure Django in this process for the run's project (the producer of `lib --rate`, forked for one run)."""
     os.environ.update({k: env[k] for k in (DJANGO_ENV, "DJANGO_SETTINGS_MODULE")})
     import django
 
     django.setup()
-
-
-_recorders: dict[int, object] = {}
-"""Process id -> its Recorder: a process django-q2's cluster forks after the first execution makes its own."""
-
-
-def recorder():
-    """The worker command's Recorder, made at its process's first execution from WORKER_ENV (in every process the
-    command forks: django-q2's workers are processes of their cluster)."""
-    from pg_claimcheck.libs._adapter import Recorder, WorkerConfig
-
-    pid = os.getpid()
-    if pid not in _recorders:
-        _recorders[pid] = Recorder(WorkerConfig(**json.loads(os.environ[WORKER_ENV])))
-    return _recorders[pid]
 
 
 def main(argv: list[str]) -> int:

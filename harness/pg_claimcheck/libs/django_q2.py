@@ -32,7 +32,7 @@ import contextlib
 import django_q  # noqa: F401  (the library: missing, the adapter says which extra installs it)
 
 from pg_claimcheck.libs import _django
-from pg_claimcheck.libs._adapter import ForgetsJobs, LibraryAdapter, WorkerConfig
+from pg_claimcheck.libs._adapter import ForgetsJobs, LibraryAdapter, WorkerConfig, command_recorder, spawn_command
 from pg_claimcheck.libs._sql import LIB_QUERIES
 
 CLUSTER_NAME = "claimcheck"
@@ -47,7 +47,7 @@ TASK = "pg_claimcheck.libs.django_q2.claimcheck_record"
 
 def claimcheck_record(n: int) -> bool:
     """The recording task, run in a worker process of a cluster (by its dotted path)."""
-    asyncio.run(_django.recorder().execute(n, f"cc{n}", None))  # django-q2 runs tasks synchronously
+    asyncio.run(command_recorder().execute(n, f"cc{n}", None))  # django-q2 runs tasks synchronously
     return True
 
 
@@ -99,7 +99,7 @@ class DjangoQ2Adapter(ForgetsJobs, LibraryAdapter):
             connections.close_all()
 
     def spawn(self, config: WorkerConfig, stderr):
-        return _django.spawn(["qcluster"], self.env(config.dsn, config), stderr)
+        return spawn_command(["django", "qcluster"], self.env(config.dsn, config), stderr)
 
     def outcome_params(self) -> dict | None:
         return {"enqueued": self.enqueued, "queue": CLUSTER_NAME}

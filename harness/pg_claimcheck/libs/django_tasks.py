@@ -27,7 +27,7 @@ import contextlib
 import django_tasks_db  # noqa: F401  (the library: missing, the adapter says which extra installs it)
 
 from pg_claimcheck.libs import _django
-from pg_claimcheck.libs._adapter import NoLease, WorkerConfig
+from pg_claimcheck.libs._adapter import NoLease, WorkerConfig, spawn_command
 
 QUEUE_NAME = "claimcheck"
 BACKEND = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": [QUEUE_NAME]}}
@@ -85,7 +85,7 @@ class DjangoTasksAdapter(NoLease):
             await sync_to_async(connections.close_all)()  # the thread aenqueue's queries ran in
 
     def spawn(self, config: WorkerConfig, stderr):
-        return _django.spawn(["db_worker", "--queue-name", QUEUE_NAME], self.env(config.dsn, config), stderr)
+        return spawn_command(["django", "db_worker", "--queue-name", QUEUE_NAME], self.env(config.dsn, config), stderr)
 
 
 ADAPTER = DjangoTasksAdapter()

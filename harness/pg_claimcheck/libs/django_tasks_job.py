@@ -9,7 +9,7 @@ try:
 except ImportError:  # Django < 6: the backport
     from django_tasks import TaskContext, task
 
-from pg_claimcheck.libs._django import recorder
+from pg_claimcheck.libs._adapter import command_recorder
 
 QUEUE_NAME = "claimcheck"
 
@@ -18,5 +18,5 @@ QUEUE_NAME = "claimcheck"
 def claimcheck_record(context: TaskContext, n: int) -> bool:
     result = context.task_result
     started = result.started_at.timestamp() if result.started_at else None  # set by its claim
-    asyncio.run(recorder().execute(n, result.id, context.attempt, started))  # db_worker runs tasks synchronously
+    asyncio.run(command_recorder().execute(n, result.id, context.attempt, started))  # db_worker runs tasks synchronously
     return True

@@ -294,3 +294,21 @@ FROM unnest(%(keys)s::bigint[]) AS k LEFT JOIN django_q_task t ON t.name = 'cc' 
 -- The payload is a signed pickle: the rows are shown by their id and lock, not by key.
 SELECT id, CASE WHEN lock > now() THEN 'claimed until ' || lock ELSE 'queued' END
 FROM django_q_ormq WHERE key = %(queue)s ORDER BY id LIMIT %(limit)s;
+
+-- name: taskiq_postgres_outcome
+-- taskiq-postgres keeps a message in taskiq_messages from its kick to its acknowledgement (the row is deleted):
+-- `pending` until a worker notified of it claims it, `processing` after.
+SELECT count(*) FILTER (WHERE status = 'pending')    AS queued,
+       count(*) FILTER (WHERE status = 'processing') AS running
+FROM taskiq_messages;
+
+-- name: taskiq_postgres_status
+SELECT substr(task_id, 3)::bigint, status, 1 FROM taskiq_messages
+WHERE left(task_id, 2) = 'cc' AND substr(task_id, 3)::bigint = ANY(%(keys)s)
+UNION ALL
+SELECT k, 'acknowledged (row deleted)', 1 FROM unnest(%(keys)s::bigint[]) AS k
+WHERE NOT EXISTS (SELECT 1 FROM taskiq_messages WHERE task_id = 'cc' || k);
+
+-- name: taskiq_postgres_unfinished
+SELECT substr(task_id, 3)::bigint, id, status, 1, '' FROM taskiq_messages
+WHERE left(task_id, 2) = 'cc' ORDER BY id LIMIT %(limit)s;
