@@ -129,6 +129,16 @@ def spawn_command(argv: list[str], env: dict[str, str], stderr) -> subprocess.Po
                             stdout=subprocess.DEVNULL, stderr=stderr, preexec_fn=die_with_parent, process_group=0)
 
 
+def say_hello() -> None:
+    """In a library's own worker command, once its process has loaded the library: says it is up (a file beside its
+    records, `CommandWorker.said_hello`). A no-op in any other process."""
+    if COMMAND_WORKER_ENV in os.environ:
+        Path(json.loads(os.environ[COMMAND_WORKER_ENV])["records"] + HELLO_SUFFIX).touch()
+
+
+HELLO_SUFFIX = ".up"
+
+
 def command_env(config: WorkerConfig, **extra: str) -> dict[str, str]:
     """The environment of a worker command: ours, its config (COMMAND_WORKER_ENV), and `extra`."""
     return dict(os.environ, **{COMMAND_WORKER_ENV: json.dumps(asdict(config))}, **extra)
@@ -365,3 +375,14 @@ class ForgetsJobs(LibraryAdapter):
 
     def outcome_params(self) -> dict | None:
         return {"enqueued": self.enqueued}
+
+
+class CommandWorker(LibraryAdapter):
+    """A library whose workers are its own command (spawn_command), which says when it is up (say_hello): Django
+    and the library loading in eight processes at once on a loaded machine take longer than the supervisor's
+    stall limit, and a start-up is not a stall (pg_claimcheck.libs.runner counts a hello as activity)."""
+
+    says_hello = True
+
+    def said_hello(self, records: Path) -> bool:
+        return Path(str(records) + HELLO_SUFFIX).exists()

@@ -32,7 +32,7 @@ import contextlib
 import django_q  # noqa: F401  (the library: missing, the adapter says which extra installs it)
 
 from pg_claimcheck.libs import _django
-from pg_claimcheck.libs._adapter import ForgetsJobs, LibraryAdapter, WorkerConfig, command_recorder, spawn_command
+from pg_claimcheck.libs._adapter import CommandWorker, ForgetsJobs, WorkerConfig, command_recorder, spawn_command
 from pg_claimcheck.libs._sql import LIB_QUERIES
 
 CLUSTER_NAME = "claimcheck"
@@ -51,7 +51,7 @@ def claimcheck_record(n: int) -> bool:
     return True
 
 
-class DjangoQ2Adapter(ForgetsJobs, LibraryAdapter):
+class DjangoQ2Adapter(CommandWorker, ForgetsJobs):
     name = "django-q2"
     distribution = "django-q2"
     promise = ("the ORM broker guarantees delivery with receipts: a task not acknowledged `retry` seconds after its "

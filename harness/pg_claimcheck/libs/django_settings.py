@@ -9,6 +9,7 @@ library's apps and settings. Nothing is written to disk, so a run leaves no proj
 import json
 import os
 
+from pg_claimcheck.libs._adapter import say_hello
 from pg_claimcheck.libs._django import DJANGO_ENV, database
 
 _run = json.loads(os.environ[DJANGO_ENV])
@@ -21,3 +22,5 @@ INSTALLED_APPS = ["django.contrib.contenttypes", *_run["apps"]]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 LOGGING_CONFIG = None  # the library's log lines would fill the worker's stderr, which the report shows
 globals().update(_run["settings"])
+
+say_hello()  # a worker command has loaded Django's settings: it is up (CommandWorker)

@@ -27,7 +27,7 @@ import contextlib
 import django_tasks_db  # noqa: F401  (the library: missing, the adapter says which extra installs it)
 
 from pg_claimcheck.libs import _django
-from pg_claimcheck.libs._adapter import NoLease, WorkerConfig, spawn_command
+from pg_claimcheck.libs._adapter import CommandWorker, NoLease, WorkerConfig, spawn_command
 
 QUEUE_NAME = "claimcheck"
 BACKEND = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": [QUEUE_NAME]}}
@@ -42,7 +42,7 @@ def _apps() -> list[str]:
         return ["django_tasks", "django_tasks_db"]  # the backport is an app of its own
 
 
-class DjangoTasksAdapter(NoLease):
+class DjangoTasksAdapter(CommandWorker, NoLease):
     name = "django-tasks"
     distribution = "django-tasks-db"
     promise = ("a worker claims a task (SELECT ... FOR UPDATE SKIP LOCKED, set RUNNING), executes it and saves its "

@@ -40,7 +40,9 @@ from pg_claimcheck.libs._adapter import (
     NoLease,
     WorkerConfig,
     command_env,
+    CommandWorker,
     command_recorder,
+    say_hello,
     spawn_command,
 )
 from pg_claimcheck.verdict.result import TableOutcome
@@ -65,11 +67,14 @@ async def claimcheck_record(n: int, context: Context = TaskiqDepends()) -> bool:
     return True
 
 
+say_hello()  # `taskiq worker` has imported its broker: it is up (CommandWorker)
+
+
 def _kick(via: PsycopgBroker, key: int):
     return claimcheck_record.kicker().with_broker(via).with_task_id(f"cc{key}").kiq(n=key)
 
 
-class TaskiqPostgresAdapter(ForgetsJobs, NoLease):
+class TaskiqPostgresAdapter(CommandWorker, ForgetsJobs, NoLease):
     name = "taskiq-postgres"
     distribution = "taskiq-postgres"
     promise = ("taskiq acknowledges a message only after its task ran and its result was saved (--ack-type "
