@@ -87,16 +87,19 @@ class DjangoQ2Adapter(CommandWorker, ForgetsJobs):
     @contextlib.asynccontextmanager
     async def feeder(self, dsn: str):
         _django.setup_here(self.env(dsn))  # the producer: a process forked for this run
+        from asgiref.sync import sync_to_async
         from django.db import connections
         from django_q.tasks import async_task
 
+        # async_task is synchronous (one INSERT, autocommitted): Django runs the ORM off the event loop, in one thread
+        enqueue = sync_to_async(async_task)
         try:
-            async def defer(key: int) -> str:  # async_task is synchronous: one INSERT, autocommitted
-                return async_task(TASK, key, task_name=f"cc{key}")
+            async def defer(key: int) -> str:
+                return await enqueue(TASK, key, task_name=f"cc{key}")
 
             yield defer
         finally:
-            connections.close_all()
+            await sync_to_async(connections.close_all)()
 
     def spawn(self, config: WorkerConfig, stderr):
         return spawn_command(["django", "qcluster"], self.env(config.dsn, config), stderr)
