@@ -36,11 +36,11 @@ from taskiq_pg.psycopg import PsycopgBroker
 
 from pg_claimcheck.libs._adapter import (
     COMMAND_WORKER_ENV,
+    CommandWorker,
     ForgetsJobs,
     NoLease,
     WorkerConfig,
     command_env,
-    CommandWorker,
     command_recorder,
     say_hello,
     spawn_command,
