@@ -27,14 +27,16 @@ ADAPTERS = {
     "django-tasks": "pg_claimcheck.libs.django_tasks",  # its workers are Django commands: pg_claimcheck.libs._django
     "django-q2": "pg_claimcheck.libs.django_q2",
     "taskiq-postgres": "pg_claimcheck.libs.taskiq_postgres",  # its workers are `taskiq worker` commands
+    "absurd": "pg_claimcheck.libs.absurd",  # its schema by its own CLI, absurdctl
     "graphile-worker": "pg_claimcheck.libs.graphile",  # Node: pg_claimcheck.libs.external
     "pg-boss": "pg_claimcheck.libs.pgboss",
     "pg-boss-12": "pg_claimcheck.libs.pgboss12",  # Node 22, from npm when the machine's node is older
     "bullmq": "pg_claimcheck.libs.bullmq",  # Node: its PostgreSQL backend
+    "sidequest": "pg_claimcheck.libs.sidequest",  # Node 22: its PostgreSQL backend
     "delayed_job": "pg_claimcheck.libs.delayed_job",  # Ruby: Debian's packages
 }
 """Library name -> its adapter module."""
-EXTERNAL = frozenset({"graphile-worker", "pg-boss", "pg-boss-12", "bullmq", "delayed_job"})
+EXTERNAL = frozenset({"graphile-worker", "pg-boss", "pg-boss-12", "bullmq", "sidequest", "delayed_job"})
 """The adapters whose worker runs in another runtime (pg_claimcheck.libs.external): their library is
 installed with that runtime's package manager on first use, not with a Python extra."""
 
