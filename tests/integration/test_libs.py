@@ -14,8 +14,11 @@ from pg_claimcheck.libs.runner import lib_settings, run_library
 from pg_claimcheck.server.schema import SCHEMA_PREFIX, new_run_id
 from pg_claimcheck.settings import FaultPlan
 
-LIBRARIES = [name for name in ADAPTERS if name not in EXTERNAL]
-"""The Python libraries; the Node ones are tests/integration/test_node_libs.py's."""
+COMMAND_WORKERS = ("django-tasks", "django-q2", "taskiq-postgres")
+"""Python libraries whose workers are their own commands (`manage.py db_worker`, `manage.py qcluster`,
+`taskiq worker`): one short healthy and one fault test each, in tests/integration/test_command_libs.py."""
+LIBRARIES = [name for name in ADAPTERS if name not in EXTERNAL and name not in COMMAND_WORKERS]
+"""The other Python libraries; the Node ones are tests/integration/test_node_libs.py's."""
 
 
 def adapter_or_skip(library: str):
