@@ -21,6 +21,7 @@ from pg_claimcheck.plans.shape import prepare_plan_table
 from pg_claimcheck.probes.explain import PlanVerdict, plan_verdict
 from pg_claimcheck.server.provision import Server
 from pg_claimcheck.server.session import run_schema
+from pg_claimcheck.server.topology import DIRECT, Topology
 from pg_claimcheck.settings import RunSettings
 from pg_claimcheck.verdict.result import RunResult
 from pg_claimcheck.verdict.stats import median
@@ -39,17 +40,17 @@ class Benched:
 def bench(provide: Callable[[], AbstractContextManager[Server]], strategies: list[Strategy],
           grid: list[RunSettings], events: RunEvents, *, adapters: list[LibraryAdapter] | None = None,
           lib_grid: list[RunSettings] | None = None, repeat: int = 1, pgbench: bool = False,
-          every_library: bool = False, board: bool = False, asked_pooler: bool = False) -> Benched:
+          every_library: bool = False, board: bool = False, asked: Topology = DIRECT) -> Benched:
     """Every strategy x setting of `grid` in rounds of `repeat`, then each library in `adapters` at each
     setting of `lib_grid` (with `board`, the scoreboard's runs: each fault kind alone and a fed run too).
     With `pgbench`, each also through pgbench: the strategies' SQL, and the libraries' worker cycle (of
     those that have one when `every_library` or `board` asks for all of them; else every library named
     must have one)."""
     adapters, lib_grid = adapters or [], lib_grid or []
-    preflight(strategies, grid, stateless_workers=asked_pooler)  # before any server starts
+    preflight(strategies, grid, asked)  # before any server starts
     with provide() as server:
         events.server_ready(server)
-        preflight_on(server, strategies, grid, asked_pooler=asked_pooler)
+        preflight_on(server, strategies, grid)
         preflight_libraries(server, adapters)
         every = every_library or board
         cycled = [a for a in adapters if a.has_pgbench_cycle() or not every] if pgbench else []

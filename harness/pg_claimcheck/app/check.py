@@ -24,6 +24,7 @@ from pg_claimcheck.plans.conditions import Condition
 from pg_claimcheck.plans.explore import ConditionOutcome, explore
 from pg_claimcheck.server.provision import Server
 from pg_claimcheck.server.session import run_schema
+from pg_claimcheck.server.topology import DIRECT, Topology
 from pg_claimcheck.settings import RunSettings
 from pg_claimcheck.verdict.result import RunResult
 
@@ -45,19 +46,19 @@ class Checked:
 
 
 def check(provide: Callable[[], AbstractContextManager[Server]], strategy: Strategy, grid: list[RunSettings],
-          conditions: tuple[Condition, ...], events: RunEvents, *, asked_pooler: bool = False,
+          conditions: tuple[Condition, ...], events: RunEvents, *, asked: Topology = DIRECT,
           budget: Budget | None = None, run_id: str | None = None) -> Checked:
     """Judge `strategy` at each setting of `grid`, under `conditions` (none: as seeded only), on the
     server `provide` gives (a context manager: a server it starts is stopped when the check ends).
-    `asked_pooler`: the options put the workers behind our PgBouncer. `budget`, started by the caller
+    `asked`: the topology the options ask for (our PgBouncer in front of the workers). `budget`, started by the caller
     (its server's start is in it): each run sized to fit, the check ends at its end. `run_id` names its
     schema (pg_claimcheck.server.session.run_schema)."""
-    preflight([strategy], grid, stateless_workers=asked_pooler)
+    preflight([strategy], grid, asked)
     with provide() as server:
         events.server_ready(server)
         if budget is not None:
             budget.record("server", time.monotonic() - budget.started)
-        preflight_on(server, [strategy], grid, asked_pooler=asked_pooler)
+        preflight_on(server, [strategy], grid)
         if not conditions:
             return Checked(server, run_all(server, [strategy], grid, events, budget=budget, run_id=run_id), None)
         results, outcomes = [], []

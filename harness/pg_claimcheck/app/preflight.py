@@ -16,37 +16,37 @@ from pg_claimcheck.engine.driver import check_fail_rate
 from pg_claimcheck.engine.idle import check_wakeup
 from pg_claimcheck.engine.producer import check_feedable
 from pg_claimcheck.errors import UsageError
-from pg_claimcheck.server.pooling import Pooler, refuse_behind_statement_pool, refuse_transaction_blocks
 from pg_claimcheck.server.provision import Server
+from pg_claimcheck.server.topology import Topology, refuse_blocks, refuse_transaction_blocks
 from pg_claimcheck.settings import RunSettings
 
 if TYPE_CHECKING:  # a check needs no library loaded
     from pg_claimcheck.libs._adapter import LibraryAdapter
 
 
-def preflight(strategies: Sequence[Strategy], grid: Sequence[RunSettings], *, stateless_workers: bool,
-              pooler: Pooler | None = None) -> None:
+def preflight(strategies: Sequence[Strategy], grid: Sequence[RunSettings], topology: Topology, *,
+              provided: bool = False) -> None:
     """Refuse, in one paragraph naming every refusal, what no run of `strategies` x `grid` could run:
     a fail rate without a `fail` section, a rate a file cannot be fed at, `--wakeup notify` where
-    workers cannot LISTEN (`stateless_workers`: through a pooler), a transaction block behind
-    statement pooling (`pooler`)."""
+    workers cannot LISTEN (through a pooler), and once the server is `provided` a transaction block
+    behind statement pooling (its words name the pooler as it was found or started)."""
     refusals = _Refusals()
     for strategy, settings in itertools.product(strategies, grid):
         refusals.ask(check_fail_rate, strategy, settings)
         refusals.ask(check_feedable, strategy, settings)
-        refusals.ask(check_wakeup, strategy, settings, stateless_workers)
-    refusals.ask(refuse_transaction_blocks, pooler, strategies, [settings.mode for settings in grid])
+        refusals.ask(check_wakeup, strategy, settings, topology)
+    if provided:
+        refusals.ask(refuse_transaction_blocks, topology, strategies, [settings.mode for settings in grid])
     refusals.say()
 
 
-def preflight_on(server: Server, strategies: Sequence[Strategy], grid: Sequence[RunSettings], *,
-                 asked_pooler: bool) -> None:
+def preflight_on(server: Server, strategies: Sequence[Strategy], grid: Sequence[RunSettings]) -> None:
     """The preflight again once the server is provided, only if it brought what the first could not
-    know: a pooler in front of the DSN (every connection stateless), or statement pooling (no
-    transaction block); `asked_pooler`: the first assumed the workers behind our PgBouncer."""
-    stateless = server.topology.stateless(worker=True)
-    if stateless != asked_pooler or (server.pooler is not None and server.pooler.pools_statements):
-        preflight(strategies, grid, stateless_workers=stateless, pooler=server.pooler)
+    know: a pooler found in front of the DSN (every connection stateless), or statement pooling (no
+    transaction block)."""
+    topology = server.topology
+    if topology.found is not None or not topology.opens_blocks(worker=True):
+        preflight(strategies, grid, topology, provided=True)
 
 
 def preflight_libraries(server: Server, adapters: Sequence[LibraryAdapter]) -> None:
@@ -54,7 +54,7 @@ def preflight_libraries(server: Server, adapters: Sequence[LibraryAdapter]) -> N
     front of the DSN (behind our PgBouncer only the library's workers are pooled)."""
     refusals = _Refusals()
     for adapter in adapters:
-        refusals.ask(refuse_behind_statement_pool, server.pooler,
+        refusals.ask(refuse_blocks, server.topology,
                      f"{adapter.name} cannot be set up through a pooler in statement mode in front of --dsn",
                      "claimcheck makes the library's database, applies its schema and enqueues through the library's "
                      "own code there, which opens transaction blocks",

@@ -20,6 +20,7 @@ from pg_claimcheck.engine.pgbench import pgbench_path, run_pgbench
 from pg_claimcheck.errors import UsageError
 from pg_claimcheck.server.provision import Server
 from pg_claimcheck.server.session import run_schema
+from pg_claimcheck.server.topology import DIRECT, Topology
 from pg_claimcheck.settings import RunSettings
 from pg_claimcheck.verdict.result import RunResult
 
@@ -33,13 +34,13 @@ class Ran:
 
 
 def sweep(provide: Callable[[], AbstractContextManager[Server]], strategies: list[Strategy], grid: list[RunSettings],
-          events: RunEvents, *, asked_pooler: bool = False) -> Ran:
+          events: RunEvents, *, asked: Topology = DIRECT) -> Ran:
     """Every strategy x setting of `grid` on the server `provide` gives, after the preflight (before the
-    server starts, and again if it brought a pooler the options did not say: `asked_pooler`)."""
-    preflight(strategies, grid, stateless_workers=asked_pooler)
+    server starts, with the topology `asked`, and again if it brought a pooler the options did not say)."""
+    preflight(strategies, grid, asked)
     with provide() as server:
         events.server_ready(server)
-        preflight_on(server, strategies, grid, asked_pooler=asked_pooler)
+        preflight_on(server, strategies, grid)
         return Ran(server, run_all(server, strategies, grid, events))
 
 

@@ -12,6 +12,7 @@ from pg_claimcheck.commands._options import (
     add_producers_option,
     add_run_options,
     add_server_options,
+    asked_topology,
     provide,
     rate_list,
     refuse_combined,
@@ -102,7 +103,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     lib_grid = [lib_settings(w, args.jobs, args.work_ms, duration_s=args.duration) for w in args.workers] if adapters else []
     ran = bench(partial(provide, args), strategies, grid, ProgressEvents(err), adapters=adapters, lib_grid=lib_grid,
                 repeat=args.repeat, pgbench=args.pgbench, every_library=args.libs == ["all"],
-                board=args.scoreboard, asked_pooler=args.pooler is not None)
+                board=args.scoreboard, asked=asked_topology(args))
     results, board = ran.results, ran.board
     doc = report_runs(ran.server, results, args, console, "bench", f"claimcheck bench: {server_title(ran.server)}",
                       always_write=True, evidence=EVIDENCE_JOBS,

@@ -15,6 +15,7 @@ from pg_claimcheck.commands._options import (
     add_producers_option,
     add_run_options,
     add_server_options,
+    asked_topology,
     provide,
     refuse_combined,
     refuse_pooler,
@@ -118,7 +119,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     if args.rate is not None:
         conditions = rate_conditions(args, err)
     checked = check(partial(provide, args), strategy, grid, conditions, ProgressEvents(err),
-                    asked_pooler=args.pooler is not None, budget=budget)
+                    asked=asked_topology(args), budget=budget)
     results, outcomes = checked.results, checked.outcomes
     doc = report_runs(checked.server, results, args, console, "check",
                       f"claimcheck check {strategy.name}: {server_title(checked.server)}",

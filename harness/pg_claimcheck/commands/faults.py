@@ -14,6 +14,7 @@ from pg_claimcheck.commands import VERBS
 from pg_claimcheck.commands._options import (
     add_run_options,
     add_server_options,
+    asked_topology,
     provide,
     report_runs,
     settings_grid,
@@ -57,7 +58,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     plan = FaultPlan(kills=args.kills, terminates=args.terminates, stalls=args.stalls, restarts=args.restarts)
     faulted = settings_grid(args, plan)
     grid = [x for pair in zip((dataclasses.replace(s, faults=None) for s in faulted), faulted, strict=True) for x in pair]
-    ran = sweep(partial(provide, args), strategies, grid, ProgressEvents(err), asked_pooler=args.pooler is not None)
+    ran = sweep(partial(provide, args), strategies, grid, ProgressEvents(err), asked=asked_topology(args))
     results = ran.results
     report_runs(ran.server, results, args, console, "faults", f"claimcheck faults: {server_title(ran.server)}",
                 always_write=True, evidence=EVIDENCE_JOBS)

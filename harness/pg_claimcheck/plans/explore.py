@@ -122,7 +122,6 @@ def explore(conn: psycopg.Connection, server: Server, run: RunContext, strategy:
         if on_outcome:
             on_outcome(outcome)
 
-    statement_pooled = server.pooler is not None and server.pooler.pools_statements
     for condition in conditions:
         started = time.perf_counter()
         if stopped_by:
@@ -130,7 +129,7 @@ def explore(conn: psycopg.Connection, server: Server, run: RunContext, strategy:
         elif not condition.applies_to(strategy):
             record(ConditionOutcome(condition, None, "not applicable",
                                     note="needs claimcheck's jobs table; this file brings its own tables"))
-        elif (why := condition.unavailable(run.stateless(worker=True), statement_pooled)) is not None:
+        elif (why := condition.unavailable(run.topology)) is not None:
             record(ConditionOutcome(condition, None, "not applicable", note=why))
         elif condition.expiry and settings.mode != Mode.LEASE:
             record(ConditionOutcome(condition, None, "not applicable",
