@@ -28,6 +28,7 @@ from pg_claimcheck.engine.worker import Loop, WorkerPlan
 from pg_claimcheck.server.runcontext import RunContext
 from pg_claimcheck.settings import RunSettings
 from pg_claimcheck.verdict.ledger import WorkerLog
+from pg_claimcheck.verdict.observed import WorkerTelemetry
 
 LOST = "lost"
 """A scripted error that drops the connection before the statement reaches the server."""
@@ -179,7 +180,8 @@ class TraceSink:
 
 def memory_loop(jobs: int = 10, *, strategy: str = "skip-locked", statements: dict | None = None,
                 **settings) -> tuple[Loop, MemoryBackend, WorkerLog, list]:
-    """A worker's Loop on a fresh in-memory queue of `jobs` jobs: (loop, backend, log, trace).
+    """A worker's Loop on a fresh in-memory queue of `jobs` jobs: (loop, backend, log, trace); its
+    telemetry is `loop.telemetry`.
     `settings` are RunSettings' (workers=1, zero work time unless given); `statements` replace the
     strategy's sections (only which sections exist matters here)."""
     loaded = load_strategy(strategy)
@@ -191,4 +193,4 @@ def memory_loop(jobs: int = 10, *, strategy: str = "skip-locked", statements: di
     backend = MemoryBackend(MemoryQueue.seeded(jobs), run.batch, trace, run.lifecycle)
     log = WorkerLog(worker=0)
     stream = LogStream(TraceSink(trace), log, plan.flush_interval_s)
-    return Loop(plan, 0, backend, log, Shared.local(), stream), backend, log, trace
+    return Loop(plan, 0, backend, log, WorkerTelemetry(worker=0), Shared.local(), stream), backend, log, trace

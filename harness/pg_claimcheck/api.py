@@ -66,10 +66,10 @@ def run(strategy: str | os.PathLike | None = None, *, lib: str | None = None, ds
     from pg_claimcheck.errors import UsageError
     from pg_claimcheck.plans.conditions import CHOICES
     from pg_claimcheck.plans.explore import explore
-    from pg_claimcheck.server.pooling import refuse_transaction_blocks
     from pg_claimcheck.server.provision import provide_server
     from pg_claimcheck.server.schema import new_run_id
     from pg_claimcheck.server.session import run_schema
+    from pg_claimcheck.server.topology import refuse_transaction_blocks
     from pg_claimcheck.settings import RunSettings, WorkTime
 
     budget = None if budget_s is None else Budget(budget_s)  # first: a server started here is in it
@@ -82,7 +82,7 @@ def run(strategy: str | os.PathLike | None = None, *, lib: str | None = None, ds
     with contextlib.ExitStack() as stack:
         if server is None:
             server = stack.enter_context(provide_server(dsn=dsn))
-        refuse_transaction_blocks(server.pooler, [loaded], [run_settings.mode])
+        refuse_transaction_blocks(server.topology, [loaded], [run_settings.mode])
         conn, run_context = stack.enter_context(run_schema(server, run_id=new_run_id()))
         if not CHOICES[plans]:
             if budget is None:

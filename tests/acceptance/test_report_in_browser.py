@@ -164,16 +164,15 @@ def measure(page: str, width: int, scratch: Path) -> tuple[dict, Path]:
     html.write_text(measured, encoding="utf-8")
     shot = scratch / f"report-{width}.png"
     base = [BROWSER, *FLAGS, f"--window-size={max(width, SMALLEST_WINDOW_PX)},2000", "--virtual-time-budget=3000"]
-    runs = []
-    for extra in (["--dump-dom"], [f"--screenshot={shot}"]):
-        profile = tempfile.mkdtemp(prefix="cc-chromium-")  # a fresh profile each time: nothing carried over
-        try:
-            runs.append(subprocess.run([*base, f"--user-data-dir={profile}", *extra, html.as_uri()],
-                                       capture_output=True, text=True, timeout=BROWSER_TIMEOUT_S))
-        finally:
-            shutil.rmtree(profile, ignore_errors=True)
-    found = re.search(r'<pre id="measured">(.*?)</pre>', runs[0].stdout)
-    assert found, f"Chromium printed no measurement: {runs[0].stderr[-500:]}"
+    # One Chromium for both: it dumps the DOM (with the measurement) and saves the screenshot of the same layout.
+    profile = tempfile.mkdtemp(prefix="cc-chromium-")  # a fresh profile each time: nothing carried over
+    try:
+        done = subprocess.run([*base, f"--user-data-dir={profile}", "--dump-dom", f"--screenshot={shot}", html.as_uri()],
+                              capture_output=True, text=True, timeout=BROWSER_TIMEOUT_S)
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+    found = re.search(r'<pre id="measured">(.*?)</pre>', done.stdout)
+    assert found, f"Chromium printed no measurement: {done.stderr[-500:]}"
     return json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&")), shot
 
 

@@ -25,7 +25,8 @@ from pg_claimcheck.app.runs import run_all
 from pg_claimcheck.contract.strategy import load_strategy
 from pg_claimcheck.server.pgbouncer import PoolerSpec
 from pg_claimcheck.server.provision import provide_server
-from pg_claimcheck.server.runcontext import Topology
+from pg_claimcheck.server.pooling import Pooler
+from pg_claimcheck.server.topology import Topology
 from pg_claimcheck.settings import RunSettings
 
 WORKERS = (8, 16)
@@ -43,7 +44,7 @@ def setup(name: str, dsn: str | None, workers: int):
         return
     with provide_server(dsn=dsn) as server:
         if name == "stateless":  # every connection as through a pooler, none in between
-            server = dataclasses.replace(server, topology=Topology(pooled=True))
+            server = dataclasses.replace(server, topology=Topology(found=Pooler("transaction", False, "none in between")))
         yield server
 
 
@@ -60,7 +61,7 @@ def main() -> None:
             for name in SETUPS:
                 with setup(name, args.dsn, workers) as server:
                     grid = [RunSettings(workers=workers, jobs=args.jobs, mode=mode) for mode in MODES
-                            if mode == "lease" or server.pooler is None or server.pooler.mode != "statement"]
+                            if mode == "lease" or server.topology.opens_blocks(worker=True)]
                     for result in run_all(server, [strategy], grid, quiet):
                         assert result.exactly_once
                         rates.setdefault((name, workers, result.settings.mode), []).append(

@@ -19,6 +19,7 @@ from pg_claimcheck.server.schema import build_jobs_table
 from pg_claimcheck.server.session import run_schema
 from pg_claimcheck.settings import RunSettings, WorkTime
 from pg_claimcheck.verdict.ledger import DONE, WorkerLog
+from pg_claimcheck.verdict.observed import WorkerTelemetry
 
 NOWAIT_QUEUE = """
 -- name: schema
@@ -199,7 +200,7 @@ def test_the_built_in_claim_binds_its_completions_from_its_own_text(server, atte
         conn = connect_worker(plan, 0)
         log = WorkerLog(worker=0)
         backend = LibpqBackend(plan, "w00", conn, log.unknown_keys, connect=lambda: connect_worker(plan, 0))
-        loop = Loop(plan, 0, backend, log, Shared.local(),
+        loop = Loop(plan, 0, backend, log, WorkerTelemetry(worker=0), Shared.local(),
                     LogStream(PipeSink(sender), log, plan.flush_interval_s))
         try:
             assert loop.cycle.alike and (backend.bind_claimed is not None) is attempt_is_int

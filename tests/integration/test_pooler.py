@@ -26,11 +26,17 @@ from pg_claimcheck.engine.worker import Loop, WorkerPlan, connect_worker, worker
 from pg_claimcheck.errors import ServerError, SqlFileError, UsageError
 from pg_claimcheck.server.pgbouncer import PgBouncer, PoolerSpec, pgbouncer_path
 from pg_claimcheck.server.provision import provide_server
-from pg_claimcheck.server.runcontext import RunContext, StatelessConnection, Topology
+from pg_claimcheck.server.pooling import Pooler
+from pg_claimcheck.server.runcontext import RunContext, StatelessConnection
+from pg_claimcheck.server.topology import Topology
 from pg_claimcheck.server.schema import build_jobs_table
 from pg_claimcheck.server.session import run_schema
 from pg_claimcheck.settings import RunSettings
 from pg_claimcheck.verdict.ledger import DONE, WorkerLog
+from pg_claimcheck.verdict.observed import WorkerTelemetry
+
+AS_POOLED = Topology(found=Pooler(mode="transaction", started=False, evidence="none: the test connects as through one"))
+"""Every connection as through a pooler, with none in between."""
 
 
 def _missing() -> str | None:
@@ -106,12 +112,13 @@ def test_the_psycopg_backend_drains_through_a_transaction_pool(server, mode):
         assert isinstance(conn, StatelessConnection)
         log = WorkerLog(worker=0)
         backend = PsycopgBackend(plan, worker_role(0), conn, log.unknown_keys, connect=lambda: connect_worker(plan, 0))
+        telemetry = WorkerTelemetry(worker=0)
         try:
-            Loop(plan, 0, backend, log, Shared.local(), LogStream(_Kept(), log, 1.0)).run()
+            Loop(plan, 0, backend, log, telemetry, Shared.local(), LogStream(_Kept(), log, 1.0)).run()
         finally:
             backend.close()
         assert admin.execute("SELECT count(*) FROM jobs WHERE status = 'done'").fetchone()[0] == 60
-    assert log.drained and sorted(log.job) == list(range(1, 61)) and set(log.outcome) == {DONE}
+    assert telemetry.drained and sorted(log.job) == list(range(1, 61)) and set(log.outcome) == {DONE}
     assert sorted(slot for slot, _ in log.backends) == list(range(60))
     assert all(pid is not None for _, pid in log.backends)
 
@@ -314,7 +321,7 @@ def test_an_inline_statement_binds_quoted_literals_where_psycopg_reads_placehold
     """The worker's fast path through a pooler: `%(name)s` as psycopg reads it (a `$1` or `%%` inside the
     SQL's own literal is text), each value quoted, the run's search path and isolation in the same
     message, the backend recorded."""
-    run = RunContext(server.dsn, "inline", Topology(pooled=True))  # as through a pooler, none in between
+    run = RunContext(server.dsn, "inline", AS_POOLED)
     with run.connect("w00", in_schema=False, worker=True, isolation="repeatable read") as conn:
         conn.schema = "pg_catalog"
         statement = InlineStatement(conn, "SELECT %(n)s::int + 1, %(text)s, '$1 100%%', current_setting("
@@ -329,7 +336,7 @@ def test_an_inline_statement_binds_quoted_literals_where_psycopg_reads_placehold
 def test_a_libpq_transaction_through_a_pooler_begins_with_the_connections_prelude(server):
     """The BEGIN message of a worker's explicit transaction sets its isolation and search path for all
     of it, and records the backend that runs it."""
-    run = RunContext(server.dsn, "inline", Topology(pooled=True))  # as through a pooler, none in between
+    run = RunContext(server.dsn, "inline", AS_POOLED)
     with run.connect("w00", in_schema=False, worker=True, isolation="serializable") as conn:
         conn.schema = "pg_catalog"
         transaction = Transaction(conn)
@@ -344,7 +351,7 @@ def test_a_statement_inside_an_explicit_transaction_carries_no_prelude(server):
     """Its transaction's start set the search path for all of it, on one backend: no statement inside
     sets it again (an extra statement per job on the pooled lock path). Both kinds of transaction record
     the backend that runs them."""
-    run = RunContext(server.dsn, "inline", Topology(pooled=True))  # as through a pooler, none in between
+    run = RunContext(server.dsn, "inline", AS_POOLED)
     with run.connect("w00", in_schema=False, worker=True, isolation="read committed") as conn:
         conn.schema = "pg_catalog"
         statement = InlineStatement(conn, "SELECT current_setting('search_path')")
@@ -369,7 +376,7 @@ def test_interleave_refuses_a_pooler_found_in_front_of_the_dsn(server, capsys):
 
 
 def test_an_inline_statement_quotes_a_value_right_without_standard_conforming_strings(server):
-    run = RunContext(server.dsn, "inline", Topology(pooled=True))  # as through a pooler, none in between
+    run = RunContext(server.dsn, "inline", AS_POOLED)
     with run.connect("w00", in_schema=False, worker=True) as conn:
         conn.execute("SET standard_conforming_strings TO off")
         statement = InlineStatement(conn, "SELECT %(text)s::text")

@@ -33,8 +33,8 @@ def test_a_drained_queue_ends_the_loop_with_every_job_recorded_once_and_done(mod
     loop, backend, log, trace = memory_loop(25, batch=10, mode=mode)
     loop.run()
     assert_each_job_done_once(log, 25)
-    assert log.drained and log.empty_claims == 1 and log.claim_statements == 4
-    assert len(log.claim_latency_ms) == 3 and loop.shared.progress[0] == 25
+    assert loop.telemetry.drained and loop.telemetry.empty_claims == 1 and loop.telemetry.claim_statements == 4
+    assert len(loop.telemetry.claim_latency_ms) == 3 and loop.shared.progress[0] == 25
     assert all(row.status == "done" for row in backend.queue.jobs.values())
 
 
@@ -69,11 +69,11 @@ def test_a_completion_that_fails_with_a_server_error_is_counted_and_retried(mode
     backend.fail_next["complete"] = [None, serialization_failure()]  # the second completion of the first claim
     loop.run()
     assert_each_job_done_once(log, 4)
-    assert log.sqlstates == {"40001": 1} and log.serialization_failures == 1
+    assert loop.telemetry.sqlstates == {"40001": 1} and loop.telemetry.serialization_failures == 1
     if mode == "lease":  # retried alone: its claim stands
-        assert log.claim_statements == 3 and ("rollback",) not in trace
+        assert loop.telemetry.claim_statements == 3 and ("rollback",) not in trace
     else:  # lock mode: the whole cycle rolled back and claimed again
-        assert ("rollback",) in trace and log.claim_statements == 4
+        assert ("rollback",) in trace and loop.telemetry.claim_statements == 4
 
 
 def test_in_lock_mode_a_failure_rolls_the_whole_cycle_back_and_records_nothing_of_it():
@@ -103,7 +103,7 @@ def test_a_lost_connection_during_a_claim_is_reconnected_and_the_claims_go_on():
     loop, backend, log, trace = memory_loop(10, batch=5)
     backend.fail_next["claim"] = [None, LOST]
     loop.run()
-    assert log.reconnects == 1 and backend.connections == 2 and log.sqlstates == {}
+    assert loop.telemetry.reconnects == 1 and backend.connections == 2 and loop.telemetry.sqlstates == {}
     assert_each_job_done_once(log, 10)
 
 
@@ -111,7 +111,7 @@ def test_a_completion_lost_after_it_committed_is_read_back_from_the_job_not_run_
     loop, backend, log, trace = memory_loop(3, batch=3)
     backend.fail_next["complete"] = [None, LOST_AFTER_COMMIT]
     loop.run()
-    assert log.reconnects == 1 and ("job_state", 2) in trace
+    assert loop.telemetry.reconnects == 1 and ("job_state", 2) in trace
     assert [e for e in kinds(trace, "complete") if e[1] == 2] == [("complete", 2, True)]  # once
     assert_each_job_done_once(log, 3)
 
@@ -120,7 +120,7 @@ def test_a_completion_lost_before_it_reached_the_server_is_run_again_on_the_new_
     loop, backend, log, trace = memory_loop(3, batch=3)
     backend.fail_next["complete"] = [LOST]
     loop.run()
-    assert log.reconnects == 1 and ("job_state", 1) in trace
+    assert loop.telemetry.reconnects == 1 and ("job_state", 1) in trace
     assert [e for e in kinds(trace, "complete") if e[1] == 1] == [("complete", 1, True)]
     assert_each_job_done_once(log, 3)
 
@@ -175,11 +175,11 @@ def test_a_claim_without_a_complete_section_is_its_jobs_completion():
 def test_the_claim_limit_and_the_stop_end_the_loop():
     loop, _, log, _ = memory_loop(50, batch=5, claims_per_worker=3)
     loop.run()
-    assert log.claim_statements == 3 and len(log) == 15 and not log.drained
+    assert loop.telemetry.claim_statements == 3 and len(log) == 15 and not loop.telemetry.drained
     loop, _, log, _ = memory_loop(50, batch=5)
     loop.shared.stop.value = 1
     loop.run()
-    assert log.claim_statements == 0
+    assert loop.telemetry.claim_statements == 0
 
 
 def test_a_claim_that_keeps_failing_gives_up_at_the_consecutive_failure_limit(monkeypatch):
@@ -189,7 +189,7 @@ def test_a_claim_that_keeps_failing_gives_up_at_the_consecutive_failure_limit(mo
     backend.fail_next["claim"] = [serialization_failure() for _ in range(4)] + [None] \
         + [serialization_failure() for _ in range(4)]  # a success between resets the count
     loop.run()
-    assert_each_job_done_once(log, 10) and log.sqlstates == {"40001": 8}
+    assert_each_job_done_once(log, 10) and loop.telemetry.sqlstates == {"40001": 8}
     loop, backend, log, _ = memory_loop(10, batch=5)
     backend.fail_next["claim"] = [serialization_failure() for _ in range(6)]
     with pytest.raises(SqlFileError, match=r"section 'claim' fails on the server in the claim's transaction, 5 times "

@@ -36,10 +36,14 @@ def test_generic_plans_are_not_applicable_when_the_workers_prepare_nothing():
     # plan the EXPLAIN shows is one no claim runs, and the condition would have read "held" untried.
     from pg_claimcheck.plans.conditions import BY_NAME, GENERIC
 
+    from pg_claimcheck.server.pgbouncer import PoolerSpec
+    from pg_claimcheck.server.topology import DIRECT, Topology
+
+    pooled = Topology.asked(PoolerSpec("transaction"))
     for condition in (GENERIC, BY_NAME["stale-generic"]):
-        assert condition.unavailable(stateless_workers=False) is None
-        assert "through a pooler the workers prepare nothing" in condition.unavailable(stateless_workers=True)
-    assert all(c.unavailable(stateless_workers=True) is None for c in CHOICES["all"] if not c.generic)
+        assert condition.unavailable(DIRECT) is None
+        assert "through a pooler the workers prepare nothing" in condition.unavailable(pooled)
+    assert all(c.unavailable(pooled) is None for c in CHOICES["all"] if not c.generic)
 
 
 def test_a_timing_condition_marks_the_claim_s_statements_by_their_text_between_parameters():

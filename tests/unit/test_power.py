@@ -5,25 +5,28 @@ from pg_claimcheck.verdict.ledger import WorkerLog
 from pg_claimcheck.verdict.power import Power, claim_intervals, lock_waits, overlapping_claims, unseen, weakened
 
 
-def log(worker: int, claims: list[tuple[float, float, int]]) -> WorkerLog:
-    """A worker's log of claims given as (commit time, latency ms, rows)."""
+def log(worker: int, claims: list[tuple[float, float, int]]) -> tuple[WorkerLog, list[float]]:
+    """A worker's log of claims given as (commit time, latency ms, rows), and its claim latencies (its telemetry)."""
     out = WorkerLog(worker)
-    for at, latency_ms, rows in claims:
+    for at, _latency_ms, rows in claims:
         out.record_claims([(worker * 1000 + i, 1) for i in range(rows)], at)
-        out.claim_latency_ms.append(latency_ms)
-    return out
+    return out, [latency_ms for _, latency_ms, _ in claims]
+
+
+def overlaps(*workers: tuple[WorkerLog, list[float]]) -> tuple[int, int]:
+    return overlapping_claims([w for w, _ in workers], {w.worker: latencies for w, latencies in workers})
 
 
 def test_a_claim_s_interval_is_its_commit_less_its_latency_and_its_rows_are_one_claim():
-    assert claim_intervals(log(0, [(1.0, 100.0, 3), (2.0, 500.0, 1)])) == [(0.9, 1.0, None), (1.5, 2.0, None)]
+    assert claim_intervals(*log(0, [(1.0, 100.0, 3), (2.0, 500.0, 1)])) == [(0.9, 1.0, None), (1.5, 2.0, None)]
 
 
 def test_claims_overlap_only_with_another_worker_s_claim_in_flight():
     a = log(0, [(1.0, 100.0, 2), (2.0, 100.0, 2)])  # (0.9, 1.0), (1.9, 2.0)
     b = log(1, [(1.05, 100.0, 2), (3.0, 100.0, 2)])  # (0.95, 1.05) overlaps a's first; (2.9, 3.0) none
-    assert overlapping_claims([a, b]) == (4, 2)
-    assert overlapping_claims([log(0, [(1.0, 100.0, 1), (1.05, 100.0, 1)])]) == (2, 0)  # one worker: never
-    assert overlapping_claims([a, WorkerLog(1)]) == (2, 0)
+    assert overlaps(a, b) == (4, 2)
+    assert overlaps(log(0, [(1.0, 100.0, 1), (1.05, 100.0, 1)])) == (2, 0)  # one worker: never
+    assert overlaps(a, (WorkerLog(1), [])) == (2, 0)
 
 
 def test_the_statement_of_a_held_says_what_its_overlaps_were_worth():
@@ -60,10 +63,10 @@ def test_a_near_certainty_is_not_rounded_to_one():
 
 def test_claims_one_pooled_backend_ran_never_overlapped():
     a, b = log(0, [(1.0, 100.0, 2)]), log(1, [(1.05, 100.0, 2)])
-    a.backends, b.backends = [(0, 7), (1, 7)], [(0, 7), (1, 7)]
-    assert overlapping_claims([a, b]) == (2, 0)  # a pool of one: the server ran them one after the other
-    b.backends = [(0, 8), (1, 8)]
-    assert overlapping_claims([a, b]) == (2, 2)
+    a[0].backends, b[0].backends = [(0, 7), (1, 7)], [(0, 7), (1, 7)]
+    assert overlaps(a, b) == (2, 0)  # a pool of one: the server ran them one after the other
+    b[0].backends = [(0, 8), (1, 8)]
+    assert overlaps(a, b) == (2, 2)
 
 
 def test_a_report_did_not_see_only_what_none_of_its_runs_saw():

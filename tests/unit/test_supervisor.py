@@ -14,6 +14,7 @@ from pg_claimcheck.engine.supervisor import STALL_TIMEOUT_S, Supervisor, drained
 from pg_claimcheck.server.schema import SeededJobs
 from pg_claimcheck.settings import RunSettings
 from pg_claimcheck.verdict.ledger import DONE, WorkerLog
+from pg_claimcheck.verdict.observed import WorkerTelemetry
 from pg_claimcheck.verdict.result import TableOutcome
 
 LIMIT = RunSettings().stall_limit_s(STALL_TIMEOUT_S)
@@ -71,12 +72,18 @@ class _Table:
 
 
 def _log(worker: int, jobs: list[int]) -> WorkerLog:
-    log = WorkerLog(worker=worker, started_at=10.0, finished_at=12.0)
+    log = WorkerLog(worker=worker)
     for i, job in enumerate(jobs):
         slot = log.record(job, 1, 10.0 + 0.1 * i)
         log.end(slot, 10.05 + 0.1 * i, DONE)
-    log.claim_statements = len(jobs)
     return log
+
+
+def _record(logs: list[WorkerLog], **rest) -> RunRecord:
+    """The record of these logs, each worker's telemetry started at 10.0 and finished at 12.0."""
+    telemetry = [WorkerTelemetry(worker=log.worker, started_at=10.0, finished_at=12.0, claim_statements=len(log))
+                 for log in logs]
+    return RunRecord.of(logs, telemetry, "drained", drained=True, **rest)
 
 
 STRATEGY = Strategy(name="in-memory", statements={"claim": "SELECT 1"}, source="test")
@@ -84,7 +91,7 @@ STRATEGY = Strategy(name="in-memory", statements={"claim": "SELECT 1"}, source="
 
 def test_one_record_one_judge_a_job_claimed_twice_is_a_double_claim_whoever_coordinated():
     logs = [_log(0, [1, 2]), _log(1, [2, 3])]
-    record = RunRecord.of(logs, "drained", drained=True, workers_replaced=2)
+    record = _record(logs, workers_replaced=2)
     seeded = SeededJobs(first_id=1, last_id=3, count=3, seconds=0.0)
     result = judge_run(record, _Table(done=3), STRATEGY, RunSettings(workers=2, jobs=3, batch=1), seeded,
                        releases=False)
@@ -94,7 +101,7 @@ def test_one_record_one_judge_a_job_claimed_twice_is_a_double_claim_whoever_coor
 
 
 def test_one_record_one_judge_each_job_once_holds():
-    record = RunRecord.of([_log(0, [1, 2]), _log(1, [3])], "drained", drained=True)
+    record = _record([_log(0, [1, 2]), _log(1, [3])])
     seeded = SeededJobs(first_id=1, last_id=3, count=3, seconds=0.0)
     result = judge_run(record, _Table(done=3), STRATEGY, RunSettings(workers=2, jobs=3, batch=1), seeded,
                        releases=False)

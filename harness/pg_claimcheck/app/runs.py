@@ -19,9 +19,9 @@ from pg_claimcheck.engine.budget import Budget
 from pg_claimcheck.engine.driver import run_strategy, seed
 from pg_claimcheck.engine.pgbench import pgbench_path, run_pgbench
 from pg_claimcheck.errors import UsageError
-from pg_claimcheck.server.pooling import refuse_transaction_blocks
 from pg_claimcheck.server.provision import Server
 from pg_claimcheck.server.session import run_schema
+from pg_claimcheck.server.topology import refuse_transaction_blocks
 from pg_claimcheck.settings import RunSettings
 from pg_claimcheck.verdict.liveness import HELD, NO_PROGRESS, VIOLATED
 from pg_claimcheck.verdict.result import RunResult
@@ -76,7 +76,7 @@ def run_all(server: Server, strategies: list[Strategy], grid: list[RunSettings],
         own = [s.source for s in strategies if s.own_schema]
         if own:
             raise UsageError(f"--pgbench runs the SQL on claimcheck's jobs table; {own[0]} brings its own tables")
-    refuse_transaction_blocks(server.pooler, strategies, [settings.mode for settings in grid])  # before the schema
+    refuse_transaction_blocks(server.topology, strategies, [settings.mode for settings in grid])  # before the schema
     results = []
     with run_schema(server) as (original, run):
         conn = original

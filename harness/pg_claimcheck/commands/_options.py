@@ -15,6 +15,7 @@ from pg_claimcheck.report.render import REPORTS_DIR
 from pg_claimcheck.server.pgbouncer import PoolerSpec
 from pg_claimcheck.server.provision import DSN_ENV, Server, provide_server
 from pg_claimcheck.server.redaction import redact_dsn
+from pg_claimcheck.server.topology import Topology
 from pg_claimcheck.settings import FaultPlan, RunSettings, WorkTime
 from pg_claimcheck.verdict.result import RunResult
 
@@ -79,8 +80,8 @@ def refuse_pooler(args: argparse.Namespace, what: str, why: str = "runs its sess
     ignoring --pooler (asked before its server is provided) or a pooler found in front of --dsn (with `server`)."""
     if server is None and args.pooler is not None:
         raise UsageError(f"{what} {why}; --pooler is for the others' load runs. Nothing was run: leave --pooler out")
-    if server is not None and server.pooler is not None:
-        raise UsageError(f"{redact_dsn(server.dsn)} goes through a pooler ({server.pooler.evidence}); {what} {why}. "
+    if server is not None and server.topology.found is not None:
+        raise UsageError(f"{redact_dsn(server.dsn)} goes through a pooler ({server.topology.found.evidence}); {what} {why}. "
                          "Nothing was run: point --dsn at the server itself")
 
 
@@ -92,10 +93,20 @@ def refuse_combined(what: str, given: tuple[tuple[str, object], ...]) -> None:
         raise UsageError(f"{what}: it does not combine with {', '.join(mixed)}")
 
 
+def pooler_spec(args: argparse.Namespace) -> PoolerSpec | None:
+    """The PgBouncer --pooler and --pool-size ask for, if any."""
+    # `is not None`: an empty --pooler "" (an unset variable in a script) is refused, not a run without one.
+    return PoolerSpec.parse(args.pooler, args.pool_size) if args.pooler is not None else None
+
+
+def asked_topology(args: argparse.Namespace) -> Topology:
+    """The topology the options ask for, before the server is provided (Topology.asked)."""
+    return Topology.asked(pooler_spec(args))
+
+
 def provide(args: argparse.Namespace, **kwargs):
     """The verb's server (provision.provide_server) from its --dsn, --pg, --pooler and --pool-size."""
-    # `is not None`: an empty --pooler "" (an unset variable in a script) is refused, not a run without one.
-    pooler = PoolerSpec.parse(args.pooler, args.pool_size) if args.pooler is not None else None
+    pooler = pooler_spec(args)
     if pooler is None and args.pool_size is not None:
         raise UsageError("--pool-size sizes the pool of --pooler; give --pooler pgbouncer too")
     workers = getattr(args, "workers", None)  # a list (check's of one); the probes have no --workers

@@ -15,6 +15,7 @@ from pg_claimcheck.commands._options import (
     add_producers_option,
     add_run_options,
     add_server_options,
+    asked_topology,
     provide,
     refuse_combined,
     refuse_pooler,
@@ -117,7 +118,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     if args.search:
         return run_search(args, strategy, console, err)
     # Before any server or pooler starts; a pooler found in front of --dsn is refused by the driver the same way.
-    check_wakeup(strategy, grid[0], stateless_workers=bool(args.pooler))
+    check_wakeup(strategy, grid[0], asked_topology(args))
     check_feedable(strategy, grid[0])
     conditions = PLAN_CHOICES[args.plans]
     if args.rate is not None:

@@ -20,7 +20,6 @@ from pg_claimcheck.plans.shape import FINISHED_JOBS, READY_JOBS, prepare_plan_ta
 from pg_claimcheck.probes._report import maybe_write, probe_document
 from pg_claimcheck.probes.explain import PlanVerdict, plan_verdict, with_conditions
 from pg_claimcheck.report.render import print_server, server_title
-from pg_claimcheck.server.runcontext import refuses_blocks
 from pg_claimcheck.server.session import run_schema
 from pg_claimcheck.settings import positive
 
@@ -61,7 +60,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
                 verdicts.append(plan_verdict(conn, strategy))
                 shapes[strategy.name] = [(HISTORY.name, plan_under(run, strategy, HISTORY, GUARD_BATCH, analyze=True))]
             for condition in GUARD_CONDITIONS:  # each condition's tables once, every strategy planned on them
-                if condition.generic and refuses_blocks(conn):
+                if condition.generic and not run.topology.opens_blocks():
                     err.print(f"  {condition.name}: not planned: a generic plan is that of a statement prepared on "
                               "one backend, and a statement pool gives each statement any backend", highlight=False,
                               soft_wrap=True)

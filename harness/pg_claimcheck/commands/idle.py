@@ -117,7 +117,7 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
         print_server(err, server)
         refuse_pooler(args, "idle", OWN_SESSIONS, server)
         if any(d.wakeup == "notify" for d in chosen):
-            check_wakeup(strategy, SimpleNamespace(wakeup="notify"), stateless_workers=False)
+            check_wakeup(strategy, SimpleNamespace(wakeup="notify"), server.topology)
         with run_schema(server) as (conn, run):
             seed(conn, run, strategy, 0)
             validate(run, strategy)  # a broken file is one clear error, before any window

@@ -16,8 +16,8 @@ from pg_claimcheck.probes._work import PROBE_STRATEGY
 from pg_claimcheck.probes.notify import NotifyFacts, notify_facts
 from pg_claimcheck.probes.wakeup import Variant, WakeResult, run_wakeup
 from pg_claimcheck.report.render import print_server, server_title
-from pg_claimcheck.server.pooling import refuse_behind_statement_pool
 from pg_claimcheck.server.session import run_schema
+from pg_claimcheck.server.topology import refuse_blocks
 from pg_claimcheck.settings import positive
 
 DEFAULT_ENQUEUES = 50
@@ -53,12 +53,12 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     strategy = load_strategy(PROBE_STRATEGY)
     with provide(args) as server:
         print_server(err, server)
-        refuse_behind_statement_pool(
-            server.pooler, "notify cannot run behind a pooler in statement mode",
+        refuse_blocks(
+            server.topology, "notify cannot run behind a pooler in statement mode",
             "its producer holds a transaction open across statements (the INSERT whose NOTIFY must wait for the "
             "COMMIT, the inserts that fold into one notification, a rolled-back payload)",
             "use a transaction pool (--pooler pgbouncer:transaction), where notify shows the LISTEN lost "
-            "(docs/poolers.md)", only_found=False)
+            "(docs/poolers.md)", worker=True)
         with run_schema(server) as (conn, run):
             err.print("  delivery at commit, folding, payload limit", highlight=False)
             facts = notify_facts(conn, run)

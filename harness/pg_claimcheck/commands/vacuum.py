@@ -17,9 +17,9 @@ from pg_claimcheck.probes.soak import run_soak
 from pg_claimcheck.probes.tables import archive_table, soak_table, vacuum_table
 from pg_claimcheck.probes.vacuum import HOLDERS, archive, run_vacuum_probe
 from pg_claimcheck.report.render import print_server, server_title
-from pg_claimcheck.server.pooling import refuse_behind_statement_pool
 from pg_claimcheck.server.schema import build_jobs_table
 from pg_claimcheck.server.session import run_schema
+from pg_claimcheck.server.topology import refuse_blocks
 from pg_claimcheck.settings import positive
 
 DEFAULT_JOBS = 2_000  # seed 003: "let other workers process 2,000 jobs"
@@ -63,8 +63,8 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
     strategy = load_strategy(args.strategy)
     with provide(args) as server:
         print_server(err, server)
-        refuse_behind_statement_pool(  # --pooler pgbouncer:statement pools only the queue's workers
-            server.pooler, "vacuum cannot run through a pooler in statement mode in front of --dsn",
+        refuse_blocks(  # --pooler pgbouncer:statement pools only the queue's workers
+            server.topology, "vacuum cannot run through a pooler in statement mode in front of --dsn",
             "its holders keep a transaction open while the workers run (what holds VACUUM back)",
             "point --dsn at the server and give --pooler pgbouncer:statement, which puts only the workers behind "
             "a statement pool")

@@ -26,7 +26,6 @@ from pg_claimcheck.contract.dialect import placeholders
 from pg_claimcheck.contract.keys import number_of
 from pg_claimcheck.contract.queries import QUERIES
 from pg_claimcheck.contract.strategy import RUN_SECTIONS, execute_section, pick_params
-from pg_claimcheck.server.runcontext import StatelessConnection
 
 if TYPE_CHECKING:  # the worker module builds the backends: it imports this one
     from pg_claimcheck.engine.worker import WorkerPlan
@@ -182,13 +181,14 @@ class PsycopgBackend:
         self.drain_query = QUERIES["unfinished_remaining" if plan.settings.lifecycle else "queued_remaining"]
         """Our jobs table's drain check; a file with its own tables has its `remaining` section."""
         self.conn = conn
-        self.backend_pid = None
+        self.stateless = plan.run.topology.stateless(worker=True)
+        """Through a pooler (the run's topology): nothing is prepared by name (Topology.prepares), and the
+        backend of each claim is recorded (its StatelessConnection records it per statement)."""
+        self.backend_pid: int | None = None
         self._connected()
 
     def _connected(self) -> None:
         """Set up what belongs to one connection (again after each reconnect)."""
-        self.pooled = isinstance(self.conn, StatelessConnection)
-        """Through a pooler (decided once per connection): the backend of each claim is recorded."""
         self.ended_by: str | None = None
         """The SQLSTATE of the FATAL the server sent as it ended this session (25P03: its
         idle_in_transaction_session_timeout), once read; libpq reports the broken connection without it."""
@@ -218,7 +218,7 @@ class PsycopgBackend:
         return rows
 
     def _ran_claim(self) -> None:
-        if self.pooled:  # the backend that ran the claim (its connection records it per statement)
+        if self.stateless:  # the backend that ran the claim
             self.backend_pid = self.conn.backend_pid
 
     def complete_each(self, jobs: list[tuple[int, int]], claimed: list[tuple], plain: bool,

@@ -39,6 +39,7 @@ from pg_claimcheck.engine.logstream import LogStream
 from pg_claimcheck.engine.shared import STALL_ASKED, STALLED, Shared
 from pg_claimcheck.errors import SqlFileError
 from pg_claimcheck.verdict.ledger import ABANDONED, CLAIM_IS_COMPLETION, DONE, FAILED, STALE, WorkerLog
+from pg_claimcheck.verdict.observed import WorkerTelemetry
 
 if TYPE_CHECKING:  # the worker module runs the cycles: it imports this one
     from pg_claimcheck.engine.worker import WorkerPlan
@@ -57,9 +58,11 @@ class Cycle:
     """What both modes share: reading a claim, keeping what committed, the per-job work, and the
     retry rules. `claims` is the mode's cycle."""
 
-    def __init__(self, plan: WorkerPlan, index: int, backend: Backend, log: WorkerLog, shared: Shared,
-                 stream: LogStream) -> None:
+    def __init__(self, plan: WorkerPlan, index: int, backend: Backend, log: WorkerLog, telemetry: WorkerTelemetry,
+                 shared: Shared, stream: LogStream) -> None:
         self.plan, self.index, self.backend, self.log, self.shared, self.stream = plan, index, backend, log, shared, stream
+        self.telemetry = telemetry
+        """What the worker measures (counts, latencies, errors), kept apart from `log`, the ledger's input."""
         self.settings = s = plan.settings
         self.strategy = plan.strategy
         self.rng = random.Random(index)
@@ -91,7 +94,7 @@ class Cycle:
         """After a claim that returned jobs: is the run stopping, or has this worker made its claims?"""
         self.consecutive_failures = 0
         limit = self.settings.claims_per_worker
-        return bool(self.shared.stop.value) or (limit is not None and self.log.claim_statements >= limit)
+        return bool(self.shared.stop.value) or (limit is not None and self.telemetry.claim_statements >= limit)
 
     def _read(self, claimed: list[tuple], started: float) -> tuple[list[tuple[int, int]], Notes]:
         """(job number, attempt) per row (see pg_claimcheck.contract.claimrows); the notes wait for the commit."""
@@ -125,7 +128,7 @@ class Cycle:
             log.leases.extend((slot, now, until) for slot, (now, until) in enumerate(self.pending_leases, first))
             self.pending_leases = []
         if rows:
-            log.claim_latency_ms.append(latency_ms)
+            self.telemetry.claim_latency_ms.append(latency_ms)
             self.shared.progress[self.index] = len(log)
         return first
 
@@ -199,8 +202,8 @@ class Cycle:
             raise Stopping
         state = getattr(cause, "sqlstate", None) or getattr(self.backend, "ended_by", None)
         if state:
-            self.log.lost_sqlstates[state] = self.log.lost_sqlstates.get(state, 0) + 1
-        self.log.reconnects += 1
+            self.telemetry.lost_sqlstates[state] = self.telemetry.lost_sqlstates.get(state, 0) + 1
+        self.telemetry.reconnects += 1
         self.backend.reconnect()
 
     def back_off(self) -> None:
@@ -213,11 +216,11 @@ class Cycle:
     def count_retry(self, exc: psycopg.Error) -> None:
         """A server error is an outcome of the claim (or completion): counted by its SQLSTATE."""
         state = exc.sqlstate or "?"
-        self.log.sqlstates[state] = self.log.sqlstates.get(state, 0) + 1
+        self.telemetry.sqlstates[state] = self.telemetry.sqlstates.get(state, 0) + 1
         if isinstance(exc, errors.SerializationFailure):
-            self.log.serialization_failures += 1
+            self.telemetry.serialization_failures += 1
         elif isinstance(exc, errors.DeadlockDetected):
-            self.log.deadlocks += 1
+            self.telemetry.deadlocks += 1
         if self.consecutive_failures >= MAX_CONSECUTIVE_ERRORS:
             raise SqlFileError(server_message(
                 self.strategy, self.strategy.picking_section, None, exc,
@@ -237,9 +240,9 @@ class LeaseCycle(Cycle):
         """When the last `fail` (a requeue) was first sent: see _finish_resiliently."""
 
     def claims(self) -> int:
-        log, backend, clock = self.log, self.backend, time.monotonic
+        telemetry, backend, clock = self.telemetry, self.backend, time.monotonic
         while True:
-            log.claim_statements += 1
+            telemetry.claim_statements += 1
             started = clock()
             if self.explicit:
                 with backend.transaction():
@@ -357,9 +360,9 @@ class LockCycle(Cycle):
     and the loop retries the claim."""
 
     def claims(self) -> int:
-        log, backend, clock = self.log, self.backend, time.monotonic
+        log, telemetry, backend, clock = self.log, self.telemetry, self.backend, time.monotonic
         while True:
-            log.claim_statements += 1
+            telemetry.claim_statements += 1
             started = clock()
             with backend.transaction():
                 claimed = backend.claim()
@@ -398,8 +401,8 @@ class LockCycle(Cycle):
         return self._complete(job, attempt, self._decide_failure())
 
 
-def cycle_for(plan: WorkerPlan, index: int, backend: Backend, log: WorkerLog, shared: Shared,
-              stream: LogStream) -> Cycle:
+def cycle_for(plan: WorkerPlan, index: int, backend: Backend, log: WorkerLog, telemetry: WorkerTelemetry,
+              shared: Shared, stream: LogStream) -> Cycle:
     """The cycle of the plan's mode."""
     cycle = LockCycle if plan.settings.mode == "lock" else LeaseCycle
-    return cycle(plan, index, backend, log, shared, stream)
+    return cycle(plan, index, backend, log, telemetry, shared, stream)

@@ -30,13 +30,14 @@ from pg_claimcheck.engine.supervisor import MAX_REPLACEMENTS, TICK_S, Supervisor
 from pg_claimcheck.engine.watch import RunWatch
 from pg_claimcheck.engine.worker import BARRIER_TIMEOUT_S, WorkerPlan, worker_main
 from pg_claimcheck.errors import ClaimcheckError, Interrupted, ServerError, UsageError
-from pg_claimcheck.server import interrupts, pooling
+from pg_claimcheck.server import interrupts, topology
 from pg_claimcheck.server.interrupts import shielded
 from pg_claimcheck.server.provision import Server
 from pg_claimcheck.server.runcontext import RunContext
 from pg_claimcheck.server.schema import SeededJobs, build_jobs_table, build_own_tables, key_base
 from pg_claimcheck.settings import RunSettings, StopReason
 from pg_claimcheck.verdict.ledger import WorkerLog
+from pg_claimcheck.verdict.observed import WorkerTelemetry
 from pg_claimcheck.verdict.result import RunResult
 
 JOIN_TIMEOUT_S = 10.0
@@ -58,8 +59,8 @@ def run_strategy(conn: psycopg.Connection, server: Server, run: RunContext, stra
     ends (monotonic, pg_claimcheck.engine.budget): the run stops there as at a time cap."""
     check_fail_rate(strategy, settings)
     producing.check_feedable(strategy, settings)
-    idle.check_wakeup(strategy, settings, run.stateless(worker=True))
-    pooling.refuse_transaction_blocks(server.pooler, [strategy], [settings.mode])  # before anything is made
+    idle.check_wakeup(strategy, settings, run.topology)
+    topology.refuse_transaction_blocks(run.topology, [strategy], [settings.mode])  # before anything is made
     seeded = seeded or seed(conn, run, strategy, settings.jobs)
     shape = validate(run, strategy, seeded.count)
     settings = reaper_for(strategy, shape, settings)
@@ -75,7 +76,7 @@ def run_strategy(conn: psycopg.Connection, server: Server, run: RunContext, stra
                                                              proves=plan.stops_on_proof,
                                                              knows_keys=not (feed and feed.learns_keys)))
     going.go()
-    fed = None if feed is None else feedfigures.outcome(feed, going.producer.logs, going.logs, seeded.keys)
+    fed = None if feed is None else feedfigures.outcome(feed, going.producer.logs, going.logs, going.telemetry, seeded.keys)
     record = going.record()
     if any(f.kind == "restart" for f in going.faults):
         with run.connect("coordinator") as fresh:  # the restart closed the coordinator's connection too
@@ -159,6 +160,8 @@ class _Run:
         self.selector = selectors.DefaultSelector()
         self.logs_by_worker: dict[int, WorkerLog] = {}
         """The coordinator's copy of each worker's log, merged from what it streams."""
+        self.telemetry_by_worker: dict[int, WorkerTelemetry] = {}
+        """Each worker's telemetry, from its last message (or what its death says)."""
         self.finished: set[int] = set()
         """Workers whose log is complete: their `end` message arrived, or they died."""
         self.killed: set[int] = set()
@@ -194,10 +197,15 @@ class _Run:
     def logs(self) -> list[WorkerLog]:
         return [self.logs_by_worker[i] for i in sorted(self.finished)]
 
+    @property
+    def telemetry(self) -> list[WorkerTelemetry]:
+        """The finished workers' telemetry, in the order of `logs`."""
+        return [self.telemetry_by_worker[i] for i in sorted(self.finished)]
+
     def record(self) -> RunRecord:
         """What the run did, for judge_run."""
         stall, job = self.shared.stall, self.shared.stalled_job
-        record = RunRecord.of(self.logs, self.stopped_by, drained(self.stopped_by, self.settings), killed=self.killed,
+        record = RunRecord.of(self.logs, self.telemetry, self.stopped_by, drained(self.stopped_by, self.settings), killed=self.killed,
                               reaps=self.reaps, faults=self.faults, faults_skipped=self.faults_skipped,
                               waits=self.waits, coordinator_cpu_s=self.coordinator_cpu_s,
                               stalled={e.worker: job[e.worker] for e in self.faults
@@ -220,6 +228,7 @@ class _Run:
             self.processes[index], self.receivers[index] = process, receiver
             self.selector.register(receiver, selectors.EVENT_READ, data=index)
             self.logs_by_worker[index] = WorkerLog(worker=index)
+            self.telemetry_by_worker[index] = WorkerTelemetry(worker=index)
 
     def _spawn_replacement(self) -> int:
         index = len(self.processes)
@@ -250,7 +259,7 @@ class _Run:
                 self._drain_messages(deadline=time.monotonic() + JOIN_TIMEOUT_S)
                 if self.producer is not None and self.producer.receive(JOIN_TIMEOUT_S) and self.producer.error:
                     raise ServerError(f"the run could not start: {self.producer.error}") from None
-                errors = [log.error for log in self.logs if log.error]
+                errors = [t.error for t in self.telemetry if t.error]
                 raise ServerError("workers could not start: " + (errors[0] if errors else
                                   "they did not reach the start barrier")) from None
             started, cpu_started = time.monotonic(), time.process_time()
@@ -262,7 +271,7 @@ class _Run:
             self._monitor(started, injector)
             if self.producer is not None:
                 self.producer.receive(JOIN_TIMEOUT_S)
-            if not self.shared.stop.value and any(log.drained for log in self.logs):
+            if not self.shared.stop.value and any(t.drained for t in self.telemetry):
                 self.stopped_by = StopReason.DRAINED  # before its --duration or --claims-per-worker
             self.coordinator_cpu_s = time.process_time() - cpu_started
             self.waits = sampler.stop(last=True)  # and one sample of a rate run's drained queue
@@ -272,7 +281,7 @@ class _Run:
                 reaper = None
             if injector is not None:
                 self.faults, self.faults_skipped = injector.events, injector.skipped + injector.kinds
-            errors = [log.error for log in self.logs if log.error]
+            errors = [t.error for t in self.telemetry if t.error]
             if errors:
                 raise ClaimcheckError(f"a worker failed mid-run, so the run is not judged: {errors[0]}")
             if self.producer is not None and self.producer.error:
@@ -409,7 +418,7 @@ class _Run:
                     first_new = len(log)
                     self.watch.see(log, first_new, message.merge_into(log))
                 else:
-                    apply_summary(log, message)
+                    apply_summary(self.telemetry_by_worker[index], message)
                     self._finish(index)
             if time.monotonic() >= deadline:
                 return
@@ -421,10 +430,10 @@ class _Run:
 
     def _died(self, index: int) -> None:
         """A worker gone without its `end` message: killed by a fault (expected), or crashed."""
-        log = self.logs_by_worker[index]
-        log.finished_at = time.monotonic()
+        telemetry = self.telemetry_by_worker[index]
+        telemetry.finished_at = time.monotonic()
         if index not in self.killed:
-            log.error = f"worker {index} died without a word (exit code {self.processes[index].exitcode})"
+            telemetry.error = f"worker {index} died without a word (exit code {self.processes[index].exitcode})"
         self._finish(index)
 
 

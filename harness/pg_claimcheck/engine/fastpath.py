@@ -266,7 +266,7 @@ class LibpqBackend(PsycopgBackend):
         Through a pooler nothing is prepared by name: the statement is sent whole each time, its
         parameters inline (see InlineStatement)."""
         text = self.strategy.statements[section]
-        if self.pooled:
+        if self.stateless:
             return InlineStatement(self.conn, text)
         try:
             return PreparedStatement(self.conn, f"claimcheck_{section}", text)
@@ -279,7 +279,7 @@ class LibpqBackend(PsycopgBackend):
         if self.fast_claim is None:
             return super().claim()
         rows = self.fast_claim.rows(self.fast_claim_params)
-        if self.pooled:
+        if self.stateless:
             self.backend_pid = self.conn.backend_pid
         return rows
 

@@ -16,7 +16,7 @@ from hdrh.histogram import HdrHistogram
 from pg_claimcheck.contract.keys import KeySpace, key_of
 from pg_claimcheck.engine.idle import WAKES
 from pg_claimcheck.verdict.ledger import CLAIM_IS_COMPLETION, DONE, WorkerLog
-from pg_claimcheck.verdict.observed import ProducerFigures, ProducerOutcome, QueueSamples
+from pg_claimcheck.verdict.observed import ProducerFigures, ProducerOutcome, QueueSamples, WorkerTelemetry
 from pg_claimcheck.verdict.result import OverTime
 from pg_claimcheck.verdict.timeline import latency_over_time
 
@@ -43,10 +43,10 @@ def _record(h: HdrHistogram, seconds: float) -> None:
     h.record_value(max(1, min(HISTOGRAM_MAX_US, round(seconds * 1e6))))
 
 
-def merged(logs: list[WorkerLog]) -> tuple[HdrHistogram, HdrHistogram]:
+def merged(telemetry: list[WorkerTelemetry]) -> tuple[HdrHistogram, HdrHistogram]:
     """The workers' (pickup, end-to-end) histograms, each recorded in its own process, merged."""
     pickup, end_to_end = _histogram(), _histogram()
-    for w in logs:
+    for w in telemetry:
         if w.latency_histograms is not None:
             for into, encoded in zip((pickup, end_to_end), w.latency_histograms):
                 into.add(HdrHistogram.decode(encoded))
@@ -80,9 +80,9 @@ def schedule_start(logs: list[ProducerLog]) -> float:
 
 
 def outcome(plan: ProducerPlan, logs: list[ProducerLog], worker_logs: list[WorkerLog],
-            keys: KeySpace | None = None) -> ProducerOutcome:
-    """The producers' figures from their logs (by index) and the workers'. `keys`: the seeded key space the
-    workers numbered their claims in (for learnt keys)."""
+            telemetry: list[WorkerTelemetry], keys: KeySpace | None = None) -> ProducerOutcome:
+    """The producers' figures from their logs (by index) and the workers' (their logs, and their telemetry's
+    histograms and wake-ups). `keys`: the seeded key space the workers numbered their claims in (for learnt keys)."""
     start = schedule_start(logs)
     committed = committed_keys(plan, logs)
     if plan.learns_keys:  # each worker's histograms, recorded here: only the producers' logs know a learnt key's due time
@@ -94,7 +94,7 @@ def outcome(plan: ProducerPlan, logs: list[ProducerLog], worker_logs: list[Worke
             end_to_end.add(mine[1])
         produced = lambda job, w: key_of(keys, job, w.unknown_keys, plan.key_is_int) in due  # noqa: E731
     else:
-        pickup, end_to_end = merged(worker_logs)
+        pickup, end_to_end = merged(telemetry)
         reserved = set(committed)
         produced = lambda job, w: job in reserved  # noqa: E731
     figures = []
@@ -118,7 +118,7 @@ def outcome(plan: ProducerPlan, logs: list[ProducerLog], worker_logs: list[Worke
                            pickup_latency_ms=_summary(pickup), end_to_end_latency_ms=_summary(end_to_end),
                            producers=tuple(figures), committed=committed,
                            wakeups=None if plan.channel is None else
-                           {k: sum(w.wakeups.get(k, 0) for w in worker_logs) for k in WAKES})
+                           {k: sum(w.wakeups.get(k, 0) for w in telemetry) for k in WAKES})
 
 
 def rate_over_time(logs: list[WorkerLog], origin: float, queue: QueueSamples | None, feed: "ProducerPlan",

@@ -23,6 +23,7 @@ import psycopg
 from psycopg import sql
 
 from pg_claimcheck.errors import UsageError
+from pg_claimcheck.server.topology import Topology
 
 NOTIFY_FALLBACK_S = 1.0
 """A listening worker with no notification claims again after this long (the notify probe's default fallback)."""
@@ -37,16 +38,16 @@ def channel_name(run_id: str) -> str:
     return f"claimcheck_{run_id}_feed"
 
 
-def check_wakeup(strategy, settings, stateless_workers: bool) -> None:
+def check_wakeup(strategy, settings, topology: Topology) -> None:
     """`--wakeup notify` (RunSettings checked it comes with --rate) needs the default enqueue, which sends the
-    notification, and workers that can LISTEN (no pooler)."""
+    notification, and workers that can LISTEN (Topology.listens: no pooler)."""
     if settings.wakeup != "notify":
         return
     if strategy.own_schema or strategy.has("enqueue"):
         raise UsageError(f"--wakeup notify is for claimcheck's jobs table fed by its default enqueue, which sends "
                          f"the notification in the job's transaction; {strategy.source} brings its own "
                          f"{'tables' if strategy.own_schema else 'enqueue section'}: use --wakeup poll")
-    if stateless_workers:
+    if not topology.listens(worker=True):
         raise UsageError("--wakeup notify needs workers that can LISTEN, and through a pooler they keep no session "
                          "state (a transaction pooler hands each transaction to any backend, which delivers a "
                          "notification to nobody waiting; see docs/poolers.md): use --wakeup poll there")

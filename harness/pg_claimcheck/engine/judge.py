@@ -1,10 +1,11 @@
 """One run record, one judge: what a coordinator saw of a run, and the RunResult made of it.
 
 Every coordinator (the fork driver, the library runner, the Locust master) ends a run the same
-way: it fills a :class:`RunRecord` with what it saw (the claimers' merged logs, why and when the
-run ended, the faults it injected, the reaper's returns, the lock waits) and hands it to
-:func:`judge_run` with the run's table (a :class:`JobTable`: ours, a file's own, or a library's).
-The ledger (pg_claimcheck.verdict.ledger) judges the logs; the table says what the jobs became.
+way: it fills a :class:`RunRecord` with what it saw (the claimers' merged logs and their telemetry,
+why and when the run ended, the faults it injected, the reaper's returns, the lock waits) and hands it
+to :func:`judge_run` with the run's table (a :class:`JobTable`: ours, a file's own, or a library's).
+The ledger (pg_claimcheck.verdict.ledger) judges the logs, and only them; the table says what the jobs
+became; the telemetry gives the result's figures (latencies, counts, errors, CPU).
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from pg_claimcheck.settings import RunSettings
 from pg_claimcheck.verdict import power
 from pg_claimcheck.verdict.ledger import Verdict, WorkerLog, judge
 from pg_claimcheck.verdict.liveness import Waiting, settings_to_read
+from pg_claimcheck.verdict.observed import WorkerTelemetry
 from pg_claimcheck.verdict.result import OverTime, RunResult, TableOutcome
 from pg_claimcheck.verdict.stats import latency_summary
 from pg_claimcheck.verdict.timeline import claims_over_time
@@ -38,6 +40,9 @@ class RunRecord:
 
     logs: list[WorkerLog]
     """Each claimer's log, complete: merged from its stream, ended by its last message or its death."""
+    telemetry: list[WorkerTelemetry]
+    """Each claimer's telemetry (in the order of `logs`): from its last message, or what its death says.
+    Empty where the claimers measure nothing of theirs (a library's workers)."""
     stopped_by: str
     """Why the run ended (see RunResult.stopped_by)."""
     drained: bool
@@ -69,13 +74,14 @@ class RunRecord:
     """A rate run's queue and pickup latency over time (see pg_claimcheck.engine.feedfigures.rate_over_time)."""
 
     @classmethod
-    def of(cls, logs: list[WorkerLog], stopped_by: str, drained: bool, **rest) -> RunRecord:
-        """A record whose span, origin and timeline come from the logs themselves (the fork driver's,
+    def of(cls, logs: list[WorkerLog], telemetry: list[WorkerTelemetry], stopped_by: str, drained: bool,
+           **rest) -> RunRecord:
+        """A record whose span, origin and timeline come from the claimers themselves (the fork driver's,
         Locust's): the span's start is the origin, the last claimer's end the timeline's end."""
-        span = run_span(logs)
-        observed = max(log.finished_at for log in logs) - span[0]
-        return cls(logs=logs, stopped_by=stopped_by, drained=drained, span=span, origin=span[0],
-                   observed_s=observed, **rest)
+        span = run_span(logs, telemetry)
+        observed = max(t.finished_at for t in telemetry) - span[0]
+        return cls(logs=logs, telemetry=telemetry, stopped_by=stopped_by, drained=drained, span=span,
+                   origin=span[0], observed_s=observed, **rest)
 
 
 class JobTable(Protocol):
@@ -145,7 +151,7 @@ class RunTable:
         return {name: self.conn.execute(QUERIES["session_setting"], {"name": name}).fetchone()[0] for name in names}
 
 
-def run_span(logs: list[WorkerLog]) -> tuple[float, float]:
+def run_span(logs: list[WorkerLog], telemetry: list[WorkerTelemetry]) -> tuple[float, float]:
     """The run's span, on the workers' own clocks: from the first release from the barrier (the
     coordinator wakes from it a little later than they do) to the last claim or end of a job, or to
     the last worker's end if none claimed a job. After the last job, the workers only find the queue
@@ -155,9 +161,9 @@ def run_span(logs: list[WorkerLog]) -> tuple[float, float]:
     at its last transaction. A requeue ends at its release time, before its `fail` was first sent
     (see pg_claimcheck.engine.cycle.LeaseCycle._finish_resiliently): a run whose last event is a requeue retried through a reconnect
     ends before that retry."""
-    started = min(log.started_at for log in logs if log.started_at)
+    started = min(t.started_at for t in telemetry if t.started_at)
     last = [log.last_event() for log in logs if len(log)]
-    return started, max(last) if last else max(log.finished_at for log in logs)
+    return started, max(last) if last else max(t.finished_at for t in telemetry)
 
 
 def judge_run(record: RunRecord, table: JobTable, strategy: Strategy, settings: RunSettings, seeded: SeededJobs, *,
@@ -178,7 +184,8 @@ def judge_run(record: RunRecord, table: JobTable, strategy: Strategy, settings: 
         verdict = _still_queued(table, verdict, logs, seeded)
     if record.stopped_by in ("stalled", "no-progress") and hasattr(table, "waiting"):
         outcome = dataclasses.replace(outcome, waiting=table.waiting())
-    endings = _sum_counts(log.lost_sqlstates for log in logs)
+    measured = record.telemetry
+    endings = _sum_counts(t.lost_sqlstates for t in measured)
     limits = table.settings(settings_to_read(endings)) if endings and hasattr(table, "settings") else {}
     verdict = held_to_promise(verdict, outcome, delivery, faulted=bool(record.faults))
     if record.faults:
@@ -187,18 +194,18 @@ def judge_run(record: RunRecord, table: JobTable, strategy: Strategy, settings: 
     return RunResult(
         strategy=strategy, settings=settings, seeded=seeded, verdict=verdict, waits=record.waits, table=outcome,
         elapsed_s=finished - started, stopped_by=record.stopped_by,
-        claim_latency_ms=latency_summary(x for log in logs for x in log.claim_latency_ms),
-        serialization_failures=sum(log.serialization_failures for log in logs),
-        deadlocks=sum(log.deadlocks for log in logs),
-        claim_statements=sum(log.claim_statements for log in logs) if record.claim_statements is None
+        claim_latency_ms=latency_summary(x for t in measured for x in t.claim_latency_ms),
+        serialization_failures=sum(t.serialization_failures for t in measured),
+        deadlocks=sum(t.deadlocks for t in measured),
+        claim_statements=sum(t.claim_statements for t in measured) if record.claim_statements is None
         else record.claim_statements,
-        empty_claims=sum(log.empty_claims for log in logs), faults_skipped=record.faults_skipped,
-        reconnects=sum(log.reconnects for log in logs), workers_replaced=record.workers_replaced,
+        empty_claims=sum(t.empty_claims for t in measured), faults_skipped=record.faults_skipped,
+        reconnects=sum(t.reconnects for t in measured), workers_replaced=record.workers_replaced,
         reaped=len(record.reaps), faults=record.faults,
-        claim_errors=_sum_counts(log.sqlstates for log in logs),
+        claim_errors=_sum_counts(t.sqlstates for t in measured),
         # Over the claimers' whole time, past the last job: a stall or a slow end shows as empty buckets.
         claims_over_time=claims_over_time(logs, origin, record.observed_s),
-        stop_reason=record.stop_reason, cpu_s=cpu_use(logs, record.coordinator_cpu_s), producer=fed,
+        stop_reason=record.stop_reason, cpu_s=cpu_use(measured, record.coordinator_cpu_s), producer=fed,
         over_time=record.over_time, session_endings=endings, server_limits=limits,
         power=run_power(logs, record, strategy, settings, verdict, releases),
     )
@@ -213,7 +220,8 @@ def _sets_lease(strategy: Strategy) -> bool:
 def run_power(logs: list[WorkerLog], record: RunRecord, strategy: Strategy, settings: RunSettings, verdict: Verdict,
               releases: bool) -> power.Power:
     """The run's power figures (pg_claimcheck.verdict.power) from its records and what it was."""
-    claims, overlapping = power.overlapping_claims(logs)
+    latencies = {t.worker: t.claim_latency_ms for t in record.telemetry}
+    claims, overlapping = power.overlapping_claims(logs, latencies)
     texts = " ".join(strategy.statements.values())
     released = bool(verdict.redeliveries or record.reaps or record.faults or verdict.stale_completions)
     return power.Power(claims, overlapping, power.lock_waits(record.waits.events, record.waits.samples),
@@ -240,10 +248,10 @@ def held_to_promise(verdict: Verdict, outcome: TableOutcome, delivery: Delivery,
                                unclaimed_jobs=0 if faulted else verdict.unclaimed_jobs)
 
 
-def cpu_use(logs: list[WorkerLog], coordinator_s: float | None) -> dict:
+def cpu_use(telemetry: list[WorkerTelemetry], coordinator_s: float | None) -> dict:
     """The harness's own CPU in the run: its workers' (summed) and its coordinator's, in seconds.
     Against pgbench's CPU on the same SQL it says what our client costs (see pg_claimcheck.engine.pgbench)."""
-    used = [log.cpu_s for log in logs if log.cpu_s is not None]
+    used = [t.cpu_s for t in telemetry if t.cpu_s is not None]
     return {"workers": round(sum(used), 4) if used else None,
             "coordinator": None if coordinator_s is None else round(coordinator_s, 4)}
 

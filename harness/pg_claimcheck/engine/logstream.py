@@ -11,11 +11,12 @@ from __future__ import annotations
 import sys
 import time
 from array import array
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from itertools import islice
 from typing import Any, Protocol
 
 from pg_claimcheck.verdict.ledger import RECORD_COLUMNS, WorkerLog, record_column
+from pg_claimcheck.verdict.observed import WorkerTelemetry
 
 FLUSH_INTERVAL_S = 0.5
 """How often a worker sends its records when nothing needs them sooner. Each send wakes the
@@ -195,18 +196,15 @@ class LogStream:
             self.flush()
 
 
-SUMMARY_FIELDS = ("claim_latency_ms", "claim_statements", "empty_claims", "serialization_failures", "deadlocks",
-                  "reconnects", "sqlstates", "lost_sqlstates", "started_at", "finished_at", "cpu_s", "error", "drained",
-                  "latency_histograms", "wakeups")
-"""What a worker sends once, at its end: everything in its log but what it streamed (its claims
-and their notes)."""
+SUMMARY_FIELDS = tuple(f.name for f in fields(WorkerTelemetry) if f.name != "worker")
+"""What a worker sends once, at its end: its telemetry (what it streamed is its log, the ledger's input)."""
 
 
-def summary(log: WorkerLog) -> dict:
-    return {name: getattr(log, name) for name in SUMMARY_FIELDS}
+def summary(telemetry: WorkerTelemetry) -> dict:
+    return {name: getattr(telemetry, name) for name in SUMMARY_FIELDS}
 
 
-def apply_summary(log: WorkerLog, fields: dict) -> None:
+def apply_summary(telemetry: WorkerTelemetry, summary: dict) -> None:
     """The coordinator's side of :func:`summary`."""
-    for name, value in fields.items():
-        setattr(log, name, value)
+    for name, value in summary.items():
+        setattr(telemetry, name, value)

@@ -39,6 +39,7 @@ from pg_claimcheck.server.interrupts import child_process_setup
 from pg_claimcheck.server.runcontext import RunContext, StatelessConnection, when_up
 from pg_claimcheck.settings import RunSettings
 from pg_claimcheck.verdict.ledger import WorkerLog
+from pg_claimcheck.verdict.observed import WorkerTelemetry
 
 BARRIER_TIMEOUT_S = 60.0
 RECONNECT_TIMEOUT_S = 60.0
@@ -117,7 +118,7 @@ def connect_when_up(plan: WorkerPlan, index: int, shared: Shared) -> psycopg.Con
 def worker_main(plan: WorkerPlan, index: int, barrier: Any, shared: Shared, pipe: Any) -> None:
     """Entry point of a worker process. Never raises: errors travel back in the final message."""
     child_process_setup()
-    log = WorkerLog(worker=index)
+    log, telemetry = WorkerLog(worker=index), WorkerTelemetry(worker=index)
     stream = LogStream(PipeSink(pipe), log, plan.flush_interval_s)
     loop = None
     released = False
@@ -130,15 +131,15 @@ def worker_main(plan: WorkerPlan, index: int, barrier: Any, shared: Shared, pipe
             conn = connect_worker(plan, index)
             barrier.wait(BARRIER_TIMEOUT_S)
         released = True
-        log.started_at = time.monotonic()
+        telemetry.started_at = time.monotonic()
         cpu_started = time.process_time()
         backend = LibpqBackend(plan, worker_role(index), conn, log.unknown_keys,
                                connect=lambda: connect_when_up(plan, index, shared))
-        loop = Loop(plan, index, backend, log, shared, stream)
+        loop = Loop(plan, index, backend, log, telemetry, shared, stream)
         try:
             loop.run()
         finally:
-            log.cpu_s = time.process_time() - cpu_started
+            telemetry.cpu_s = time.process_time() - cpu_started
     except Stopping:  # a replacement still waiting for the server when the run ended: nothing to record
         pass
     except threading.BrokenBarrierError:
@@ -148,7 +149,7 @@ def worker_main(plan: WorkerPlan, index: int, barrier: Any, shared: Shared, pipe
     except Exception as exc:  # reported by the coordinator as an environment error
         # One of ours says what and where (a section that fails at run time); anything else, its type too.
         kind = "" if isinstance(exc, ClaimcheckError) else f"{type(exc).__name__}: "
-        log.error = f"worker {index}: {kind}{str(exc).strip() or traceback.format_exc(limit=3)}"
+        telemetry.error = f"worker {index}: {kind}{str(exc).strip() or traceback.format_exc(limit=3)}"
         # Before the start, the others must not wait for us. After it, an abort would break the
         # barrier under workers not yet awake from it, and hide our error behind theirs.
         if barrier is not None and not released:
@@ -158,17 +159,17 @@ def worker_main(plan: WorkerPlan, index: int, barrier: Any, shared: Shared, pipe
                 pass
     finally:
         if plan.feed is not None:
-            log.latency_histograms = plan.feed.histograms(shared.feed_start.value, log)
-        send_end(log, stream, loop)
+            telemetry.latency_histograms = plan.feed.histograms(shared.feed_start.value, log)
+        send_end(telemetry, stream, loop)
 
 
-def send_end(log: WorkerLog, stream: LogStream, loop: "Loop | None") -> None:
-    """A claimer's last word, however it ended: what it had not sent yet, its summary, its
+def send_end(telemetry: WorkerTelemetry, stream: LogStream, loop: "Loop | None") -> None:
+    """A claimer's last word, however it ended: what it had not sent yet of its log, its telemetry, its
     connection closed (the fork driver's workers and Locust users alike)."""
-    log.finished_at = time.monotonic()
+    telemetry.finished_at = time.monotonic()
     try:
         stream.flush()
-        stream.sink.send_end(summary(log))
+        stream.sink.send_end(summary(telemetry))
     finally:
         if loop is not None:
             loop.backend.close()
@@ -178,14 +179,15 @@ class Loop:
     """One worker's claims until the table is drained, the run stops, or it made its claims: its mode's
     cycle, and what ends a cycle (an empty claim, an error, a lost connection)."""
 
-    def __init__(self, plan: WorkerPlan, index: int, backend: Backend, log: WorkerLog, shared: Shared,
-                 stream: LogStream) -> None:
+    def __init__(self, plan: WorkerPlan, index: int, backend: Backend, log: WorkerLog, telemetry: WorkerTelemetry,
+                 shared: Shared, stream: LogStream) -> None:
         self.plan, self.backend, self.log, self.shared, self.stream = plan, backend, log, shared, stream
+        self.telemetry = telemetry
         self.settings = plan.settings
-        self.cycle = cycle_for(plan, index, backend, log, shared, stream)
+        self.cycle = cycle_for(plan, index, backend, log, telemetry, shared, stream)
         self.idle = idle.waiter(plan.settings, plan.feed.channel if plan.feed is not None else None)
         """The wait after an empty claim: a poll pause, or a LISTEN (--wakeup)."""
-        log.wakeups = self.idle.counts
+        telemetry.wakeups = self.idle.counts
 
     @property
     def conn(self) -> psycopg.Connection:
@@ -201,18 +203,18 @@ class Loop:
     def _run(self) -> None:
         limit, cycle = self.settings.claims_per_worker, self.cycle
         while not self.shared.stop.value:
-            if limit is not None and self.log.claim_statements >= limit:
+            if limit is not None and self.telemetry.claim_statements >= limit:
                 return
             try:
                 if cycle.claims():
                     continue  # the run is stopping, or this worker reached its claims
-                self.log.empty_claims += 1
+                self.telemetry.empty_claims += 1
                 # The drain check runs at the strategy's isolation level too, so it can fail like a claim.
                 # A run with a time or claim limit ends at the drain too: nothing is left to measure.
                 # Read before the drain check: 0 means the producer's last commit came before it.
                 producing = self.shared.producing is not None and self.shared.producing.value
                 if not self.backend.remaining() and not producing:
-                    self.log.drained = True
+                    self.telemetry.drained = True
                     return
             except psycopg.Error as exc:
                 if self.backend.lost(exc):

@@ -24,6 +24,9 @@ ADAPTERS = {
     "huey": "pg_claimcheck.libs.huey",
     "chancy": "pg_claimcheck.libs.chancy",
     "dbos": "pg_claimcheck.libs.dbos",
+    "django-tasks": "pg_claimcheck.libs.django_tasks",  # its workers are Django commands: pg_claimcheck.libs._django
+    "django-q2": "pg_claimcheck.libs.django_q2",
+    "taskiq-postgres": "pg_claimcheck.libs.taskiq_postgres",  # its workers are `taskiq worker` commands
     "absurd": "pg_claimcheck.libs.absurd",  # its schema by its own CLI, absurdctl
     "graphile-worker": "pg_claimcheck.libs.graphile",  # Node: pg_claimcheck.libs.external
     "pg-boss": "pg_claimcheck.libs.pgboss",

@@ -111,6 +111,46 @@ class Recorder:
         self._line("E", key, f"{time.monotonic():.6f}")
 
 
+COMMAND_WORKER_ENV = "CLAIMCHECK_WORKER"
+"""A worker that is the library's own command (`manage.py db_worker`, `taskiq worker`), not our _worker process:
+its WorkerConfig as JSON in this environment variable, for the recording task (`command_recorder`). The
+environment, not the command line: the DSN may hold a password."""
+_command_recorders: dict[int, Recorder] = {}
+
+
+def command_recorder() -> Recorder:
+    """In a library's own worker command: this process's Recorder, made at its first execution from
+    COMMAND_WORKER_ENV (a command that forks its workers, django-q2's cluster or taskiq's, has one per process)."""
+    pid = os.getpid()
+    if pid not in _command_recorders:
+        _command_recorders[pid] = Recorder(WorkerConfig(**json.loads(os.environ[COMMAND_WORKER_ENV])))
+    return _command_recorders[pid]
+
+
+def spawn_command(argv: list[str], env: dict[str, str], stderr) -> subprocess.Popen:
+    """A worker that is the library's own command (`python -m django db_worker`, `python -m taskiq worker`), given its
+    WorkerConfig in `env` (COMMAND_WORKER_ENV): in a process group of its own, as LibraryAdapter.spawn's."""
+    from pg_claimcheck.server.interrupts import die_with_parent
+
+    return subprocess.Popen([sys.executable, "-m", *argv], env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=stderr, preexec_fn=die_with_parent, process_group=0)
+
+
+def say_hello() -> None:
+    """In a library's own worker command, once its process has loaded the library: says it is up (a file beside its
+    records, `CommandWorker.said_hello`). A no-op in any other process."""
+    if COMMAND_WORKER_ENV in os.environ:
+        Path(json.loads(os.environ[COMMAND_WORKER_ENV])["records"] + HELLO_SUFFIX).touch()
+
+
+HELLO_SUFFIX = ".up"
+
+
+def command_env(config: WorkerConfig, **extra: str) -> dict[str, str]:
+    """The environment of a worker command: ours, its config (COMMAND_WORKER_ENV), and `extra`."""
+    return dict(os.environ, **{COMMAND_WORKER_ENV: json.dumps(asdict(config))}, **extra)
+
+
 @dataclass(frozen=True)
 class LibraryCycle:
     """One cycle of a library's worker loop as a pgbench script (`claimcheck lib --pgbench`): the
@@ -358,3 +398,14 @@ class ForgetsJobs(LibraryAdapter):
 
     def outcome_params(self) -> dict | None:
         return {"enqueued": self.enqueued}
+
+
+class CommandWorker(LibraryAdapter):
+    """A library whose workers are its own command (spawn_command), which says when it is up (say_hello): Django
+    and the library loading in eight processes at once on a loaded machine take longer than the supervisor's
+    stall limit, and a start-up is not a stall (pg_claimcheck.libs.runner counts a hello as activity)."""
+
+    says_hello = True
+
+    def said_hello(self, records: Path) -> bool:
+        return Path(str(records) + HELLO_SUFFIX).exists()

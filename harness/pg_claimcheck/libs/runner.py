@@ -42,13 +42,14 @@ from pg_claimcheck.libs.feed import LibraryFeed
 from pg_claimcheck.libs.parity import run_cycle
 from pg_claimcheck.libs.records import to_ledger
 from pg_claimcheck.server.leftovers import records_dir
-from pg_claimcheck.server.pooling import refuse_behind_statement_pool
 from pg_claimcheck.server.provision import Server
 from pg_claimcheck.server.runcontext import RunContext
 from pg_claimcheck.server.schema import SeededJobs
 from pg_claimcheck.server.session import run_id_from_env
+from pg_claimcheck.server.topology import refuse_blocks
 from pg_claimcheck.settings import FaultPlan, Mode, RunSettings, WorkTime
 from pg_claimcheck.verdict.ledger import WorkerLog
+from pg_claimcheck.verdict.observed import WorkerTelemetry
 from pg_claimcheck.verdict.result import RunResult, TableOutcome
 
 RECOVER_EVERY_S = 0.5
@@ -137,8 +138,8 @@ def run_library(server: Server, adapter: LibraryAdapter, settings: RunSettings,
                 pgbench: bool = False) -> RunResult:
     """One library x setting, in a database of its own that is dropped after; with `pgbench`, its
     worker cycle through pgbench too, on a freshly enqueued table in that database."""
-    refuse_behind_statement_pool(
-        server.pooler, f"{adapter.name} cannot be set up through a pooler in statement mode in front of --dsn",
+    refuse_blocks(
+        server.topology, f"{adapter.name} cannot be set up through a pooler in statement mode in front of --dsn",
         "claimcheck makes the library's database, applies its schema and enqueues through the library's own "
         "code there, which opens transaction blocks",
         "point --dsn at the server and give --pooler pgbouncer:statement, which puts only the library's workers "
@@ -244,18 +245,19 @@ class _Run:
         logs, reaps, executions = to_ledger(files, self.deaths, adapter.stall_release_s,
                                             _terminations(injector, files), adapter.completion_lag_s,
                                             adapter.lease_s, adapter.claim_lease_s)
-        fed = None
+        fed, telemetry = None, []  # the library's workers measure nothing of ours but a rate run's latencies
         if fed_log is not None:  # the seeded jobs and the produced ones it committed, judged by judge_run
-            for log in logs:
-                log.latency_histograms = self.feed_plan.histograms(fed_log.started_at, log)
-            fed = feedfigures.outcome(self.feed_plan, [fed_log], logs)
+            telemetry = [WorkerTelemetry(worker=log.worker,
+                                         latency_histograms=self.feed_plan.histograms(fed_log.started_at, log))
+                         for log in logs]
+            fed = feedfigures.outcome(self.feed_plan, [fed_log], logs, telemetry)
             adapter.fed(fed_log.enqueued)  # before the table's last reading
         starts = [ex.started for ex in executions]
         ends = [ex.ended for ex in executions if not math.isnan(ex.ended)]
         record = RunRecord(
             # A library that stopped moving with jobs left (stalled) has lost them as surely as one that
             # drained without them: judged as a drain, its unrun jobs are lost, never "kept its promise".
-            logs=logs, stopped_by=stopped_by, drained=stopped_by in ("drained", "stalled"),
+            logs=logs, telemetry=telemetry, stopped_by=stopped_by, drained=stopped_by in ("drained", "stalled"),
             span=(min(starts), max(ends)) if starts and ends else (origin, origin), origin=origin,
             observed_s=(max(ends) - origin) if ends else 0.0, reaps=reaps, killed=injector.killed if injector else set(),
             faults=injector.events if injector else [],

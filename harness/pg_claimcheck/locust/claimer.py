@@ -39,6 +39,7 @@ from pg_claimcheck.engine.worker import Loop, WorkerPlan, connect_when_up, conne
 from pg_claimcheck.server.runcontext import RunContext
 from pg_claimcheck.settings import FaultPlan, RunSettings, WorkTime
 from pg_claimcheck.verdict.ledger import WorkerLog
+from pg_claimcheck.verdict.observed import WorkerTelemetry
 
 LOG_MESSAGE = "claimcheck_log"
 """A user's records since its last flush (a LogStream delta), times on the server's clock."""
@@ -175,7 +176,7 @@ def run_claimer(environment: Any, plan: WorkerPlan) -> None:
     GreenletExit (Locust stopping the user): errors travel to the master in the summary."""
     runner = environment.runner
     index = max(getattr(runner, "worker_index", 0), 0) * INDEX_STRIDE + next(_numbers)
-    log, clock = WorkerLog(worker=index), ServerClock()
+    log, telemetry, clock = WorkerLog(worker=index), WorkerTelemetry(worker=index), ServerClock()
     pipe = ToMaster(runner, index, clock)
     stream = LogStream(pipe, log, plan.flush_interval_s)
     shared = Shared.local()
@@ -183,12 +184,12 @@ def run_claimer(environment: Any, plan: WorkerPlan) -> None:
     try:
         conn = connect_worker(plan, index)
         clock.anchor(conn)
-        log.started_at = time.monotonic()
-        runner.send_message(START_MESSAGE, {"user": index, "started_at": clock.server_time(log.started_at)})
+        telemetry.started_at = time.monotonic()
+        runner.send_message(START_MESSAGE, {"user": index, "started_at": clock.server_time(telemetry.started_at)})
         backend = LocustBackend(plan, worker_role(index), conn, log.unknown_keys,
                                 connect=lambda: connect_when_up(plan, index, shared),
                                 events=environment.events, clock=clock)
-        loop = Loop(plan, index, backend, log, shared, stream)
+        loop = Loop(plan, index, backend, log, telemetry, shared, stream)
         pipe.loop = loop
         if plan.settings.duration_s is not None:
             import gevent  # only ever imported under Locust
@@ -196,6 +197,6 @@ def run_claimer(environment: Any, plan: WorkerPlan) -> None:
             gevent.spawn_later(plan.settings.duration_s, setattr, shared.stop, "value", 1)
         loop.run()
     except Exception as exc:
-        log.error = f"user {index}: {type(exc).__name__}: {str(exc).strip()}"
+        telemetry.error = f"user {index}: {type(exc).__name__}: {str(exc).strip()}"
     finally:
-        send_end(log, stream, loop)
+        send_end(telemetry, stream, loop)

@@ -46,6 +46,7 @@ from pg_claimcheck.server.runcontext import RunContext
 from pg_claimcheck.server.session import run_id_from_env, run_schema
 from pg_claimcheck.settings import WorkTime
 from pg_claimcheck.verdict.ledger import WorkerLog
+from pg_claimcheck.verdict.observed import WorkerTelemetry
 
 EVIDENCE_JOBS = 5
 
@@ -78,6 +79,7 @@ class MasterRun:
         self.conn: psycopg.Connection | None = None
         self.sampler: LockWaitSampler | None = None
         self.logs: dict[int, WorkerLog] = {}
+        self.telemetry: dict[int, WorkerTelemetry] = {}
         self.node_of: dict[int, str] = {}
         self.ended: set[int] = set()
         self.news = 0
@@ -113,9 +115,13 @@ class MasterRun:
     def _log(self, user: int) -> WorkerLog:
         return self.logs.setdefault(user, WorkerLog(worker=user))
 
+    def _telemetry(self, user: int) -> WorkerTelemetry:
+        return self.telemetry.setdefault(user, WorkerTelemetry(worker=user))
+
     def _on_start(self, environment: Any, msg: Any, **kwargs: Any) -> None:
         self.node_of[msg.data["user"]] = msg.node_id
-        self._log(msg.data["user"]).started_at = msg.data["started_at"]
+        self._log(msg.data["user"])
+        self._telemetry(msg.data["user"]).started_at = msg.data["started_at"]
         self.news += 1
 
     def _on_log(self, environment: Any, msg: Any, **kwargs: Any) -> None:
@@ -125,7 +131,8 @@ class MasterRun:
     def _on_end(self, environment: Any, msg: Any, **kwargs: Any) -> None:
         user = msg.data["user"]
         self.node_of.setdefault(user, msg.node_id)
-        apply_summary(self._log(user), msg.data["summary"])
+        self._log(user)
+        apply_summary(self._telemetry(user), msg.data["summary"])
         self.ended.add(user)
         self.news += 1
 
@@ -182,15 +189,16 @@ class MasterRun:
         self.sampler = None
         now = self.conn.execute(QUERIES["server_clock"]).fetchone()[0]
         for user in lost:  # like the fork driver's dead worker: its log ends where its stream did
-            self.logs[user].finished_at = now
+            self._telemetry(user).finished_at = now
         logs = [self.logs[u] for u in sorted(self.logs)]
-        errors = [log.error for log in logs if log.error]
+        telemetry = [self._telemetry(u) for u in sorted(self.logs)]
+        errors = [t.error for t in telemetry if t.error]
         if errors:
             raise ClaimcheckError(f"a claimer failed mid-run, so the run is not judged: {errors[0]}")
-        if not any(log.started_at for log in logs):
+        if not any(t.started_at for t in telemetry):
             raise ClaimcheckError("no Locust user started claiming; is a worker connected to this master?")
         # No faults, no reaper; the master's CPU is Locust's, not a run's (coordinator_cpu_s None).
-        record = RunRecord.of(logs, stopped_by, drained(stopped_by, self.settings), killed=lost, waits=waits)
+        record = RunRecord.of(logs, telemetry, stopped_by, drained(stopped_by, self.settings), killed=lost, waits=waits)
         result = judge_run(record, RunTable(self.conn, self.strategy, unreaped=True), self.strategy, self.settings,
                            self.seeded, releases=self.plan.releases)
         if lost:

@@ -21,8 +21,9 @@ from pg_claimcheck.plans import AS_SEEDED as AS_SEEDED_NAME
 from pg_claimcheck.plans import PLAN_QUERIES
 from pg_claimcheck.plans.shape import prepare_plan_table
 from pg_claimcheck.plans.timing import PAUSE_SETTING, claim_marks
-from pg_claimcheck.server.runcontext import RunContext, refuses_blocks
+from pg_claimcheck.server.runcontext import RunContext
 from pg_claimcheck.server.schema import SeededJobs, key_base, reset_schema
+from pg_claimcheck.server.topology import Topology
 
 CONDITION_JOBS = 300
 """Jobs in a condition's table (fewer when the check's own run has fewer, never under five batches):
@@ -83,16 +84,17 @@ class Condition:
         """Generic plans: the plan a prepared statement gets, without its parameters' values."""
         return dict(self.settings).get("plan_cache_mode") == "force_generic_plan"
 
-    def unavailable(self, stateless_workers: bool, statement_pooled: bool = False) -> str | None:
+    def unavailable(self, topology: Topology) -> str | None:
         """Why the workers cannot run the claim under this condition, or None. Through a pooler
-        (RunContext.stateless) they prepare nothing, their parameters bound on the client: no claim of
+        (Topology.prepares) they prepare nothing, their parameters bound on the client: no claim of
         theirs is ever planned generically, whatever plan_cache_mode says, while the EXPLAIN (of a
         PREPARE) shows the generic plan; the condition would read "held" untried. Behind statement
-        pooling the `SET LOCAL`s cannot share the claim's transaction: it is one statement there."""
-        if self.settings and statement_pooled:
+        pooling (Topology.opens_blocks) the `SET LOCAL`s cannot share the claim's transaction: it is one
+        statement there."""
+        if self.settings and not topology.opens_blocks(worker=True):
             return ("its settings are SET LOCAL in the claim's transaction, and behind statement pooling a claim "
                     "is one statement, its own transaction: a transaction block is refused there")
-        if self.generic and stateless_workers:
+        if self.generic and not topology.prepares(worker=True):
             return ("generic plans are those of prepared statements, and through a pooler the workers prepare "
                     "nothing (their parameters are bound on the client): no claim would run the plan shown")
         return None
@@ -157,7 +159,7 @@ def build_tables(conn: psycopg.Connection, run: RunContext, strategy: Strategy, 
         return seed(conn, run, strategy, jobs)
     if condition.table == "history":  # the finished jobs' ids after the ready ones
         return prepare_plan_table(conn, run.schema, finished=HISTORY_JOBS, ready=jobs, first_key=key_base(run.run_id))
-    if condition.table == "stale" and refuses_blocks(conn):
+    if condition.table == "stale" and not run.topology.opens_blocks():
         raise TablesUnavailable("its statistics are taken while the seed's transaction is still open, and the "
                                 "pooler in front of --dsn is in statement mode: no transaction stays open there")
     hook = (lambda: _analyze_unseen(run)) if condition.table == "stale" else None

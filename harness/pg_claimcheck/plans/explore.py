@@ -33,10 +33,10 @@ from pg_claimcheck.plans.conditions import (
 )
 from pg_claimcheck.plans.shape import EXPLAIN_PREFIX, EXPLAIN_TIMEOUT_MS, SAMPLE_VALUES, PlanShape, explain
 from pg_claimcheck.plans.timing import shadowed
-from pg_claimcheck.server.pooling import refuse_transaction_blocks
 from pg_claimcheck.server.provision import Server
 from pg_claimcheck.server.runcontext import RunContext
 from pg_claimcheck.server.session import run_schema
+from pg_claimcheck.server.topology import refuse_transaction_blocks
 from pg_claimcheck.settings import FaultPlan, Mode, RunSettings
 from pg_claimcheck.verdict.liveness import HELD, NO_PROGRESS, VIOLATED, WORDS
 from pg_claimcheck.verdict.result import RunResult
@@ -124,7 +124,6 @@ def explore(conn: psycopg.Connection, server: Server, run: RunContext, strategy:
         if on_outcome:
             on_outcome(outcome)
 
-    statement_pooled = server.pooler is not None and server.pooler.pools_statements
     for condition in conditions:
         started = time.perf_counter()
         if stopped_by:
@@ -132,7 +131,7 @@ def explore(conn: psycopg.Connection, server: Server, run: RunContext, strategy:
         elif not condition.applies_to(strategy):
             record(ConditionOutcome(condition, None, "not applicable",
                                     note="needs claimcheck's jobs table; this file brings its own tables"))
-        elif (why := condition.unavailable(run.stateless(worker=True), statement_pooled)) is not None:
+        elif (why := condition.unavailable(run.topology)) is not None:
             record(ConditionOutcome(condition, None, "not applicable", note=why))
         elif condition.expiry and settings.mode != Mode.LEASE:
             record(ConditionOutcome(condition, None, "not applicable",
@@ -292,7 +291,7 @@ def run_with_plans(server: Server, strategy: Strategy, grid: list[RunSettings], 
                    err, budget: Budget | None = None) -> tuple[list[RunResult], list[ConditionOutcome]]:
     """`check`'s runs under every condition, for each setting of the grid, in one schema of the run's
     own: every run made (in the order made) and every condition's outcome, run or not."""
-    refuse_transaction_blocks(server.pooler, [strategy], [settings.mode for settings in grid])  # before the schema
+    refuse_transaction_blocks(server.topology, [strategy], [settings.mode for settings in grid])  # before the schema
     results, outcomes = [], []
     with run_schema(server) as (conn, run):
         for settings in grid:

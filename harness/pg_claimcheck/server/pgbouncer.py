@@ -36,7 +36,7 @@ from pg_claimcheck.server.postmaster import owned_dir, remove_dir, run_as, serve
 
 MODES = ("transaction", "session", "statement")
 """In statement mode only designs whose every transaction is one statement run (see
-pg_claimcheck.server.pooling.refuse_transaction_blocks): it refuses transaction blocks."""
+pg_claimcheck.server.topology.refuse_transaction_blocks): it refuses transaction blocks."""
 DEFAULT_MODE = "transaction"
 DIR_PREFIX = "claimcheck-pgbouncer-"
 READY_TIMEOUT_S = 10.0

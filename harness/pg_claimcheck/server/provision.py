@@ -31,7 +31,7 @@ from pg_claimcheck.server.pgbouncer import PoolerSpec
 from pg_claimcheck.server.pooling import Pooler
 from pg_claimcheck.server.postmaster import LocalPostmaster
 from pg_claimcheck.server.redaction import redact_dsn, remember, scrub
-from pg_claimcheck.server.runcontext import DIRECT, Topology
+from pg_claimcheck.server.topology import DIRECT, Topology, refuse_ours_in_front_of
 
 DSN_ENV = "CLAIMCHECK_DSN"
 EMBEDDED_DEFAULT_MAJOR = 18
@@ -56,10 +56,13 @@ class Server:
     """Directory with this server's client tools (pgbench, psql), when we know one."""
     restart: Callable[[], None] | None = field(default=None, compare=False, repr=False)
     """Restarts the server, for the restart fault; only for a server we started."""
-    pooler: Pooler | None = None
-    """The pooler in front of the workers' connections (ours, or found in front of the DSN), if any."""
     topology: Topology = DIRECT
-    """How a run's connections reach this server (through `pooler`, if any): every RunContext on it carries it."""
+    """How a run's connections reach this server (through a pooler, if any): every RunContext on it carries it."""
+
+    @property
+    def pooler(self) -> Pooler | None:
+        """The pooler the report names (ours, or the one found in front of the DSN), if any."""
+        return self.topology.pooler
 
 
 def server_version(dsn: str) -> tuple[str, int]:
@@ -131,9 +134,8 @@ def provide_server(dsn: str | None = None, pg: str | None = None, max_connection
             found = pooling.detect(server.dsn)
             if found is not None:
                 if pooler is not None:
-                    pooling.refuse_statement_mode(server.dsn, found)  # our PgBouncer's BEGINs would reach it
-                server = replace(server, pooler=found,
-                                 topology=Topology(pooled=True, statement=found.mode == "statement"))
+                    refuse_ours_in_front_of(server.dsn, found)  # our PgBouncer's BEGINs would reach it
+                server = replace(server, topology=Topology(found=found))
         if pooler is None:
             yield server
             return
@@ -143,9 +145,9 @@ def provide_server(dsn: str | None = None, pg: str | None = None, max_connection
         bouncer = pgbouncer.PgBouncer(server.dsn, pooler, size)
         try:
             bouncer.start()
-            yield replace(server, topology=Topology(pooled=server.pooler is not None, workers=bouncer.dsn), pooler=Pooler(
-                mode=pooler.mode, started=True, kind="pgbouncer", version=pgbouncer.version(), pool_size=size,
-                evidence=f"pool_mode = {pooler.mode}, default_pool_size = {size}, on 127.0.0.1:{bouncer.port}"))
+            ours = Pooler(mode=pooler.mode, started=True, kind="pgbouncer", version=pgbouncer.version(), pool_size=size,
+                          evidence=f"pool_mode = {pooler.mode}, default_pool_size = {size}, on 127.0.0.1:{bouncer.port}")
+            yield replace(server, topology=replace(server.topology, ours=ours, workers=bouncer.dsn))
         finally:
             bouncer.stop()
 

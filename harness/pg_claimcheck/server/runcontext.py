@@ -11,9 +11,11 @@ a :class:`StatelessConnection`, whose every statement carries its own search pat
 worker, isolation level) in the same implicit transaction, with no named prepared statement.
 Behind statement pooling it sends no BEGIN either: a transaction that commits goes in one message
 (:func:`in_one_transaction`), one rolled back is replayed (:meth:`StatelessConnection.transaction`). Whether
-the run's connections go through a pooler, and where workers connect instead (a PgBouncer we started in
-front of the server), is the run's :class:`Topology`, decided once when the server is provided
-(pg_claimcheck.server.provision) and carried on the server and on the run's context.
+the run's connections go through a pooler, and where workers connect instead (a PgBouncer we started
+in front of the server), is the run's `Topology` (pg_claimcheck.server.topology), decided once when the
+server is provided (pg_claimcheck.server.provision) and carried on the server and on the run's context:
+a connection is made as the topology says, and code that holds the run asks the topology what its
+connections can do.
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ import psycopg
 from psycopg import pq, sql
 
 from pg_claimcheck.errors import UsageError
+from pg_claimcheck.server.topology import DIRECT, REFUSES_BLOCKS, Topology
 
 APP_PREFIX = "claimcheck/"
 MAX_APP_NAME = 63  # PostgreSQL truncates application_name to NAMEDATALEN - 1 bytes
@@ -43,29 +46,6 @@ def app_pattern(run_id: str) -> str:
     """A LIKE pattern for the application_name of every connection of a run (run ids are
     [a-z0-9_], so `_` is the only character LIKE would read as a wildcard)."""
     return f"{APP_PREFIX}{run_id}/".replace("_", r"\_") + "%"
-
-
-@dataclass(frozen=True)
-class Topology:
-    """How the run's connections reach the server, decided once when it is provided: directly (the
-    default); every connection through a pooler found in front of the DSN (`pooled`, in statement mode
-    `statement`); or the workers through a PgBouncer we started (`workers`). It holds for every
-    database on that server (a queue library's own)."""
-
-    pooled: bool = False
-    """A pooler sits in between: a connection keeps no session state (see StatelessConnection)."""
-    workers: str | None = None
-    """Workers connect here instead (a pooler we started in front of the server), statelessly."""
-    statement: bool = False
-    """The pooler refuses transaction blocks (statement pooling): see StatelessConnection.transaction."""
-
-    def stateless(self, *, worker: bool = False) -> bool:
-        """Does such a connection go through a pooler, so that it keeps no session state: no prepared
-        statement, no LISTEN, no SET that outlives its transaction?"""
-        return self.pooled or (worker and self.workers is not None)
-
-
-DIRECT = Topology()
 
 
 _T = TypeVar("_T")
@@ -121,10 +101,6 @@ class RunContext:
             return psycopg.conninfo.make_conninfo(via, dbname=psycopg.conninfo.conninfo_to_dict(self.dsn).get("dbname"))
         return self.dsn
 
-    def stateless(self, *, worker: bool = False) -> bool:
-        """Does such a connection go through a pooler, so that it may keep no session state?"""
-        return self.topology.stateless(worker=worker)
-
     def app_pattern(self) -> str:
         return app_pattern(self.run_id)
 
@@ -137,11 +113,11 @@ class RunContext:
         (the schema may not exist yet, or may be gone). A `worker`'s goes through the workers' pooler,
         if any; through a pooler, each of its transactions gets the search path (and `isolation`)
         itself, and `isolation` is not set for the session."""
-        if self.stateless(worker=worker):
-            conn = StatelessConnection.connect(self._target(worker), prepare_threshold=None, **self._options(role))
-            conn.schema, conn.isolation = (self.schema if in_schema else None), isolation
-            conn.refuses_blocks = self.topology.statement
-            return conn
+        if self.topology.stateless(worker=worker):
+            pooled = StatelessConnection.connect(self._target(worker), prepare_threshold=None, **self._options(role))
+            pooled.schema, pooled.isolation = (self.schema if in_schema else None), isolation
+            pooled.refuses_blocks = not self.topology.opens_blocks(worker=worker)
+            return pooled
         conn = psycopg.connect(self.dsn, **self._options(role))
         if in_schema:
             try:
@@ -258,7 +234,8 @@ class StatelessConnection(psycopg.Connection):
     backend_pid: int | None = None
     """The backend that ran the last statement (behind a transaction pooler, it changes)."""
     refuses_blocks: bool = False
-    """Behind statement pooling: no BEGIN may reach the pooler on its own (see `transaction`)."""
+    """Behind statement pooling (Topology.opens_blocks, set when it connects): no BEGIN may reach the pooler
+    on its own (see `transaction`)."""
     replayed: list[str] | None = None
     """Inside a rolled-back transaction behind statement pooling: its statements so far (SQL text)."""
 
@@ -332,10 +309,10 @@ class StatelessConnection(psycopg.Connection):
         refused, saying why (see in_one_transaction for one that does not read)."""
         if self.refuses_blocks:
             if not force_rollback or savepoint_name is not None or self.replayed is not None:
-                raise UsageError("this step needs a transaction block across statements, and the pooler in front "
-                                 "of --dsn is in statement mode, which refuses every one (PgBouncer answers BEGIN "
-                                 "with SQLSTATE 08P01). Point --dsn at the server, and put a statement pool in front "
-                                 "of the workers only with --pooler pgbouncer:statement (docs/poolers.md)")
+                raise UsageError(f"this step needs a transaction block across statements, and {REFUSES_BLOCKS}: "
+                                 "the pooler in front of --dsn is in statement mode. Point --dsn at the server, and "
+                                 "put a statement pool in front of the workers only with --pooler pgbouncer:statement "
+                                 "(docs/poolers.md)")
             self.replayed = []
             try:
                 yield None
@@ -350,7 +327,8 @@ class StatelessConnection(psycopg.Connection):
 
 
 def refuses_blocks(conn: psycopg.Connection) -> bool:
-    """Is this a connection through a statement pool (found in front of --dsn), where no BEGIN may be sent?"""
+    """Is this a connection through a statement pool, where no BEGIN may be sent? For code that holds a
+    connection and not its run (the run's code asks `run.topology.opens_blocks`)."""
     return isinstance(conn, StatelessConnection) and conn.refuses_blocks
 
 

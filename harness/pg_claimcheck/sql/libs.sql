@@ -254,6 +254,64 @@ SELECT substr(workflow_uuid, 3)::bigint, workflow_uuid, status, recovery_attempt
 FROM dbos.workflow_status WHERE left(workflow_uuid, 2) = 'cc' AND status NOT IN ('SUCCESS', 'ERROR', 'CANCELLED')
 ORDER BY 1 LIMIT %(limit)s;
 
+-- name: django_tasks_outcome
+-- django-tasks-db keeps every task's row (django_tasks_database_dbtaskresult): READY, RUNNING (claimed, with the
+-- worker's id appended to worker_ids), SUCCESSFUL or FAILED; the key is the task's keyword argument `n`.
+SELECT count(*) FILTER (WHERE status = 'SUCCESSFUL')             AS done,
+       count(*) FILTER (WHERE status = 'READY')                  AS queued,
+       count(*) FILTER (WHERE status = 'RUNNING')                AS running,
+       count(*) FILTER (WHERE status = 'FAILED')                 AS failed,
+       coalesce(max(jsonb_array_length(worker_ids::jsonb)), 0)   AS max_attempts
+FROM django_tasks_database_dbtaskresult;
+
+-- name: django_tasks_status
+SELECT (args_kwargs::jsonb -> 'kwargs' ->> 'n')::bigint, status, jsonb_array_length(worker_ids::jsonb)
+FROM django_tasks_database_dbtaskresult WHERE (args_kwargs::jsonb -> 'kwargs' ->> 'n')::bigint = ANY(%(keys)s);
+
+-- name: django_tasks_unfinished
+SELECT (args_kwargs::jsonb -> 'kwargs' ->> 'n')::bigint, id, status, jsonb_array_length(worker_ids::jsonb),
+       coalesce(worker_ids::jsonb ->> -1, '')
+FROM django_tasks_database_dbtaskresult WHERE status IN ('READY', 'RUNNING') ORDER BY 1 LIMIT %(limit)s;
+
+-- name: django_q2_outcome
+-- django-q2's ORM broker keeps a task in django_q_ormq until its cluster acknowledges it (deletes the row);
+-- `lock` is when it may be claimed again (its claim sets it `retry` seconds ahead). Its results
+-- (django_q_task, the last `save_limit` successes) are read for attempts only: done = enqueued - rows left.
+SELECT %(enqueued)s - (SELECT count(*) FROM django_q_ormq WHERE key = %(queue)s)                 AS done,
+       (SELECT count(*) FROM django_q_ormq WHERE key = %(queue)s AND lock <= now())              AS queued,
+       (SELECT count(*) FROM django_q_ormq WHERE key = %(queue)s AND lock > now())               AS running,
+       0                                                                                         AS failed,
+       (SELECT coalesce(max(attempt_count), 0) FROM django_q_task WHERE name LIKE 'cc%%')        AS max_attempts;
+
+-- name: django_q2_status
+-- Each key's fate in django-q2's words: its result (success or failure, with its attempts), or none kept.
+SELECT k, CASE WHEN t.success THEN 'success' WHEN t.success IS NOT NULL THEN 'failure'
+               ELSE 'no result kept (queued, running, or pruned by save_limit)' END,
+       coalesce(t.attempt_count, 0)
+FROM unnest(%(keys)s::bigint[]) AS k LEFT JOIN django_q_task t ON t.name = 'cc' || k;
+
+-- name: django_q2_unfinished
+-- The payload is a signed pickle: the rows are shown by their id and lock, not by key.
+SELECT id, CASE WHEN lock > now() THEN 'claimed until ' || lock ELSE 'queued' END
+FROM django_q_ormq WHERE key = %(queue)s ORDER BY id LIMIT %(limit)s;
+
+-- name: taskiq_postgres_outcome
+-- taskiq-postgres keeps a message in taskiq_messages from its kick to its acknowledgement (the row is deleted):
+-- `pending` until a worker notified of it claims it, `processing` after.
+SELECT count(*) FILTER (WHERE status = 'pending')    AS queued,
+       count(*) FILTER (WHERE status = 'processing') AS running
+FROM taskiq_messages;
+
+-- name: taskiq_postgres_status
+SELECT substr(task_id, 3)::bigint, status, 1 FROM taskiq_messages
+WHERE left(task_id, 2) = 'cc' AND substr(task_id, 3)::bigint = ANY(%(keys)s)
+UNION ALL
+SELECT k, 'acknowledged (row deleted)', 1 FROM unnest(%(keys)s::bigint[]) AS k
+WHERE NOT EXISTS (SELECT 1 FROM taskiq_messages WHERE task_id = 'cc' || k);
+
+-- name: taskiq_postgres_unfinished
+SELECT substr(task_id, 3)::bigint, id, status, 1, '' FROM taskiq_messages
+WHERE left(task_id, 2) = 'cc' ORDER BY id LIMIT %(limit)s;
 -- name: absurd_outcome
 -- Absurd keeps each task in absurd.t_<queue> (its state the state of its last run) and each attempt in
 -- absurd.r_<queue>; the adapter's queue is `claimcheck`. attempts is the task's highest attempt.

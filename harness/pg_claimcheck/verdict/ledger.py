@@ -96,7 +96,9 @@ MAX_CLAIMS_SHOWN = 50  # claims kept per violation
 
 @dataclass
 class WorkerLog:
-    """Everything one worker did, recorded locally."""
+    """What one worker recorded of its committed claims, locally: the ledger's input, all of it (its
+    latencies, counts and errors are its telemetry, pg_claimcheck.verdict.observed.WorkerTelemetry,
+    which the ledger never reads)."""
 
     worker: int
     job: array[Any] = record_column("job")
@@ -104,18 +106,6 @@ class WorkerLog:
     claimed_at: array[Any] = record_column("claimed_at")
     ended_at: array[Any] = record_column("ended_at")
     outcome: array[Any] = record_column("outcome")
-    claim_latency_ms: array[Any] = field(default_factory=lambda: array("f"))
-    """One entry per claim statement that returned jobs."""
-    claim_statements: int = 0
-    empty_claims: int = 0
-    serialization_failures: int = 0
-    deadlocks: int = 0
-    reconnects: int = 0
-    sqlstates: dict[str, Any] = field(default_factory=dict)
-    """Server errors raised inside claims and completions, by SQLSTATE (each rolled back and retried)."""
-    lost_sqlstates: dict[str, int] = field(default_factory=dict)
-    """Connections the server ended, by the SQLSTATE it sent as it ended them (25P03: its
-    idle_in_transaction_session_timeout); a connection lost without a word is not counted here."""
     leases: list[Any] = field(default_factory=list)
     """(slot, server time right after the claim, lease_until), both epoch seconds, for claims that
     return `lease_until`."""
@@ -128,18 +118,6 @@ class WorkerLog:
     backends: list[Any] = field(default_factory=list)
     """(slot, backend pid) of claims made through a pooler (see pg_claimcheck.server.runcontext), where
     one client connection's transactions run on many backends and one backend serves many clients."""
-    started_at: float = 0.0
-    finished_at: float = 0.0
-    cpu_s: float | None = None
-    """CPU time (user + system) the worker process used from its release to its end; None for a
-    claimer that shares its process (a Locust user)."""
-    error: str | None = None
-    drained: bool = False
-    """The worker stopped because it found no job left (not at a limit or a stop)."""
-    latency_histograms: tuple[bytes, bytes] | None = None
-    """A rate run's (pickup, end-to-end) HDR histograms of this worker's claims, encoded (see pg_claimcheck.engine.producer)."""
-    wakeups: dict[str, Any] = field(default_factory=dict)
-    """--wakeup notify: how its waits after an empty claim ended, by kind (see pg_claimcheck.engine.idle)."""
 
     def record(self, job: int, attempt: int, claimed_at: float, ended_at: float = math.nan,
                outcome: int = LIVE) -> int:

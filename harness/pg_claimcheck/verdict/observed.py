@@ -1,10 +1,12 @@
-"""What a run observed beside the workers' records, as its result carries it: the jobs seeded, the
-faults injected, the lock waits and queue depth sampled, pgbench's run of the same SQL and the open-loop
-producers' figures. Plain records with their JSON objects; the engine fills them
-(pg_claimcheck.server.schema seeds, pg_claimcheck.engine.faults, .sampler, .pgbench, .feedfigures measure).
+"""What a run observed beside the workers' records, as its result carries it: each worker's telemetry,
+the jobs seeded, the faults injected, the lock waits and queue depth sampled, pgbench's run of the same
+SQL and the open-loop producers' figures. Plain records with their JSON objects; the engine fills them
+(pg_claimcheck.engine.worker and .cycle a worker's telemetry, pg_claimcheck.server.schema seeds,
+pg_claimcheck.engine.faults, .sampler, .pgbench, .feedfigures measure). The ledger reads none of it.
 """
 from __future__ import annotations
 
+from array import array
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -15,6 +17,40 @@ from pg_claimcheck.contract.keys import KeySpace
 SAMPLE_INTERVAL_S = 0.05
 LAG_LIMIT_S = 1.0
 """A producer whose lag (commit time past the due time) exceeded this did not keep up."""
+
+
+@dataclass
+class WorkerTelemetry:
+    """What one worker measured of its run beside its records for the ledger (pg_claimcheck.verdict.ledger
+    .WorkerLog): its latencies, counts, errors and times. It reaches the coordinator once, at the worker's
+    end (pg_claimcheck.engine.logstream.summary), and is read for the result's figures, never for its verdict."""
+
+    worker: int
+    claim_latency_ms: array[float] = field(default_factory=lambda: array("f"))
+    """One entry per claim statement that returned jobs, in order."""
+    claim_statements: int = 0
+    empty_claims: int = 0
+    serialization_failures: int = 0
+    deadlocks: int = 0
+    reconnects: int = 0
+    sqlstates: dict[str, int] = field(default_factory=dict)
+    """Server errors raised inside claims and completions, by SQLSTATE (each rolled back and retried)."""
+    lost_sqlstates: dict[str, int] = field(default_factory=dict)
+    """Connections the server ended, by the SQLSTATE it sent as it ended them (25P03: its
+    idle_in_transaction_session_timeout); a connection lost without a word is not counted here."""
+    started_at: float = 0.0
+    finished_at: float = 0.0
+    cpu_s: float | None = None
+    """CPU time (user + system) the worker process used from its release to its end; None for a
+    claimer that shares its process (a Locust user)."""
+    error: str | None = None
+    drained: bool = False
+    """The worker stopped because it found no job left (not at a limit or a stop)."""
+    latency_histograms: tuple[bytes, bytes] | None = None
+    """A rate run's (pickup, end-to-end) HDR histograms of this worker's claims, encoded (see
+    pg_claimcheck.engine.producer)."""
+    wakeups: dict[str, int] = field(default_factory=dict)
+    """--wakeup notify: how its waits after an empty claim ended, by kind (see pg_claimcheck.engine.idle)."""
 
 
 @dataclass(frozen=True)

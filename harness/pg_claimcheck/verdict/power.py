@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,24 +67,26 @@ def _probability(p: float) -> str:
     return "> 0.99" if p > 0.99 else f"{p:.2f}"
 
 
-def claim_intervals(log: WorkerLog) -> list[tuple[float, float, int | None]]:
+def claim_intervals(log: WorkerLog, latency_ms: Sequence[float]) -> list[tuple[float, float, int | None]]:
     """(start, commit, backend) of each of the worker's claims that returned jobs: a claim's rows share
-    one commit time, and its statement's latency (one entry per such claim, in order) dates its start.
+    one commit time, and its statement's latency (`latency_ms`, the worker's telemetry: one entry per such
+    claim, in order) dates its start.
     The backend is the server's that ran it, where recorded (through a pooler), else None."""
     backends = dict(log.backends)
     commits: list[tuple[float, int | None]] = []
     for slot, at in enumerate(log.claimed_at):
         if not commits or at != commits[-1][0]:
             commits.append((at, backends.get(slot)))
-    return [(at - latency / 1000.0, at, backend) for (at, backend), latency in zip(commits, log.claim_latency_ms, strict=False)]
+    return [(at - latency / 1000.0, at, backend) for (at, backend), latency in zip(commits, latency_ms, strict=False)]
 
 
-def overlapping_claims(logs: list[WorkerLog]) -> tuple[int, int]:
-    """(claims, those that overlapped another worker's claim in time). Two claims run by one server
+def overlapping_claims(logs: list[WorkerLog], latency_ms: Mapping[int, Sequence[float]]) -> tuple[int, int]:
+    """(claims, those that overlapped another worker's claim in time), from the logs and each worker's claim
+    latencies (by worker; a worker without any has no claim dated). Two claims run by one server
     backend (a pooler's, which serves one transaction at a time) never overlapped, however their
     clients' clocks saw them. A worker's own claims follow one another: per other worker, only its
     claims started before this one ended and ending after it started can overlap it."""
-    per_worker = [sorted(claim_intervals(log)) for log in logs]
+    per_worker = [sorted(claim_intervals(log, latency_ms.get(log.worker, ()))) for log in logs]
     starts = [[start for start, _, _ in claims] for claims in per_worker]
     total = overlapped = 0
     for mine, claims in enumerate(per_worker):
