@@ -297,8 +297,10 @@ class _Run:
         grace_s = STOP_GRACE_S + max(settings.work.a_ms, settings.work.b_ms) / 1000
         while len(self.finished) < len(self.processes):
             # Workers' messages are taken as they come; everything else (progress, faults, limits)
-            # runs once per TICK_S, so the coordinator stays off the CPU the server needs.
-            self._drain_messages(timeout=max(0.0, next_tick - time.monotonic()))
+            # runs once per TICK_S, so the coordinator stays off the CPU the server needs. The drain
+            # ends at the tick even while messages keep coming: on a busy machine 16 workers always
+            # had one ready, and the tick (faults, the budget, the stall limits) never came.
+            self._drain_messages(deadline=next_tick)
             if self.watch.proof is not None and not self.shared.stop.value:
                 # Proven from a prefix of the run: nothing recorded later can undo it (see pg_claimcheck.engine.watch).
                 self.shared.stop.value, self.stopped_by = 1, StopReason.VIOLATION
@@ -382,11 +384,12 @@ class _Run:
             pass  # unseen, or not ended: stuck workers' processes are terminated after JOIN_TIMEOUT_S (_monitor)
         return stuck
 
-    def _drain_messages(self, timeout: float = 0.0, deadline: float | None = None) -> None:
-        """Receive what workers sent; a worker's log is finished by its `end` message or its death."""
+    def _drain_messages(self, deadline: float) -> None:
+        """Receive what workers sent until `deadline` (monotonic): waits until then for a first
+        message, and returns once it has passed, having taken at least one ready batch, however
+        many messages are still waiting. A worker's log is finished by its `end` message or its death."""
         while self.selector.get_map():
-            wait = timeout if deadline is None else max(0.0, deadline - time.monotonic())
-            ready = self.selector.select(wait)
+            ready = self.selector.select(max(0.0, deadline - time.monotonic()))
             if not ready:
                 return
             for key, _ in ready:
@@ -403,8 +406,7 @@ class _Run:
                 else:
                     apply_summary(log, message)
                     self._finish(index)
-            timeout = 0.0
-            if deadline is not None and time.monotonic() >= deadline:
+            if time.monotonic() >= deadline:
                 return
 
     def _finish(self, index: int) -> None:
