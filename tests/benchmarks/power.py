@@ -11,8 +11,7 @@ Options: `--runs N` (default 10), `--jobs J` passes `--jobs` (default: the check
 a,b` keeps designs whose name contains one of these, `--cap SECONDS` ends a run that takes
 longer (Ctrl-C, so it cleans up; counted as a run without a verdict), `--plans` passes `--plans`.
 The expected verdict is read from the file's header only to label the row (caught / false alarm);
-the verdict itself is the check's. `skip-locked-unfenced` is caught only under faults, so it runs
-with `--faults`. Wall times on a shared machine are noisy: the load average is printed per row.
+the verdict itself is the check's. Wall times on a shared machine are noisy: the load average is printed per row.
 """
 from __future__ import annotations
 

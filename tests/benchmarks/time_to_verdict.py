@@ -4,7 +4,7 @@
 started for the run) for every built-in: wall seconds from the command's start to its exit, the
 exit code, the double-claimed jobs it reported and how the run stopped. The unsafe ones should
 fail within seconds (a `check` stops once a violation is proven); the safe ones drain as before.
-`skip-locked-unfenced` is caught only under faults, so it runs with `--faults` (which drains).
+`skip-locked-unfenced` (a completion after its lease) is caught by the `lease-expiry` condition.
 
 Options: `--cap SECONDS` ends a run that takes longer (Ctrl-C, so it cleans up; shown as `>cap`),
 `--only a,b` runs only those built-ins, `--drain` passes `--drain` to every check (for the
@@ -28,17 +28,14 @@ from pg_claimcheck.scenarios import builtin_names
 
 from pg_claimcheck.contract.strategy import load_strategy
 
-NEEDS_FAULTS = {"skip-locked-unfenced"}
 
 
 def check_json(target: str, options: list[str], cap: float) -> tuple[int, float, bool, dict]:
-    """`claimcheck check TARGET OPTIONS` (with `--faults` for NEEDS_FAULTS), ended by Ctrl-C once it took
+    """`claimcheck check TARGET OPTIONS`, ended by Ctrl-C once it took
     `cap` seconds: its exit code, wall seconds, whether it was capped, and its JSON report ({} if none)."""
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "check.json"
         cmd = [sys.executable, "-m", "pg_claimcheck", "check", target, "--json", str(report), *options]
-        if target in NEEDS_FAULTS:
-            cmd.append("--faults")
         started = time.perf_counter()
         process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                    start_new_session=True)
@@ -78,10 +75,9 @@ def main() -> None:
     for name in names:
         row = one(name, args.cap, args.drain, args.plans)
         shown = f">{args.cap:.0f}" if row["capped"] else f"{row['seconds']:.2f}"
-        flag = " (--faults)" if name in NEEDS_FAULTS else ""
         print(f"{name:22} {load_strategy(name).expected:8} {shown:>9} {row['exit']:>4} "
               f"{'-' if row['double'] is None else format(row['double'], ','):>7}  {row['violated_under']:15} "
-              f"{row['load']:.2f}  {row['stopped_by']}{flag}", flush=True)
+              f"{row['load']:.2f}  {row['stopped_by']}", flush=True)
 
 
 if __name__ == "__main__":

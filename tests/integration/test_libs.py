@@ -58,7 +58,7 @@ def test_a_healthy_run_executes_every_job_exactly_once(server, library, record_p
     assert result.exactly_once, (v.violations[:3], result.table, result.library)
     assert v.claims == 200 and v.unique_jobs_claimed == 200 and v.redeliveries == 0
     assert result.table.done == 200 and result.unfinished_jobs == 0 and result.jobs_done == 200
-    assert result.strategy.source == f"{library} {load_adapter(library).version()}"
+    assert result.strategy.source == f"{adapter.distribution} {adapter.version()}"
     assert result.as_dict()["library"]["promise"]
     assert not database_exists(server, run_id)  # the run's own database is gone, pgbench pass and all
     if pgbench:
@@ -93,10 +93,10 @@ def test_under_kills_and_stalls_nothing_is_lost_and_the_promise_holds(server, li
         assert all(job["final_status"] not in ("?", "") for job in fault.jobs), fault.as_dict()
 
 
-AT_LEAST_ONCE = [name for name in LIBRARIES if name not in ("huey", "chancy", "dbos")]
+AT_LEAST_ONCE = [name for name in LIBRARIES if name not in ("huey", "chancy", "dbos", "absurd")]
 """huey promises at-most-once: the jobs a kill or a lost connection takes are gone, so its run ends only at the
-stall limit; chancy's recovery waits out a worker's heartbeat timeout (3 s) per fault; dbos's runs every fault kind
-in docs/libraries.md and its scoreboard row, a kill and a stall here. Their own tests are below."""
+stall limit; chancy's recovery waits out a worker's heartbeat timeout (3 s) per fault; dbos's and absurd's run every
+fault kind in docs/libraries.md and their scoreboard rows, a kill and a stall here. Their own tests are below."""
 
 
 @pytest.mark.parametrize("library", AT_LEAST_ONCE)
@@ -149,9 +149,10 @@ def test_the_public_api_has_a_library_form(server):
         pg_claimcheck.run("skip-locked", lib="procrastinate", server=server)
 
 
-FED_AT_40_PER_S = [name for name in LIBRARIES if name not in ("huey", "chancy")]
+FED_AT_40_PER_S = [name for name in LIBRARIES if name not in ("huey", "chancy", "absurd")]
 """huey's and chancy's enqueue (a transaction per job, from one producer) fell below 40 jobs/s on a loaded machine
-here (12 and 4 jobs/s at load 25), and this test asks for all 60 in time; their --rate runs are in docs/libraries.md."""
+here (12 and 4 jobs/s at load 25), and this test asks for all 60 in time; their --rate runs are in docs/libraries.md.
+absurd's is in its scoreboard row: its tests are the healthy run above and its fault test below."""
 
 
 @pytest.mark.parametrize("library", FED_AT_40_PER_S)
@@ -225,3 +226,17 @@ def test_dbos_recovers_a_killed_workers_workflow_and_leaves_a_stalled_one_alone(
     record_property("dbos under a kill and a stall",
                     f"exactly_once={result.exactly_once} redeliveries={v.redeliveries} "
                     f"double={v.double_claimed_jobs} kinds={sorted({x.kind for x in v.violations})}")
+
+
+def test_absurd_gives_a_killed_and_a_stalled_workers_task_back_after_its_claim_timeout(server):
+    """Absurd's lease is the claim timeout (2 s under --faults), which the next worker's claim_task sweeps: a killed
+    worker's task and a stalled one's run again elsewhere (a redelivery; the stalled one beside it, "brief overlapping
+    execution", which its docs allow), and every task ends completed."""
+    settings = dataclasses.replace(lib_settings(workers=2, jobs=60, faults=True),
+                                   faults=FaultPlan(kills=1, terminates=0, stalls=1, restarts=0))
+    result = run_library(server, adapter_or_skip("absurd"), settings)
+    v = result.verdict
+    assert sorted(f.kind for f in result.faults) == ["kill", "stall"]
+    assert v.unclaimed_jobs == 0 and result.unfinished_jobs == 0 and result.table.done == 60, result.library
+    assert result.exactly_once, (v.violations[:3], [f.as_dict() for f in result.faults])
+    assert result.library["delivery"] == "at-least-once"

@@ -3,6 +3,7 @@ verb, no database driver and no report; a verb's command line loads that verb's 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -46,8 +47,11 @@ def test_every_verb_parses_and_lists_its_help_line(capsys) -> None:
     for verb, line in VERBS.items():
         assert parser.parse_args([verb, *_minimal(verb)]).verb == verb
     parser.print_help()
-    listing = " ".join(capsys.readouterr().out.split())
-    assert all(" ".join(line.split()) in listing for line in VERBS.values())
+    def words(text: str) -> str:  # argparse wraps at spaces and after hyphens ("graphile-" / "worker")
+        return re.sub(r"-\s+", "-", " ".join(text.split()))
+
+    listing = words(capsys.readouterr().out)
+    assert all(words(line) in listing for line in VERBS.values())
 
 
 def _minimal(verb: str) -> list[str]:

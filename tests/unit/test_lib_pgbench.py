@@ -208,3 +208,28 @@ def test_chancy_copies_are_in_the_installed_source_word_for_word():
             source = inspect.getsource(Worker)
         assert words(CHANCY_SQL[name]) in words(source), name
     assert "(CAST(:cc_ids AS uuid[]))[10]" in load_adapter("chancy").pgbench_cycle(0).script
+
+
+def test_absurd_calls_are_the_sdks_word_for_word_and_its_cycle_claims_one_task():
+    """sql/absurd.sql copies the SDK's calls of Absurd's stored functions, its `%s` named: the same text else."""
+    import absurd_sdk
+
+    from pg_claimcheck.libs.absurd import ABSURD_SQL, SQL_COPIED_FROM
+
+    assert version("absurd-sdk") == SQL_COPIED_FROM, (
+        f"absurd-sdk {version('absurd-sdk')} is installed, sql/absurd.sql was copied from {SQL_COPIED_FROM}: compare "
+        "AsyncAbsurd.claim_tasks and _complete_task_run_async in absurd_sdk/__init__.py and copy them again")
+
+    def words(text: str) -> str:
+        return " ".join(NAMED_RE.sub("%s", text).split())
+
+    for function, name in [(absurd_sdk.AsyncAbsurd.claim_tasks, "claim"),
+                           (absurd_sdk._complete_task_run_async, "complete")]:
+        assert words(ABSURD_SQL[name]) in words(inspect.getsource(function)), name
+    from pg_claimcheck.libs.absurd import CLAIM_TIMEOUT_S
+
+    assert inspect.signature(absurd_sdk.AsyncAbsurd.start_worker).parameters["claim_timeout"].default == CLAIM_TIMEOUT_S
+    cycle = load_adapter("absurd").pgbench_cycle(1000)
+    assert "absurd.claim_task('claimcheck', 'claimcheck-pgbench-' || :client_id, 120, 1)" in cycle.script
+    assert "absurd.complete_run('claimcheck', CAST(:cc_run AS uuid), 'null')" in cycle.script
+    assert cycle.jobs == 1 and "\\sleep 1000 us" in cycle.script and "%(" not in cycle.script

@@ -64,3 +64,17 @@ def test_claims_one_pooled_backend_ran_never_overlapped():
     assert overlapping_claims([a, b]) == (2, 0)  # a pool of one: the server ran them one after the other
     b.backends = [(0, 8), (1, 8)]
     assert overlapping_claims([a, b]) == (2, 2)
+
+
+def test_a_report_did_not_see_only_what_none_of_its_runs_saw():
+    """A check's lease-expiry run saw leases end though its run as seeded did not: the report's power
+    no longer says "no lease expired"; a line every run has stays."""
+    from pg_claimcheck.verdict.power import combined
+    expired_nowhere = unseen(overlapping=5, leased=True, released=False, session_locks=True, fail_rate=0.0,
+                             retried=False)
+    expired_here = unseen(overlapping=0, leased=True, released=True, session_locks=True, fail_rate=0.0,
+                          retried=False)
+    whole = combined([Power(10, 5, unseen=expired_nowhere), Power(10, 0, unseen=expired_here)])
+    assert whole is not None and whole.unseen == ()
+    both = combined([Power(10, 0, unseen=expired_here), Power(10, 0, unseen=expired_here)])
+    assert both is not None and both.unseen == expired_here and "no session lock" in both.unseen[0]

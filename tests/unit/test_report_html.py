@@ -184,3 +184,27 @@ def test_a_check_report_reads_as_a_check():
     assert "<h1>claimcheck check: skip-locked</h1>" in page and "<h2>Throughput per run</h2>" in page
     assert "bench --workers" not in page and "Sweep --workers" not in page
     assert "<polyline" not in page.split('data-chart="throughput"')[1].split("</figure>")[0]  # bars, not a sweep line
+
+
+def test_the_scoreboard_is_drawn_first_with_a_mark_and_a_line_per_cell_and_follows_the_schema():
+    """`bench --scoreboard`'s table (pg_claimcheck.libs.scoreboard.as_dict) in the JSON is drawn above the runs: a row
+    per library, each cell its verdict's mark and its line of evidence, a library with a broken cell shaded."""
+    from pg_claimcheck.report import schema as report_schema
+
+    board = {"columns": ["1w", "kill", "restart"], "rows": [
+        {"library": "saq", "version": "0.26.4", "delivery": "at-least-once", "promise": "p", "cells": {
+            "1w": {"verdict": "held", "evidence": "46 jobs/s, pgbench ratio 0.57"},
+            "kill": {"verdict": "BROKEN", "evidence": "after-done; 9 run twice"},
+            "restart": {"verdict": "not injected", "evidence": "a restart needs <a server> claimcheck started"}}},
+        {"library": "huey", "version": "3.5.4", "delivery": "at-most-once", "promise": "p", "cells": {
+            "1w": {"verdict": "held", "evidence": "33 jobs/s"}}}]}
+    assert not [e for e in report_schema.errors({**DOC, "scoreboard": board}) if "scoreboard" in str(e)]
+    page = render({**DOC, "scoreboard": board})
+    assert page.index("Scoreboard: each library held to its own promise") < page.index("<h2>Runs</h2>")
+    table = page[page.index('<table class="scoreboard">'):]
+    table = table[:table.index("</table>")]
+    assert table.count("<tr") == 3 and table.count("<tr class=violated>") == 1  # saq's row, which broke
+    assert "✗ BROKEN</span><br>after-done; 9 run twice" in table and "- not injected" in table
+    assert "a restart needs &lt;a server&gt; claimcheck started" in table  # evidence is escaped
+    assert table.count("✓ held") == 2 and "<td class=l>-</td>" in table  # huey has no kill or restart cell
+    assert "Scoreboard" not in render(DOC)

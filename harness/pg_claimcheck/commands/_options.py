@@ -231,9 +231,9 @@ def add_wide_option(g) -> None:
 
 def report_runs(server: Server, results: list[RunResult], args: argparse.Namespace, console: Console,
                 verb: str, title: str, always_write: bool, evidence: int, command: str | None = None,
-                plans=None, knees=None, budget=None) -> dict:
+                plans=None, knees=None, budget=None, scoreboard: dict | None = None) -> dict:
     """A verb's runs, printed and written as its command line asks (see pg_claimcheck.report.publish); the
     JSON document, whose runs the verb's conclusion reads (publish.print_conclusion)."""
     return publish.report_runs(server, results, console, verb=verb, title=title, settings=publish.plain_settings(vars(args)),
                         json_path=args.json, wide=args.wide, always_write=always_write, evidence=evidence,
-                        command=command, plans=plans, knees=knees, budget=budget)
+                        command=command, plans=plans, knees=knees, budget=budget, scoreboard=scoreboard)

@@ -144,7 +144,8 @@ def run(args: argparse.Namespace, console: Console, err: Console) -> int:
         doc = report_runs(server, results, args, console, "bench",
                     f"claimcheck bench: {server_title(server)}",
                     always_write=True, evidence=EVIDENCE_JOBS,
-                    knees=None if args.rate is None else knees(results, args.latency_slo))
+                    knees=None if args.rate is None else knees(results, args.latency_slo),
+                    scoreboard=scoreboard.as_dict(board) if board else None)
     if board:
         console.print(scoreboard.table(board))
         err.print("the scoreboard as Markdown (docs/libraries.md):\n" + scoreboard.markdown(board),

@@ -84,6 +84,11 @@ def run_strategy(conn: psycopg.Connection, server: Server, run: RunContext, stra
     return judge_run(record, RunTable(conn, strategy), strategy, settings, seeded, releases=plan.releases, fed=fed)
 
 
+class NothingReleases(UsageError):
+    """A file's own tables with no `reap` section and a claim returning no `lease_until`: nothing
+    would give back a claim whose lease ended (planner conditions report lease-expiry not applicable)."""
+
+
 def reaper_for(strategy: Strategy, shape: ClaimShape, settings: RunSettings) -> RunSettings:
     """The settings a file's own tables can run: the built-in reaper knows only our jobs table.
 
@@ -96,7 +101,7 @@ def reaper_for(strategy: Strategy, shape: ClaimShape, settings: RunSettings) -> 
         return settings
     if shape.lease_index is not None:
         return dataclasses.replace(settings, reap_every_s=None)
-    raise UsageError(f"{strategy.source} brings its own tables: --reap-every and --faults need its own 'reap' "
+    raise NothingReleases(f"{strategy.source} brings its own tables: --reap-every and --faults need its own 'reap' "
                      "section (the built-in reaper knows only claimcheck's jobs table), or a claim that returns "
                      "lease_until (a lease its own claim re-takes once it ends, which needs no reaper)")
 

@@ -24,14 +24,16 @@ ADAPTERS = {
     "huey": "pg_claimcheck.libs.huey",
     "chancy": "pg_claimcheck.libs.chancy",
     "dbos": "pg_claimcheck.libs.dbos",
+    "absurd": "pg_claimcheck.libs.absurd",  # its schema by its own CLI, absurdctl
     "graphile-worker": "pg_claimcheck.libs.graphile",  # Node: pg_claimcheck.libs.external
     "pg-boss": "pg_claimcheck.libs.pgboss",
     "pg-boss-12": "pg_claimcheck.libs.pgboss12",  # Node 22, from npm when the machine's node is older
     "bullmq": "pg_claimcheck.libs.bullmq",  # Node: its PostgreSQL backend
+    "sidequest": "pg_claimcheck.libs.sidequest",  # Node 22: its PostgreSQL backend
     "delayed_job": "pg_claimcheck.libs.delayed_job",  # Ruby: Debian's packages
 }
 """Library name -> its adapter module."""
-EXTERNAL = frozenset({"graphile-worker", "pg-boss", "pg-boss-12", "bullmq", "delayed_job"})
+EXTERNAL = frozenset({"graphile-worker", "pg-boss", "pg-boss-12", "bullmq", "sidequest", "delayed_job"})
 """The adapters whose worker runs in another runtime (pg_claimcheck.libs.external): their library is
 installed with that runtime's package manager on first use, not with a Python extra."""
 

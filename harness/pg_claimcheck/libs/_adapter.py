@@ -171,6 +171,11 @@ class LibraryAdapter:
     heartbeat (delayed_job's `locked_at + max_run_time`): a stalled execution is released at its
     claim plus this, when that is earlier than the stall's start plus `stall_release_s` (0: no such lease)."""
 
+    recovery_s: ClassVar[float] = 0.0
+    """Under --faults, how long the library's own recovery may take to give a failed worker's job back beyond its
+    lease (sidequest's stale-job routine is a cron of whole minutes): a run waiting for it counts as stalled only
+    this much later."""
+
     suspendable: ClassVar[str | None] = None
     """The library's settings that come nearest to an idle worker sending nothing more often than every 15
     minutes, by its source, so a compute suspending after 10 could (`lib NAME --idle W --idle-setting suspendable` runs
@@ -255,6 +260,15 @@ class LibraryAdapter:
         Raises :class:`UsageError` when the script cannot be built (nothing has started then)."""
         raise UsageError(f"claimcheck lib {self.name} --pgbench: there is no pgbench script for {self.name}; "
                          "run it without --pgbench")
+
+    def require_copied_from(self, copied_from: str, where: str) -> None:
+        """For a pgbench cycle whose statements are copies of SQL the library keeps inline (`where`), made from
+        its version `copied_from`: a UsageError when another version is installed, whose SQL may differ."""
+        lib, installed = self.distribution, self.version()
+        if installed != copied_from:
+            raise UsageError(f"claimcheck lib {self.name} --pgbench runs {lib}'s SQL as copied from {lib} {copied_from} "
+                             f"({lib} keeps it inline in {where}), and {lib} {installed} is installed: its SQL may "
+                             f"differ. Run it without --pgbench, or with {lib}=={copied_from}")
 
     says_hello: ClassVar[bool] = False
     """Does its worker say when it is up (an external worker's hello)?"""

@@ -40,7 +40,6 @@ from psycopg import sql
 
 from pg_claimcheck.contract.dialect import rows_as_cte, substitute
 from pg_claimcheck.contract.sqlfile import load_queries
-from pg_claimcheck.errors import UsageError
 from pg_claimcheck.libs._adapter import (
     LibraryAdapter,
     LibraryCycle,
@@ -141,10 +140,7 @@ class ChancyAdapter(LibraryAdapter):
     def pgbench_cycle(self, work_us: int) -> LibraryCycle:
         """One fetch of a batch (as many jobs as the queue's concurrency), its tasks, one flush of their updates
         (see the module docstring); each client a worker id of its own."""
-        if self.version() != SQL_COPIED_FROM:
-            raise UsageError(f"claimcheck lib chancy --pgbench runs chancy's SQL as copied from chancy {SQL_COPIED_FROM} "
-                             f"(chancy keeps it inline in Worker), and chancy {self.version()} is installed: its SQL "
-                             f"may differ. Run it without --pgbench, or with chancy=={SQL_COPIED_FROM}")
+        self.require_copied_from(SQL_COPIED_FROM, "Worker")
         jobs = sql.Identifier("chancy_jobs").as_string()
         fetch = substitute(CHANCY_SQL["fetch"].replace("{jobs}", jobs), {
             "queue": sql.Literal(QUEUE_NAME).as_string(), "maximum_jobs_to_fetch": str(CONCURRENCY),

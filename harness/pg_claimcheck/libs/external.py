@@ -165,9 +165,12 @@ class ExternalAdapter(LibraryAdapter):
         """Start one external worker: its stdout is its records file, `config.records`."""
         from pg_claimcheck.server.interrupts import die_with_parent
 
+        # A process group of its own, as a Python worker's: what the library forks (sidequest's engine process)
+        # goes with it when the coordinator reaps a dead worker (pg_claimcheck.libs.runner.reap_group).
         with open(config.records, "ab") as out:
             return subprocess.Popen(self.worker_argv(config), stdin=subprocess.DEVNULL, stdout=out, stderr=stderr,
-                                    env=runtime_env(config.dsn), preexec_fn=die_with_parent)  # SIGTERM if we die
+                                    env=runtime_env(config.dsn), preexec_fn=die_with_parent,  # SIGTERM if we die
+                                    process_group=0)
 
     def worker_records(self, directory: Path) -> tuple[dict[int, str], str]:
         """Every worker's protocol lines in the recording task's lines (worker -> text), and the

@@ -43,7 +43,6 @@ from psycopg import sql
 
 from pg_claimcheck.contract.dialect import rows_as_cte, substitute
 from pg_claimcheck.contract.sqlfile import load_queries
-from pg_claimcheck.errors import UsageError
 from pg_claimcheck.libs._adapter import (
     ForgetsJobs,
     LibraryCycle,
@@ -155,10 +154,7 @@ class HueyAdapter(ForgetsJobs, NoLease):
 
     def pgbench_cycle(self, work_us: int) -> LibraryCycle:
         """One task as a consumer thread takes it (see the module docstring)."""
-        if self.version() != SQL_COPIED_FROM:
-            raise UsageError(f"claimcheck lib huey --pgbench runs huey's SQL as copied from huey {SQL_COPIED_FROM} "
-                             f"(huey keeps it inline in PostgresStorage), and huey {self.version()} is installed: its "
-                             f"SQL may differ. Run it without --pgbench, or with huey=={SQL_COPIED_FROM}")
+        self.require_copied_from(SQL_COPIED_FROM, "PostgresStorage")
         huey, record = _huey("", create_tables=False)  # for its names and serializer: never connected
         storage = huey.storage
         queue = sql.Literal(QUEUE_NAME).as_string()

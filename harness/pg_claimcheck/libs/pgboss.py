@@ -79,12 +79,17 @@ class PgBossAdapter(ExternalAdapter):
     def pgbench_cycle(self, work_us: int) -> LibraryCycle:
         said = self.library_sql()
         queue = "'" + QUEUE + "'"
+        # 11+ completes the worker's batch fenced to the attempts it fetched ($4: 'id:retry_count' pairs)
+        fenced = "$4" in said["complete"]
+        pairs = ", coalesce(array_agg(id::text || ':' || \"retryCount\"), '{}') AS cc_pairs" if fenced else ""
         return fetch_then_complete(
             substitute_numbered(said["fetch"], {1: queue, 2: str(BATCH_SIZE)}.__getitem__),
-            "SELECT count(*) AS cc_n, coalesce(array_agg(id), '{}') AS cc_ids FROM cc_rows",
-            substitute_numbered(said["complete"], {1: queue, 2: "CAST(:cc_ids AS uuid[])", 3: "NULL"}.__getitem__),
-            work_us, BATCH_SIZE, f"pg-boss {self.pinned} plans.fetchNextJob (batchSize {BATCH_SIZE}, includeMetadata) "
-                                 "and plans.completeJobs, as the installed pg-boss builds them")
+            f"SELECT count(*) AS cc_n, coalesce(array_agg(id), '{{}}') AS cc_ids{pairs} FROM cc_rows",
+            substitute_numbered(said["complete"], {1: queue, 2: "CAST(:cc_ids AS uuid[])", 3: "NULL",
+                                                   4: "CAST(:cc_pairs AS text[])"}.__getitem__),
+            work_us, BATCH_SIZE, f"{self.name} {self.pinned} plans.fetchNextJob (batchSize {BATCH_SIZE}, includeMetadata) "
+                                 f"and plans.completeJobs{' (fenced to the fetched attempts)' if fenced else ''}, as the "
+                                 "installed pg-boss builds them")
 
 
 ADAPTER = PgBossAdapter()

@@ -11,12 +11,14 @@ outlives its expiry: 12's `Manager.work` fails the batch when the expiry passes,
 where 10 fetched again at once; `claimcheck lib pg-boss-12 --work-ms 3000` shows what the ledger
 sees of it.
 
-`--pgbench` is not written for 12: its plans build the fetch per queue table with options of their
-own (`plans.fetchNextJob(options)`), not lifted yet.
+`--pgbench` runs 12's own statements as the installed pg-boss builds them (dist/plans.js at 12.38.0, through
+pg-boss.mjs's `sql`): `plans.fetchNextJob` with the options `Manager.#fetch` gives it for our queue (its table
+`job_common`, a queue made without `partition`; policy `standard`; batchSize 20; includeMetadata), and the
+worker's completion, `Manager.complete` with the fetched jobs: `plans.completeJobs(schema, table, undefined,
+true)`, fenced to each job's fetched `retry_count`.
 """
 from __future__ import annotations
 
-from pg_claimcheck.libs._adapter import LibraryAdapter
 from pg_claimcheck.libs.pgboss import PgBossAdapter
 
 
@@ -29,8 +31,6 @@ class PgBoss12Adapter(PgBossAdapter):
     @property
     def sql_name(self) -> str:  # the same tables as pg-boss 10: sql/libs.sql's pg_boss_* reads
         return "pg_boss"
-
-    pgbench_cycle = LibraryAdapter.pgbench_cycle  # refused with its reason: not written for 12's plans
 
 
 ADAPTER = PgBoss12Adapter()

@@ -267,7 +267,8 @@ class _Run:
 
     def _monitor(self, injector: FaultInjector | None, origin: float) -> tuple[str, int]:
         settings, adapter = self.settings, self.adapter
-        supervisor, next_recover, recovered = Supervisor(settings, origin), 0.0, 0
+        supervisor = Supervisor(settings, origin, extra_stall_s=adapter.recovery_s if settings.faults else 0.0)
+        next_recover, recovered = 0.0, 0
         while True:
             time.sleep(TICK_S)
             now = time.monotonic()
@@ -370,7 +371,7 @@ def stop_workers(popens: list[subprocess.Popen]) -> None:
 def reap_group(pid: int) -> None:
     """Kill what is left in a dead worker's process group (pg_claimcheck.libs._adapter.LibraryAdapter.spawn):
     processes its library started, which a SIGKILL of the worker leaves running (chancy's multiprocessing
-    manager). A worker of another runtime has no group of its own, and nothing is found."""
+    manager, sidequest's forked engine); an external worker has a group of its own too (ExternalAdapter.spawn)."""
     try:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):

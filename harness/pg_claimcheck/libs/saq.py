@@ -45,7 +45,6 @@ from saq.queue.postgres import CHANNEL, DEQUEUE, JOBS_TABLE, PostgresQueue
 
 from pg_claimcheck.contract.dialect import rows_as_cte, substitute
 from pg_claimcheck.contract.sqlfile import load_queries
-from pg_claimcheck.errors import UsageError
 from pg_claimcheck.libs._adapter import LibraryAdapter, LibraryCycle, Recorder, WorkerConfig, pgbench_literal
 from pg_claimcheck.libs._sql import LIB_QUERIES
 
@@ -152,10 +151,7 @@ class SaqAdapter(LibraryAdapter):
 
     def pgbench_cycle(self, work_us: int) -> LibraryCycle:
         """One `_dequeue` transaction, the NOTIFY, each task's two updates (see the module docstring)."""
-        if self.version() != SQL_COPIED_FROM:
-            raise UsageError(f"claimcheck lib saq --pgbench runs saq's SQL as copied from saq {SQL_COPIED_FROM} (saq "
-                             f"keeps it inline in PostgresQueue), and saq {self.version()} is installed: its SQL may "
-                             f"differ. Run it without --pgbench, or with saq=={SQL_COPIED_FROM}")
+        self.require_copied_from(SQL_COPIED_FROM, "PostgresQueue")
         batch = inspect.signature(Worker.__init__).parameters["concurrency"].default
         ttl = Job.__dataclass_fields__["ttl"].default
         jobs = sql.Identifier(JOBS_TABLE)

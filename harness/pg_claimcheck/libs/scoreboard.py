@@ -75,12 +75,15 @@ def plans(adapters: list[LibraryAdapter], healthy: list[RunSettings]) -> list[Pl
     return out
 
 
-def evidence(label: str, result: RunResult) -> str:
-    """One line: the verdict by the library's promise and what shows it."""
+HELD, BROKEN, NOT_INJECTED = "held", "BROKEN", "not injected"
+"""A cell's verdict: the library's promise held, broke, or the column's fault never landed (nothing to judge)."""
+
+
+def cell(label: str, result: RunResult) -> tuple[str, str]:
+    """A cell: the verdict by the library's promise (HELD, BROKEN, NOT_INJECTED) and one line of what shows it."""
     v = result.verdict
     if label in FAULT_KINDS and not result.faults:
-        return "not injected: " + ("; ".join(result.faults_skipped) or "no live worker")[:80]
-    verdict = "held" if result.exactly_once else "BROKEN"
+        return NOT_INJECTED, ("; ".join(result.faults_skipped) or "no live worker")[:80]
     if not result.exactly_once:
         kinds = sorted({x.kind for x in v.violations})
         said = [f"{', '.join(kinds) or result.stopped_by}"]
@@ -90,14 +93,34 @@ def evidence(label: str, result: RunResult) -> str:
             said.append(f"{v.unclaimed_jobs} lost")
         if result.unfinished_jobs:
             said.append(f"{result.unfinished_jobs} left unfinished")
-        return f"{verdict}: {'; '.join(said)}"
+        return BROKEN, "; ".join(said)
     if label == "rate" and result.producer is not None:
         p99 = result.producer.pickup_latency_ms.get("p99")
-        return f"{verdict}: {result.producer.enqueued} fed" + (f", pickup p99 {p99:,.0f} ms" if p99 is not None else "")
+        return HELD, f"{result.producer.enqueued} fed" + (f", pickup p99 {p99:,.0f} ms" if p99 is not None else "")
     if label in FAULT_KINDS:
-        return f"{verdict}: {v.redeliveries} redelivered, {result.table.failed if result.table else 0} failed"
-    return f"{verdict}: {result.throughput_jobs_per_s:,.0f} jobs/s" + (
+        return HELD, f"{v.redeliveries} redelivered, {result.table.failed if result.table else 0} failed"
+    return HELD, f"{result.throughput_jobs_per_s:,.0f} jobs/s" + (
         f", pgbench ratio {result.pgbench_ratio:.2f}" if result.pgbench_ratio else "")
+
+
+def evidence(label: str, result: RunResult) -> str:
+    """One line: the verdict by the library's promise and what shows it."""
+    verdict, line = cell(label, result)
+    return f"{verdict}: {line}"
+
+
+def as_dict(plans_run: list[tuple[Plan, list[RunResult]]]) -> dict:
+    """The scoreboard for the JSON report's `scoreboard` (the HTML report draws it): its columns in order, and per
+    library its promise and each column's verdict and line of evidence."""
+    columns = list(dict.fromkeys(label for plan, _ in plans_run for label, _ in plan.runs))
+    rows = []
+    for plan, results in plans_run:
+        a = plan.adapter
+        cells = {label: dict(zip(("verdict", "evidence"), cell(label, result), strict=True))
+                 for (label, _), result in zip(plan.runs, results, strict=True)}
+        rows.append({"library": a.name, "version": a.version(), "delivery": a.delivery, "promise": a.promise,
+                     "cells": cells})
+    return {"columns": columns, "rows": rows}
 
 
 def table(plans_run: list[tuple[Plan, list[RunResult]]]) -> Table:

@@ -34,6 +34,11 @@ HISTORY_JOBS = 10_000
 """Finished jobs kept in the table with history, behind CONDITION_JOBS ready ones."""
 CONDITION_WORKERS = 4
 HOOK_LOCK_TIMEOUT = "10s"
+EXPIRY_LEASE_S = 0.5
+"""lease-expiry's lease: a stalled worker sleeps 2.5 of them (FaultPlan.stall_factor) before it completes."""
+EXPIRY_REAP_EVERY_S = 0.1
+EXPIRY_STALLS = 2
+"""Workers told to stall in lease-expiry's run, at 8% and 75% of its jobs claimed (pg_claimcheck.engine.faults)."""
 SNAPSHOT_PAUSE_US = 10_000
 """snapshot-pause's pause (each one 0.5 to 1.5 times it): longer than a worker's commit-then-unlock
 takes on a loaded machine. At 2 workers and load 30-40, advisory-lock was caught in 7 of 10 runs
@@ -63,6 +68,11 @@ class Condition:
     """A timing condition: its tables behind views that pause each worker statement once, after its
     snapshot and before its locks, for `claimcheck.pause_us` of its settings (pg_claimcheck.plans.timing).
     It changes no plan, so it is run whatever plan it shows."""
+    expiry: bool = False
+    """A lease-expiry condition: a short lease, a reaper every EXPIRY_REAP_EVERY_S, and EXPIRY_STALLS
+    workers that sleep past their lease after a claim and then complete (pg_claimcheck.engine.faults's
+    stall): a completion after its lease ended is tried. Lease mode only; it changes no plan, so it is
+    run whatever plan it shows."""
 
     def applies_to(self, strategy: Strategy) -> bool:
         """A table with history is built from our jobs table's columns: a file's own tables have none we know."""
@@ -107,7 +117,10 @@ HISTORY = Condition("history", f"a queue with history: {HISTORY_JOBS:,} finished
 SNAPSHOT_PAUSE = Condition("snapshot-pause", f"each claim statement of the workers pauses about {SNAPSHOT_PAUSE_US // 1000} "
                            "ms at the first row it reads, after its snapshot and before its locks: another "
                            "worker's commit and unlock land between them", settings=((PAUSE_SETTING, str(SNAPSHOT_PAUSE_US)),), timing=True)
-DEFAULT = (AS_SEEDED, STALE, NESTED, GENERIC, HISTORY, SNAPSHOT_PAUSE)
+LEASE_EXPIRY = Condition("lease-expiry", f"leases of {EXPIRY_LEASE_S:g} s, reaped every {EXPIRY_REAP_EVERY_S:g} s, "
+                        f"and {EXPIRY_STALLS} workers that sleep past their lease after a claim, then complete it: "
+                        "another worker has the job by then (lease mode)", expiry=True)
+DEFAULT = (AS_SEEDED, STALE, NESTED, GENERIC, HISTORY, SNAPSHOT_PAUSE, LEASE_EXPIRY)
 EXTRA = (
     Condition("no-hashjoin", "hash joins off", settings=(("enable_hashjoin", "off"),)),
     Condition("no-hash", "hash joins and hash aggregation off",

@@ -19,16 +19,25 @@ from psycopg import ClientCursor, sql
 from pg_claimcheck.contract.dialect import to_positional
 from pg_claimcheck.contract.strategy import Strategy, server_message
 from pg_claimcheck.engine.budget import Budget
-from pg_claimcheck.engine.driver import run_strategy
+from pg_claimcheck.engine.driver import NothingReleases, run_strategy
 from pg_claimcheck.errors import SqlFileError
-from pg_claimcheck.plans.conditions import CONDITION_WORKERS, Condition, TablesUnavailable, build_tables, under
+from pg_claimcheck.plans.conditions import (
+    CONDITION_WORKERS,
+    EXPIRY_LEASE_S,
+    EXPIRY_REAP_EVERY_S,
+    EXPIRY_STALLS,
+    Condition,
+    TablesUnavailable,
+    build_tables,
+    under,
+)
 from pg_claimcheck.plans.shape import EXPLAIN_PREFIX, EXPLAIN_TIMEOUT_MS, SAMPLE_VALUES, PlanShape, explain
 from pg_claimcheck.plans.timing import shadowed
 from pg_claimcheck.server.pooling import refuse_transaction_blocks
 from pg_claimcheck.server.provision import Server
 from pg_claimcheck.server.runcontext import RunContext
 from pg_claimcheck.server.session import run_schema
-from pg_claimcheck.settings import RunSettings
+from pg_claimcheck.settings import FaultPlan, Mode, RunSettings
 from pg_claimcheck.verdict.liveness import HELD, NO_PROGRESS, VIOLATED, WORDS
 from pg_claimcheck.verdict.result import RunResult
 
@@ -125,6 +134,9 @@ def explore(conn: psycopg.Connection, server: Server, run: RunContext, strategy:
                                     note="needs claimcheck's jobs table; this file brings its own tables"))
         elif (why := condition.unavailable(run.stateless(worker=True), statement_pooled)) is not None:
             record(ConditionOutcome(condition, None, "not applicable", note=why))
+        elif condition.expiry and settings.mode != Mode.LEASE:
+            record(ConditionOutcome(condition, None, "not applicable",
+                                    note="in lock mode a job's row lock is held for its whole work: no lease ends"))
         else:
             run_settings = condition_settings(condition, settings)
             try:
@@ -135,6 +147,16 @@ def explore(conn: psycopg.Connection, server: Server, run: RunContext, strategy:
             if condition.timing:
                 record(_run_timed(conn, server, run, strategy, condition,
                                   _sliced(run_settings, budget, conditions, condition), seeded, started, budget))
+                continue
+            if condition.expiry:  # the plan is as-seeded's; what it changes is whether leases end
+                shape = plan_under(run, strategy, condition, run_settings.batch)
+                try:
+                    record(_run(conn, server, run, strategy, condition, shape,
+                                _sliced(run_settings, budget, conditions, condition), seeded, started, budget=budget))
+                except NothingReleases:
+                    record(ConditionOutcome(condition, None, "not applicable", seconds=time.perf_counter() - started,
+                                            note="its own tables have no 'reap' section and its claim returns no "
+                                                 "lease_until: nothing gives back a claim whose lease ended"))
                 continue
             shape = plan_under(run, strategy, condition, run_settings.batch)
             if condition.table == "seeded":  # its tables are built again for its run, last
@@ -207,15 +229,20 @@ def _not_run(condition: Condition, stopped_by: str, shape: PlanShape | None = No
 
 
 def condition_settings(condition: Condition, settings: RunSettings) -> RunSettings:
-    """A condition's run: your settings on its own table, few workers, no faults and at most
-    CONDITION_SECONDS (a short run: the plan, not the load, is what it tries; a rescanned limit
+    """A condition's run: your settings on its own table, few workers, no faults (lease-expiry's
+    stalls only) and at most CONDITION_SECONDS (a short run: the plan, not the load, is what it tries; a rescanned limit
     over-claims in its first claim, and a plan that makes each claim slow must not hold the check
     for a minute: good_job's claim under nested-loop took a second per claim); the as-seeded run is
     yours unchanged."""
     if condition.table == "seeded":
         return settings
-    return dataclasses.replace(settings, jobs=condition.jobs(settings.jobs, settings.batch),
-                               workers=min(settings.workers, CONDITION_WORKERS), faults=None, time_cap_s=CONDITION_SECONDS)
+    short = dataclasses.replace(settings, jobs=condition.jobs(settings.jobs, settings.batch),
+                                workers=min(settings.workers, CONDITION_WORKERS), faults=None,
+                                time_cap_s=CONDITION_SECONDS)
+    if condition.expiry:
+        return dataclasses.replace(short, lease_seconds=EXPIRY_LEASE_S, reap_every_s=EXPIRY_REAP_EVERY_S,
+                                   faults=FaultPlan(kills=0, terminates=0, stalls=EXPIRY_STALLS, restarts=0))
+    return short
 
 
 def plan_under(run: RunContext, strategy: Strategy, condition: Condition, batch: int,

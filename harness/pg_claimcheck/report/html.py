@@ -44,6 +44,7 @@ table{border-collapse:collapse;font-size:12px}th,td{padding:3px 8px;border-botto
 th{background:#f4f4f4}td.l,th.l{text-align:left}.ok{color:#18794e;font-weight:600}.bad{color:#c62828;font-weight:600}
 tr.violated td{background:#fdf0f0}.ok,.bad{white-space:nowrap}td.name{max-width:16em;overflow-wrap:break-word}
 details{margin:6px 0}summary{cursor:pointer;font-size:13px}
+.na{color:#777;white-space:nowrap}table.scoreboard td{vertical-align:top;min-width:8em}td.cell{font-size:12px}
 @media (max-width:900px){body{margin:12px}th,td{padding:2px 4px}}
 """
 
@@ -334,6 +335,32 @@ def _pooler(pooler: dict | None) -> str:
     return escape(f", workers through {pooler_words(pooler)}") if pooler else ""
 
 
+SCOREBOARD_MARKS = {"held": ('ok', "✓ held"), "BROKEN": ('bad', "✗ BROKEN"), "not injected": ("na", "- not injected")}
+"""A scoreboard cell's verdict (pg_claimcheck.libs.scoreboard) -> its class and mark."""
+
+
+def _scoreboard(board: dict) -> str:
+    """`bench --scoreboard`: one row per library, each column's verdict by its own promise and one line of evidence
+    (the runs behind each cell are in the Runs table below)."""
+    head = "".join(f"<th class=l>{escape(c)}</th>" for c in board["columns"])
+    rows = []
+    for row in board["rows"]:
+        tds = []
+        for column in board["columns"]:
+            got = row["cells"].get(column)
+            if got is None:
+                tds.append("<td class=l>-</td>")
+                continue
+            kind, mark = SCOREBOARD_MARKS.get(got["verdict"], ("bad", escape(got["verdict"])))
+            tds.append(f'<td class="l cell"><span class="{kind}">{mark}</span><br>{escape(got["evidence"])}</td>')
+        broken = any(c["verdict"] == "BROKEN" for c in row["cells"].values())
+        name = (f'<td class="l name"><b>{escape(row["library"])}</b> {escape(row["version"])}'
+                f'<br><span class=meta>{escape(row["delivery"])}</span></td>')
+        rows.append(f'<tr{" class=violated" if broken else ""}>{name}{"".join(tds)}</tr>')
+    return (f'<div class="scroll"><table class="scoreboard"><tr><th class=l>library (its promise)</th>{head}</tr>'
+            f'{"".join(rows)}</table></div>')
+
+
 def _subject(runs: list[dict], verb: str) -> str:
     """What a check checked, in its heading (a bench's many strategies are in its table)."""
     names = sorted({r["strategy"] for r in runs})
@@ -354,6 +381,8 @@ def render(doc: dict) -> str:
         f"({escape(str(pg.get('source', '?')))}){_pooler(pg.get('pooler'))} · {escape(str(doc.get('created_at', '')))} · "
         f"<code>{escape(str(tool.get('command', '')))}</code></p>",
         conclusion(runs, doc.get("knees")), _power(doc.get("power")),
+        *(["<h2>Scoreboard: each library held to its own promise</h2>", _scoreboard(doc["scoreboard"])]
+          if doc.get("scoreboard") else []),
         "<h2>Runs</h2>", _summary_table(runs),
         *(["<h2>Knees: the highest offered rate sustained</h2>", _knees(doc["knees"], runs)] if doc.get("knees") else []),
         *(["<h2>Queue depth and latency over time</h2>", _over_time(runs, slo)]

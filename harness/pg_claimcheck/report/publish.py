@@ -37,13 +37,15 @@ def plain_settings(options: Mapping[str, object]) -> dict:
 
 def report_runs(server: Server, results: list[RunResult], console: Console, *, verb: str, title: str,
                 settings: dict, json_path: Path | None, wide: bool, always_write: bool, evidence: int,
-                command: str | None = None, plans=None, knees=None, budget=None) -> dict:
+                command: str | None = None, plans=None, knees=None, budget=None,
+                scoreboard: dict | None = None) -> dict:
     """Print the runs' table (the columns that decide on a terminal, all of them in a pipe or with
     `wide`), each run's evidence and faults; write the JSON report and the HTML next to it when
     `json_path` is given or `always_write` (then under reports/). `plans`: the planner conditions a
     check tried (pg_claimcheck.plans.explore.ConditionOutcome), for the JSON's `conditions`; `knees`: a rate
     sweep's (pg_claimcheck.verdict.knee.Knee), printed under the table and in the JSON's `knees`; `budget`: a
-    check's time budget (pg_claimcheck.engine.budget.Budget), its footer under the table and the JSON's `budget`.
+    check's time budget (pg_claimcheck.engine.budget.Budget), its footer under the table and the JSON's `budget`;
+    `scoreboard`: `bench --scoreboard`'s table (pg_claimcheck.libs.scoreboard.as_dict), the JSON's `scoreboard`.
     Returns the JSON document."""
     console.print(results_table(results, title, wide=wide or not console.is_terminal))
     if budget is not None:  # how a check's time budget was spent (pg_claimcheck.engine.budget)
@@ -59,6 +61,8 @@ def report_runs(server: Server, results: list[RunResult], console: Console, *, v
     doc = document(server, results, command=command, settings=settings, plans=plans, knees=knees)
     if budget is not None:
         doc["budget"] = budget.as_dict()
+    if scoreboard is not None:
+        doc["scoreboard"] = scoreboard
     if json_path or always_write:
         path = write_json(doc, json_path, verb)
         where = "" if json_path else f" (in {Path.cwd()}; --json PATH writes elsewhere)"

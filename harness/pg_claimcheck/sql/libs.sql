@@ -253,3 +253,44 @@ FROM dbos.workflow_status WHERE left(workflow_uuid, 2) = 'cc' AND substr(workflo
 SELECT substr(workflow_uuid, 3)::bigint, workflow_uuid, status, recovery_attempts, coalesce(executor_id, '')
 FROM dbos.workflow_status WHERE left(workflow_uuid, 2) = 'cc' AND status NOT IN ('SUCCESS', 'ERROR', 'CANCELLED')
 ORDER BY 1 LIMIT %(limit)s;
+
+-- name: absurd_outcome
+-- Absurd keeps each task in absurd.t_<queue> (its state the state of its last run) and each attempt in
+-- absurd.r_<queue>; the adapter's queue is `claimcheck`. attempts is the task's highest attempt.
+SELECT count(*) FILTER (WHERE state = 'completed')                 AS done,
+       count(*) FILTER (WHERE state IN ('pending', 'sleeping'))    AS queued,
+       count(*) FILTER (WHERE state = 'running')                   AS running,
+       count(*) FILTER (WHERE state IN ('failed', 'cancelled'))    AS failed,
+       coalesce(max(attempts), 0)                                  AS max_attempts
+FROM absurd.t_claimcheck;
+
+-- name: absurd_status
+SELECT (params->>'key')::bigint, state, attempts FROM absurd.t_claimcheck
+WHERE (params->>'key')::bigint = ANY(%(keys)s);
+
+-- name: absurd_unfinished
+SELECT (t.params->>'key')::bigint, t.task_id, t.state, t.attempts, coalesce(r.claimed_by, '')
+FROM absurd.t_claimcheck t LEFT JOIN absurd.r_claimcheck r ON r.run_id = t.last_attempt_run
+WHERE t.state NOT IN ('completed', 'failed', 'cancelled') ORDER BY 1 LIMIT %(limit)s;
+
+-- name: absurd_reset
+TRUNCATE absurd.t_claimcheck, absurd.r_claimcheck, absurd.c_claimcheck, absurd.e_claimcheck, absurd.w_claimcheck;
+
+-- name: sidequest_outcome
+-- sidequest keeps each job in sidequest_jobs (its `args` the enqueue's arguments: [key]); `attempt` counts the
+-- runs started (RunTransition). A retried job is `waiting` again; failed and canceled are final.
+SELECT count(*) FILTER (WHERE state = 'completed')                 AS done,
+       count(*) FILTER (WHERE state = 'waiting')                   AS queued,
+       count(*) FILTER (WHERE state IN ('claimed', 'running'))     AS running,
+       count(*) FILTER (WHERE state IN ('failed', 'canceled'))     AS failed,
+       coalesce(max(attempt), 0)                                   AS max_attempts
+FROM sidequest_jobs WHERE queue = 'claimcheck';
+
+-- name: sidequest_status
+SELECT (args::jsonb ->> 0)::bigint, state, attempt FROM sidequest_jobs
+WHERE queue = 'claimcheck' AND (args::jsonb ->> 0)::bigint = ANY(%(keys)s);
+
+-- name: sidequest_unfinished
+SELECT (args::jsonb ->> 0)::bigint, id, state, attempt, coalesce(claimed_by, '')
+FROM sidequest_jobs WHERE queue = 'claimcheck' AND state NOT IN ('completed', 'failed', 'canceled')
+ORDER BY id LIMIT %(limit)s;

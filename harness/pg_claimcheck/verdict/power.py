@@ -138,10 +138,11 @@ def weakened(base: dict[str, Any] | None, new: dict[str, Any] | None) -> bool:
 
 def combined(powers: Iterable[Power | None]) -> Power | None:
     """A report's power: its runs' summed (a check's conditions are one look at the claim, many runs);
-    None when no run has figures."""
+    None when no run has figures. What it did not see is what none of its runs saw: a lease that
+    ended in lease-expiry's run was seen, though the run as seeded had none."""
     known = [p for p in powers if p is not None]
     if not known:
         return None
     waits = [p.lock_waits for p in known if p.lock_waits is not None]
     return Power(sum(p.claims for p in known), sum(p.overlapping for p in known), sum(waits) if waits else None,
-                 tuple(dict.fromkeys(line for p in known for line in p.unseen)))
+                 tuple(line for line in known[0].unseen if all(line in p.unseen for p in known)))

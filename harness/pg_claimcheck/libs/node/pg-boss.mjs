@@ -75,10 +75,21 @@ async function work() {
 }
 
 async function sql() {
-  // The statements PgBoss.work's loop sends, as the installed pg-boss builds them (src/plans.js;
-  // Manager: nextJobCommand = plans.fetchNextJob(schema), completeJobsCommand = plans.completeJobs(schema)),
-  // for claimcheck's pgbench cycle (claimcheck lib pg-boss --pgbench).
-  if (major >= 11) throw new Error(`no pgbench cycle is written for pg-boss ${version}'s plans (only 10.x)`);
+  // The statements PgBoss.work's loop sends, as the installed pg-boss builds them, for claimcheck's pgbench cycle
+  // (claimcheck lib pg-boss --pgbench). 10 (src/plans.js; Manager: nextJobCommand = plans.fetchNextJob(schema),
+  // completeJobsCommand = plans.completeJobs(schema)); 11+ (dist/plans.js; Manager.#fetch builds
+  // plans.fetchNextJob(fetchOptions) per queue, and the worker's completion is Manager.complete with the fetched
+  // jobs, fenced to their attempts: plans.completeJobs(schema, table, includeQueued, true)). A queue created
+  // without `partition` lives in the common job table (plans.js create_queue: COMMON_JOB_TABLE).
+  if (major >= 11) {
+    const plans = library(config, "pg-boss/dist/plans.js");
+    const schema = plans.DEFAULT_SCHEMA, table = plans.COMMON_JOB_TABLE;
+    const fetch = plans.fetchNextJob({ schema, table, name: QUEUE, policy: "standard", limit: o.batch_size,
+                                       includeMetadata: true });
+    if (fetch.values.length) throw new Error(`pg-boss ${version}'s fetch takes parameters the cycle does not fill`);
+    emit({ event: "sql", schema, table, fetch: fetch.text, complete: plans.completeJobs(schema, table, undefined, true) });
+    return;
+  }
   const plans = library(config, "pg-boss/src/plans.js");
   const schema = plans.DEFAULT_SCHEMA ?? "pgboss";
   emit({ event: "sql", schema, fetch: plans.fetchNextJob(schema)({ includeMetadata: true, priority: true }),

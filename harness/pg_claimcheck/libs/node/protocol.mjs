@@ -8,6 +8,7 @@
 import fs from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
+import { threadId } from "node:worker_threads";
 
 export const PROTOCOL = 1;
 
@@ -62,6 +63,9 @@ export class Recorder {
     this.config = config;
     this.rng = mulberry32(config.worker + 1);
     this.runs = 0;  // this worker's executions so far: an end names its start, as one job may run twice at once
+    // A library that runs its jobs in worker threads (sidequest) has a recorder per thread, all writing to the
+    // worker's one stdout (from a process the library forked, too): a thread's runs are named by its process and thread.
+    this.thread = threadId ? `${process.pid}.${threadId}.` : "";
   }
 
   hello(library, version, extra = {}) {
@@ -73,7 +77,7 @@ export class Recorder {
    * library's own time of the claim (a Date or epoch seconds, the server's clock) when it has one. */
   async execution(key, job, attempt, claimedAt) {
     const claimed = claimedAt instanceof Date ? claimedAt.getTime() / 1000 : claimedAt;
-    const run = ++this.runs;
+    const run = this.thread ? `${this.thread}${++this.runs}` : ++this.runs;
     emit({ event: "start", run, key, job: String(job), attempt: attempt ?? null, t: now(), claimed_at: claimed ?? null });
     let stalled = false;
     try {

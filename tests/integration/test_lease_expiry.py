@@ -1,0 +1,42 @@
+"""The lease-expiry condition on a real server (pg_claimcheck.plans.conditions.LEASE_EXPIRY): a check at
+its defaults tries a completion after its lease ended, which only `--faults` tried before."""
+import dataclasses
+
+import pytest
+
+from pg_claimcheck.contract.strategy import load_strategy
+from pg_claimcheck.plans.conditions import LEASE_EXPIRY
+from pg_claimcheck.plans.explore import explore
+from pg_claimcheck.server.session import run_schema
+from pg_claimcheck.settings import Mode, RunSettings
+
+TWO = RunSettings(workers=2, jobs=300, batch=10, stop_early=True)
+
+
+@pytest.mark.parametrize("design", ["skip-locked-unfenced", "tests/field/solid_queue_1_4_prune_unfenced_finish.sql"])
+def test_an_unfenced_completion_is_caught_at_the_defaults(server, design):
+    with run_schema(server) as (conn, run):
+        (outcome,) = explore(conn, server, run, load_strategy(design), TWO, (LEASE_EXPIRY,))
+    v = outcome.result.verdict
+    assert outcome.verdict == "VIOLATED" and v.stale_completion_violations >= 1, (outcome.note, v.violations[:2])
+    assert [f.kind for f in outcome.result.faults] == ["stall", "stall"]
+
+
+@pytest.mark.parametrize("design", ["skip-locked", "tests/field/solid_queue_1_5_claimed_executions.sql"])
+def test_a_fenced_completion_holds_and_a_lease_did_end(server, design):
+    with run_schema(server) as (conn, run):
+        (outcome,) = explore(conn, server, run, load_strategy(design), TWO, (LEASE_EXPIRY,))
+    result = outcome.result
+    assert outcome.verdict == "held", (outcome.note, result.verdict.violations[:2])
+    assert result.verdict.redeliveries >= 1  # the stalled claim was given back and taken again: it was tried
+    assert not any("no lease expired" in line for line in result.power.unseen)
+
+
+def test_it_is_not_applicable_in_lock_mode_or_where_nothing_gives_a_claim_back(server):
+    with run_schema(server) as (conn, run):
+        (lock,) = explore(conn, server, run, load_strategy("skip-locked"), dataclasses.replace(TWO, mode=Mode.LOCK),
+                          (LEASE_EXPIRY,))
+        (own,) = explore(conn, server, run, load_strategy("tests/field/delayed_job_ar_pr177_cte.sql"), TWO,
+                         (LEASE_EXPIRY,))
+    assert lock.verdict == "not applicable" and "lock mode" in lock.note
+    assert own.verdict == "not applicable" and "no 'reap' section" in own.note
