@@ -280,8 +280,9 @@ class LibraryAdapter:
     def outcome(self, conn: psycopg.Connection) -> TableOutcome:
         """The library's table after (or during) the run, in our terms: the `<name>_outcome` query
         of sql/libs.sql, with :meth:`outcome_params`."""
-        done, queued, running, failed, max_attempts = conn.execute(LIB_QUERIES[f"{self.sql_name}_outcome"],
-                                                                   self.outcome_params()).fetchone()
+        row = conn.execute(LIB_QUERIES[f"{self.sql_name}_outcome"], self.outcome_params()).fetchone()
+        assert row is not None, "an aggregate query returns one row"
+        done, queued, running, failed, max_attempts = row
         return TableOutcome(done=done, queued=queued, running=running, failed=failed, max_attempts=max_attempts)
 
     def outcome_params(self) -> dict | None:
