@@ -66,6 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from pg_claimcheck.commands._options import check_reports_dir, check_writable
     from pg_claimcheck.errors import ClaimcheckError, Interrupted
+    from pg_claimcheck.libs import npm
     from pg_claimcheck.report.publish import report_console
     from pg_claimcheck.server.leftovers import sweep_local
     from pg_claimcheck.server.provision import DSN_ENV
@@ -83,6 +84,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             check_reports_dir()
         for note in sweep_local():  # what killed runs left on this host's disk
             _say(err, f"claimcheck: {note}")
+        for path in npm.sweep_partials(npm.cache_root() / "node"):  # and a killed run's first npm install
+            _say(err, f"claimcheck: removed {path}, the unfinished npm install of a run that was killed")
         code = args.func(args, console, err)
     except KeyboardInterrupt:
         _ignore_further_interrupts()

@@ -4,6 +4,9 @@ Every one of them is a problem with the input or the environment: the CLI prints
 message as one paragraph and exits 2. A violation of exactly-once is not an exception;
 it is a result.
 """
+from __future__ import annotations
+
+from typing import BinaryIO
 
 
 class ClaimcheckError(Exception):
@@ -30,7 +33,20 @@ def read_input(path, error: type[ClaimcheckError]) -> str:
     """A user's input file as text; a missing or unreadable one is `error`, said in one line."""
     try:
         return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise error(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise error(f"{path}: cannot read it: {exc}") from None
+        raise _unreadable(path, exc, error) from None
+
+
+def open_input(path, error: type[ClaimcheckError]) -> BinaryIO:
+    """A user's input file opened to be read as bytes (a file too large to hold whole, read as it
+    streams); a missing or unreadable one is `error`, said as `read_input` says it."""
+    try:
+        return open(path, "rb")  # the caller closes it (a `with` block)
+    except OSError as exc:
+        raise _unreadable(path, exc, error) from None
+
+
+def _unreadable(path, exc: Exception, error: type[ClaimcheckError]) -> ClaimcheckError:
+    if isinstance(exc, FileNotFoundError):
+        return error(f"{path}: no such file")
+    return error(f"{path}: cannot read it: {exc}")

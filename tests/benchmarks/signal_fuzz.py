@@ -1,6 +1,7 @@
 """Signals at random moments of every kind of run, and a scan for the password in every process.
 
-The fuzz (issue 35): N trials, each one run of a kind below, sent SIGINT (to its process group, as a
+The fuzz (issue 35): N trials, each one run of a kind below (`npm`: a Node library's run whose npm
+cache is empty, so it starts with its first-use install), sent SIGINT (to its process group, as a
 terminal's Ctrl-C), SIGTERM or SIGKILL (to the CLI alone) at a random moment of its first seconds.
 After it, the run must have left nothing: no process of it (found by the run id in its environment,
 so a worker re-parented to init counts), no schema, database or connection on the server, no
@@ -55,7 +56,10 @@ KINDS = {
     "lib": ["lib", "procrastinate", "--workers", "2", "--jobs", "20000"],
     "lib-rate": ["lib", "procrastinate", "--workers", "2", "--jobs", "100", "--rate", "100", "--duration", "30"],
     "interleave": ["interleave", "seed000_naive_subquery"],
+    "npm": ["lib", "graphile-worker", "--workers", "2", "--jobs", "2000"],
 }
+FIRST_INSTALL = {"npm"}
+"""Kinds run with an npm cache of their own, empty: the run starts with its first-use install."""
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
 SWEEP = ["check", "skip-locked", "--jobs", "10", "--workers", "1", "--plans", "none"]
 """The later run that sweeps what a SIGKILLed one left (any verb does: docs/contracts.md section 5)."""
@@ -75,8 +79,10 @@ class Trial:
     left: list[str] = field(default_factory=list)
 
 
-def _env(scratch: Path, run_id: str, dsn: str) -> dict:
+def _env(scratch: Path, run_id: str, dsn: str, kind: str = "") -> dict:
     env = dict(os.environ, TMPDIR=str(scratch), CLAIMCHECK_RUN_ID=run_id, CLAIMCHECK_DSN=dsn, COLUMNS="100")
+    if kind in FIRST_INSTALL:
+        env["CLAIMCHECK_CACHE"] = str(scratch / "cache")
     env.pop("PGPASSWORD", None)
     return env
 
@@ -116,6 +122,7 @@ def _leftovers(dsn: str, run_id: str, scratch: Path) -> list[str]:
     left = [f"process {p.pid} {' '.join(p.cmdline())[:80]}" for p in _of_run(run_id)]
     left += _server_leftovers(dsn, run_id)
     left += [f"directory {d.name}" for d in scratch.glob("claimcheck-*")]
+    left += [f"npm install {d.name}" for d in scratch.glob("cache/node/*.partial-*")]
     return left
 
 
@@ -123,7 +130,7 @@ def trial(kind: str, signum: int, delay_s: float, dsn: str, root: Path) -> Trial
     scratch = Path(tempfile.mkdtemp(prefix="fz-", dir=root))
     scratch.chmod(0o755)
     run_id = "fz" + secrets.token_hex(4)
-    env = _env(scratch, run_id, dsn)
+    env = _env(scratch, run_id, dsn, kind)
     t = Trial(kind, signum, delay_s)
     proc = _start(kind, scratch, env)
     time.sleep(delay_s)
@@ -197,7 +204,7 @@ def _scan(role: str, needle: bytes, secret_dsn: str, kinds: list[str], root: Pat
         scratch = Path(tempfile.mkdtemp(prefix="sc-", dir=root))
         scratch.chmod(0o755)
         run_id = "sc" + secrets.token_hex(4)
-        proc = _start(kind, scratch, _env(scratch, run_id, secret_dsn))
+        proc = _start(kind, scratch, _env(scratch, run_id, secret_dsn, kind))
         argv, own_env, other_env, seen = set(), set(), set(), set()
         ends = time.monotonic() + SCAN_S
         mark = f"CLAIMCHECK_RUN_ID={run_id}".encode()

@@ -34,29 +34,35 @@ def sweep(run, strategies=("skip-locked", "for-update")):
             for name in strategies for rate in RATES]
 
 
-def test_a_sweep_over_two_rates_gives_each_strategy_a_knee(run, server):
+LOAD_SHORTFALLS = ("producer fell behind", "achieved ", "pickup p99 ")
+"""The shortfalls a busy machine alone can cause (pg_claimcheck.verdict.knee.shortfalls): a rate, a lag, a latency."""
+
+
+def test_a_sweep_over_two_rates_gives_each_strategy_a_knee(run, server, record_property):
+    """The knee is read from each rate's shortfalls, and the report says the same knee. Which rate is the knee
+    depends on the machine (a producer held back, a rate short of 95% of offered at load 20): reported, not
+    asserted; tests/unit/test_knee.py asserts the rule, tests/benchmarks/rate_timings.py how often load moves it."""
     results = sweep(run)
-    assert all(r.exactly_once for r in results), [r.verdict.violations[:3] for r in results]
-    # A busy machine can hold a producer back (tests/benchmarks/rate_timings.py prints how often): the knee
-    # is then lower, and that run is reported, not failed. Where every producer kept up, the knee is the top.
-    kept_up = all(r.producer.kept_up for r in results)
+    assert all(r.exactly_once and r.stopped_by == "drained" for r in results), [r.verdict.violations[:3] for r in results]
     generous = knees(results, slo_ms=5_000)
     assert [(k.strategy, k.mode, k.workers, k.batch) for k in generous] == [
         ("skip-locked", "lease", 2, 5), ("for-update", "lease", 2, 5)]
     for knee in generous:
         assert [p.rate_per_s for p in knee.points] == list(RATES)
-        if kept_up:
-            assert knee.rate_per_s == RATES[-1] and knee.first_unsustained is None, [p.shortfalls for p in knee.points]
-    # An SLO no pickup meets: the lowest rate falls over, on its latency alone, and there is no knee.
+        # Exactly-once held and every run drained: what is left to fall short is the machine's.
+        assert all(s.startswith(LOAD_SHORTFALLS) for p in knee.points for s in p.shortfalls), knee.points
+        record_property(f"knee {knee.strategy} 2w b5 (SLO 5 s)", f"{knee.summary}; " + ", ".join(
+            f"{p.rate_per_s:g}/s: {'held' if p.sustained else '; '.join(p.shortfalls)}" for p in knee.points))
+    # An SLO no pickup meets: the lowest rate falls over, on its latency among what it lacked, and there is no knee.
     strict = knees(results, slo_ms=0.001)
     for knee in strict:
         assert knee.rate_per_s is None and knee.first_unsustained.rate_per_s == RATES[0]
-        assert [s for s in knee.first_unsustained.shortfalls] == [
-            f"pickup p99 {knee.points[0].pickup_p99_ms:,.1f} ms > SLO 0.001 ms"]
+        assert f"pickup p99 {knee.points[0].pickup_p99_ms:,.1f} ms > SLO 0.001 ms" in knee.first_unsustained.shortfalls
     doc = document(server, results, command="claimcheck bench --rate 20,60", settings={}, knees=generous)
     assert_valid_report(doc)
-    assert [k["knee_rate_per_s"] for k in doc["knees"]] == [60.0, 60.0]
-    assert all(k["summary"].startswith("≥ 60") and not k["knee_bounded"] for k in doc["knees"])
+    assert [k["knee_rate_per_s"] for k in doc["knees"]] == [k.rate_per_s for k in generous]
+    for k, knee in zip(doc["knees"], generous):
+        assert k["summary"] == knee.summary and k["knee_bounded"] == (knee.first_unsustained is not None)
 
 
 def test_a_rate_run_records_the_queue_and_the_latency_over_time_and_ends_drained(run):

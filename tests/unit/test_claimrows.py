@@ -88,3 +88,12 @@ def test_only_an_integer_attempt_column_is_read_as_its_own_text(attempt_type, is
     shape = shape_of([Column("id", 20), Column("attempts", attempt_type)])
     assert shape.attempt_index == 1 and shape.attempt_is_int is is_int
     assert not shape_of([Column("id", 20)]).attempt_is_int
+
+
+def test_a_reader_of_a_run_that_stops_at_its_proof_reads_only_the_rows_an_over_claim_asked_for():
+    # The count proves the over-claim; the rest would be read, recorded and judged row by row (issue 35).
+    rows = [(str(n).encode(), b"1") for n in range(1, 1001)]
+    jobs, notes = ClaimRows(DEFAULT_SHAPE, None, BATCH, cut=True).read(rows, 2.0)
+    assert jobs == [(n, 1) for n in range(1, BATCH + 1)]
+    assert notes.over_claims == [(2.0, 1000, list(range(1, BATCH + 1))[:20])]
+    assert len(ClaimRows(DEFAULT_SHAPE, None, BATCH).read(rows, 2.0)[0]) == 1000  # bench, --drain: every row

@@ -6,7 +6,8 @@ import pytest
 from pg_claimcheck.contract.strategy import load_strategy
 from pg_claimcheck.engine.pgbench import build_script
 from pg_claimcheck.errors import UsageError
-from pg_claimcheck.report.compare import compare, load_report
+from pg_claimcheck.report.compare import compare
+from pg_claimcheck.report.reader import load_report
 from pg_claimcheck.settings import RunSettings, WorkTime
 from pg_claimcheck.verdict.stats import mann_whitney_less, spread
 from sample_reports import assert_valid_report, report, run_object
@@ -121,8 +122,9 @@ def test_max_drop_out_of_range_is_refused(max_drop):
     ("[1, 2]", "no list of runs"), ("nope", "not JSON"),
     ('{"runs": [{"strategy": "x"}]}', "schema_version: missing"),
     ('{"runs": [], "probe": "vacuum", "schema_version": 1}', "tool: missing"),
-    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
-    ('{"runs": [{"workers": NaN}]}', "NaN is not a JSON number"),
+    ("[" * 100_000 + "]" * 100_000, "no list of runs"),  # refused at its first byte, not once read
+    ('{"runs": [' + "[" * 100_000 + "]" * 100_000 + "]}", "nested too deeply"),
+    ('{"runs": [{"workers": NaN}]}', "not JSON \\(lexical error: invalid char in json text, near '.*NaN"),
     ('{"runs": [{"workers": 1e999}]}', "out of range"),
 ])
 def test_load_report_rejects_what_is_not_ours(tmp_path, text, message):
@@ -202,18 +204,63 @@ def test_two_runs_under_one_key_are_refused_not_half_judged(tmp_path):
         compare(BASE, report(ok, violated))
 
 
-def test_a_report_of_copies_of_one_run_is_refused_before_the_schema_reads_them_all(tmp_path, monkeypatch):
-    # 12,000 copies of one run took 89 s and 246 MB to refuse: the schema read every run first, and
-    # every error it found was kept. The copies are found at the second, in one pass.
+def test_a_report_of_copies_of_one_run_is_refused_at_its_second_copy_never_held_whole(tmp_path, monkeypatch):
+    # 12,000 copies of one run took 89 s and 246 MB to refuse: the schema read every run first. Then they
+    # were refused at the second, but only once the whole report was loaded: 120,000 copies took 488 MB.
+    import json
+
+    from pg_claimcheck.report import reader, schema
+
+    path = tmp_path / "copies.json"
+    path.write_text(json.dumps(report(*[run_object("skip-locked", 8, 1000.0, True)] * 200)))
+    monkeypatch.setattr(schema, "run_errors", lambda run, index: pytest.fail("the schema read a run"))
+    monkeypatch.setattr(reader.json, "loads", lambda text: pytest.fail("the report was loaded whole"))
+    built = []
+    monkeypatch.setattr(reader, "_built", lambda events, event, value, real=reader._built: built.append(1) or
+                        real(events, event, value))
+    with pytest.raises(UsageError, match=r"copies.json: runs\[0\] and runs\[1\] have the same strategy"):
+        load_report(path)
+    assert len(built) <= 2 + len(report()) - 1, "runs built past the second copy"
+
+
+def test_a_truncated_report_is_refused_before_any_run_is_validated(tmp_path, monkeypatch):
     import json
 
     from pg_claimcheck.report import schema
 
-    path = tmp_path / "copies.json"
-    path.write_text(json.dumps(report(*[run_object("skip-locked", 8, 1000.0, True)] * 200)))
-    monkeypatch.setattr(schema, "errors", lambda doc: pytest.fail("the schema read the report"))
-    with pytest.raises(UsageError, match=r"copies.json: runs\[0\] and runs\[1\] have the same strategy"):
+    path = tmp_path / "cut.json"
+    path.write_text(json.dumps(report(*[run_object("skip-locked", w, 1000.0, True) for w in range(1, 50)]))[:-10])
+    monkeypatch.setattr(schema, "run_errors", lambda run, index: pytest.fail("the schema read a run"))
+    with pytest.raises(UsageError, match=r"cut.json: not JSON \(parse error: premature EOF"):
         load_report(path)
+
+
+def test_a_schema_fault_names_its_run_and_the_reports_own_faults_come_first(tmp_path):
+    import json
+
+    doc = report(*[run_object("skip-locked", w, 1000.0, True) for w in range(1, 6)])
+    doc["runs"][3]["workers"] = "four"
+    del doc["tool"]
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(UsageError, match=r'r.json: not a valid claimcheck report .*: tool: missing; '
+                                         r'runs\[3\].workers: expected integer, got "four"'):
+        load_report(path)
+
+
+def test_a_report_of_more_runs_than_any_sweep_writes_is_refused(tmp_path, monkeypatch):
+    # The keys of the runs read so far are what the reader keeps: their number is bounded too.
+    import json
+
+    from pg_claimcheck.report import reader
+
+    monkeypatch.setattr(reader, "MAX_RUNS", 3)
+    path = tmp_path / "many.json"
+    path.write_text(json.dumps(report(*[run_object("skip-locked", w, 1000.0, True) for w in range(1, 6)])))
+    with pytest.raises(UsageError, match="many.json: not a claimcheck report: more than 3 runs"):
+        load_report(path)
+    path.write_text(json.dumps(report(*[run_object("skip-locked", w, 1000.0, True) for w in range(1, 4)])))
+    assert len(load_report(path)["runs"]) == 3
 
 
 def test_a_report_nested_just_within_json_loads_reach_is_refused_in_words(tmp_path):

@@ -99,6 +99,18 @@ def test_a_failed_commit_rolls_back_and_leaves_no_note_of_the_claim(mode):
     assert_each_job_done_once(log, 6)
 
 
+@MODES
+def test_in_a_run_that_stops_at_its_proof_an_over_claim_records_only_the_rows_it_asked_for(mode):
+    # Its count proves it: a claim of 1,000,000 rows was read, recorded, streamed and judged row by row
+    # after that proof, 2 min 51 s and 4.55 GB (issue 35).
+    loop, backend, log, trace = memory_loop(8, batch=2, mode=mode, stop_early=True)
+    backend.batch = 5
+    loop.run()
+    assert [(rows, jobs) for _, rows, jobs in log.over_claims][0] == (5, [1, 2])
+    assert list(log.job[:2]) == [1, 2] and not {3, 4, 5} & set(log.job)
+    assert [backend.queue.jobs[j].status for j in (1, 2, 3)] == ["done", "done", "running"]
+
+
 def test_a_lost_connection_during_a_claim_is_reconnected_and_the_claims_go_on():
     loop, backend, log, trace = memory_loop(10, batch=5)
     backend.fail_next["claim"] = [None, LOST]

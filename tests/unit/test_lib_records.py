@@ -65,6 +65,21 @@ def test_a_lease_that_runs_from_the_claim_releases_a_stalled_execution_from_its_
     assert not verdict(before_stall, 1, deaths={}, stall_release_s=2.0, claim_lease_s=2.0).exactly_once
 
 
+def test_a_heartbeat_lease_runs_from_the_claim_until_the_first_beat_is_written():
+    """pgqueuer (heartbeat_timeout 2 s, stall_release_s 0.6 s): on a loaded machine a job's task started 1.5 s
+    after its claim and stalled before its first beat was written, so its heartbeat was the claim's and
+    pgqueuer re-picked it at claim + 2 s, 0.5 s into the stall: its promise (a stale heartbeat), a redelivery.
+    A re-pick before claim + 2 s would have taken a job with a fresh heartbeat: still a violation."""
+    pgqueuer = dict(deaths={}, stall_release_s=0.6, claim_lease_s=2.0, completion_lag_s=2.0)
+    stalled = lines(("S", 1, 101, 0, 15.0, 1.5), ("P", 1, 15.0), ("E", 1, 20.0))  # claimed at 13.5
+    repicked = {0: stalled, 1: lines(("S", 1, 101, 1, 15.52, 0), ("E", 1, 15.55))}
+    v = verdict(repicked, 1, **pgqueuer)
+    assert v.exactly_once and v.redeliveries == 1
+    assert verdict(repicked, 1, **{**pgqueuer, "claim_lease_s": 0.0}).violations[0].kind == "concurrent"
+    fresh = {0: stalled, 1: lines(("S", 1, 101, 1, 15.3, 0), ("E", 1, 15.35))}
+    assert verdict(fresh, 1, **pgqueuer).violations[0].kind == "concurrent"
+
+
 def test_a_terminated_backend_releases_completions_still_in_the_librarys_buffer():
     files = {0: lines(("S", 1, 101, 0, 1.0, 0), ("E", 1, 1.95)), 1: lines(("S", 1, 101, 0, 5.0, 0), ("E", 1, 5.1))}
     kwargs = dict(deaths={}, stall_release_s=1.0, completion_lag_s=0.3, lease_s=2.0)

@@ -1,5 +1,5 @@
 """The npm cache (pg_claimcheck.libs.npm): an interrupted first-use install leaves nothing and says so;
-one whose owner was SIGKILLed is swept by the next install, once its owner is proven dead."""
+one whose owner was SIGKILLed is swept by the next run of any verb, once its owner is proven dead."""
 import json
 import os
 import socket
@@ -34,6 +34,19 @@ def test_a_dead_installs_partial_directory_is_swept_and_a_live_ones_is_kept(tmp_
     finished.mkdir()
     assert sorted(p.name for p in npm.sweep_partials(tmp_path)) == sorted([dead.name, unrecorded.name])
     assert live.exists() and finished.exists() and not dead.exists() and not unrecorded.exists()
+
+
+def test_a_killed_installs_partial_directory_is_swept_by_the_next_run_of_any_verb(tmp_path, monkeypatch, capsys):
+    # The signal fuzz: a SIGKILLed first `lib graphile-worker` left its `.partial-<pid>` until the next
+    # npm install, which a user of `check` alone never runs.
+    from pg_claimcheck import cli
+
+    monkeypatch.setenv("CLAIMCHECK_CACHE", str(tmp_path))
+    dead = tmp_path / "node" / f"graphile-worker-0.16.6.partial-{dead_pid()}"
+    dead.mkdir(parents=True)
+    assert cli.main(["compare", str(tmp_path / "no.json"), str(tmp_path / "no.json")]) == 2
+    assert not dead.exists()
+    assert f"removed {dead}, the unfinished npm install of a run that was killed" in capsys.readouterr().err
 
 
 def test_an_interrupted_install_removes_its_partial_directory_and_says_so(tmp_path, monkeypatch):

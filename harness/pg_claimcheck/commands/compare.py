@@ -16,7 +16,8 @@ from rich.text import Text
 
 from pg_claimcheck.commands import VERBS
 from pg_claimcheck.commands._options import add_wide_option
-from pg_claimcheck.report.compare import DEFAULT_ALPHA, DEFAULT_MAX_DROP_PCT, compare, comparison_table, load_report
+from pg_claimcheck.report.compare import DEFAULT_ALPHA, DEFAULT_MAX_DROP_PCT, compare, comparison_table
+from pg_claimcheck.report.reader import load_report
 
 
 def percent(text: str) -> float:

@@ -39,9 +39,13 @@ class ClaimRows:
     """Reads claims of one shape, numbering keys in one key space, against one limit (the claim's,
     see pg_claimcheck.contract.limit; None: it cannot be known, and no claim is an over-claim)."""
 
-    def __init__(self, shape: ClaimShape, keys: KeySpace | None, limit: int | None) -> None:
+    def __init__(self, shape: ClaimShape, keys: KeySpace | None, limit: int | None, *, cut: bool = False) -> None:
         self.shape, self.keys = shape, keys
         self.limit = limit if limit is not None else math.inf
+        self.cut = cut
+        """The run ends at its first proven violation (pg_claimcheck.engine.watch): an over-claim's rows past
+        those it asked for are not read. Its count alone proves it; a claim of a million rows was read,
+        recorded, streamed and judged row by row after that: 2 min 51 s and 4.55 GB."""
         self.plain = (shape.key_is_int and (keys is None or keys.keys is None) and shape.attempt_index is not None
                       and shape.max_attempts_index is None and shape.lease_index is None)
         """The common claim: integer keys that are their own job numbers, an attempt column, nothing
@@ -52,8 +56,10 @@ class ClaimRows:
         self._key, self._attempt = itemgetter(0), itemgetter(shape.attempt_index or 0)
 
     def read(self, rows: list[tuple[Any, ...]], started: float) -> tuple[list[tuple[int, int]], Notes]:
-        """(job number, attempt) per row, and the notes. Values may be psycopg's or libpq's text."""
-        if self.plain and len(rows) <= self.limit:
+        """(job number, attempt) per row (an over-claim's first `limit` rows only, when `cut`), and the notes.
+        Values may be psycopg's or libpq's text."""
+        returned = len(rows)
+        if self.plain and returned <= self.limit:
             try:
                 jobs, attempts = list(map(int, map(self._key, rows))), map(int, map(self._attempt, rows))
                 out = list(zip(jobs, attempts))
@@ -64,6 +70,8 @@ class ClaimRows:
                     return out, Notes(plain=True)
         shape, keys, notes = self.shape, self.keys, Notes()
         at, most, lease = shape.attempt_index, shape.max_attempts_index, shape.lease_index
+        if self.cut and returned > self.limit:
+            rows = rows[:int(self.limit)]
         out = []
         for row in rows:
             if row[0] is None:
@@ -78,8 +86,8 @@ class ClaimRows:
             if lease is not None:
                 notes.leases.append(epoch(row[lease]))
             out.append((job, attempt))
-        if len(rows) > self.limit:
-            notes.over_claims.append((started, len(rows), [job for job, _ in out[:MAX_OVER_CLAIM_KEYS]]))
+        if returned > self.limit:
+            notes.over_claims.append((started, returned, [job for job, _ in out[:MAX_OVER_CLAIM_KEYS]]))
         return out, notes
 
 

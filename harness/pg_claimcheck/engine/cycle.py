@@ -66,7 +66,7 @@ class Cycle:
         self.settings = s = plan.settings
         self.strategy = plan.strategy
         self.rng = random.Random(index)
-        self.reader = ClaimRows(plan.shape, plan.keys, plan.limit.rows)
+        self.reader = ClaimRows(plan.shape, plan.keys, plan.limit.rows, cut=plan.stops_on_proof)
         self.no_work = s.work.kind == "fixed" and s.work.a_ms == 0
         """Zero work time (a parity run): nothing to draw or sleep per job."""
         self.completes = plan.strategy.has_complete
@@ -118,8 +118,8 @@ class Cycle:
             log.over_attempts.extend(notes.over_attempts)
             log.over_claims.extend(notes.over_claims)
             if notes.over_claims and self.plan.stops_on_proof:
-                # Proof of a violation (pg_claimcheck.engine.watch): sent before recording the rows, which
-                # may be a million, so that the coordinator stops the run at once.
+                # Proof of a violation (pg_claimcheck.engine.watch): sent at once, so that the coordinator stops
+                # the run. Only the rows the claim asked for are recorded (ClaimRows.cut).
                 self.stream.flush()
         first = log.record_claims(rows, claimed_at, ended_at, outcomes)
         if self.backend.backend_pid is not None:  # through a pooler: once per claim, not per job

@@ -36,6 +36,8 @@ from pg_claimcheck.libs._sql import LIB_QUERIES
 from pg_claimcheck.settings import WorkTime
 from pg_claimcheck.verdict.result import TableOutcome
 
+HELLO = "H"
+"""A Python worker's hello line in its records file (`H <pid>`), which pg_claimcheck.libs.records skips."""
 STOP_GRACE_S = 10.0
 """After SIGTERM (the library's graceful stop), how long the coordinator waits before it kills a worker."""
 WORKER_GRACE_S = STOP_GRACE_S - 2
@@ -77,6 +79,11 @@ class Recorder:
 
     def _line(self, *fields: object) -> None:
         os.write(self.fd, ("\t".join(str(f) for f in fields) + "\n").encode())
+
+    def hello(self) -> None:
+        """The worker's first line, once its library is imported and its loop about to start: until a
+        worker says it, the coordinator counts its start-up as no stall (pg_claimcheck.libs.runner)."""
+        self._line(HELLO, os.getpid())
 
     async def execute(self, key: int, job_id: object, attempt: int | None, claimed_at: float | None = None) -> None:
         """One execution of job `key` (our dense key, carried in the payload), `job_id` and
@@ -208,8 +215,9 @@ class LibraryAdapter:
 
     claim_lease_s: ClassVar[float] = 0.0
     """Under --faults, for a library whose lease runs from the claim rather than from its last
-    heartbeat (delayed_job's `locked_at + max_run_time`): a stalled execution is released at its
-    claim plus this, when that is earlier than the stall's start plus `stall_release_s` (0: no such lease)."""
+    heartbeat (delayed_job's `locked_at + max_run_time`), or from the claim until a first heartbeat is
+    written (pgqueuer): a stalled execution is released at its claim plus this, when that is earlier
+    than the stall's start plus `stall_release_s` (0: no such lease)."""
 
     recovery_s: ClassVar[float] = 0.0
     """Under --faults, how long the library's own recovery may take to give a failed worker's job back beyond its
@@ -272,8 +280,9 @@ class LibraryAdapter:
     def outcome(self, conn: psycopg.Connection) -> TableOutcome:
         """The library's table after (or during) the run, in our terms: the `<name>_outcome` query
         of sql/libs.sql, with :meth:`outcome_params`."""
-        done, queued, running, failed, max_attempts = conn.execute(LIB_QUERIES[f"{self.sql_name}_outcome"],
-                                                                   self.outcome_params()).fetchone()
+        row = conn.execute(LIB_QUERIES[f"{self.sql_name}_outcome"], self.outcome_params()).fetchone()
+        assert row is not None, "an aggregate query returns one row"
+        done, queued, running, failed, max_attempts = row
         return TableOutcome(done=done, queued=queued, running=running, failed=failed, max_attempts=max_attempts)
 
     def outcome_params(self) -> dict | None:
@@ -310,13 +319,14 @@ class LibraryAdapter:
                              f"({lib} keeps it inline in {where}), and {lib} {installed} is installed: its SQL may "
                              f"differ. Run it without --pgbench, or with {lib}=={copied_from}")
 
-    says_hello: ClassVar[bool] = False
-    """Does its worker say when it is up (an external worker's hello)?"""
-
     def said_hello(self, records: Path) -> bool:
-        """Has the worker writing `records` said it is up (an external worker's hello)? A Python
-        worker says nothing: False."""
-        return False
+        """Has the worker writing `records` said it is up? A Python worker's hello is its first line
+        (Recorder.hello); an external worker's, its protocol's hello."""
+        try:
+            with open(records, "rb") as lines:
+                return lines.readline().startswith(HELLO.encode() + b"\t")
+        except FileNotFoundError:
+            return False
 
     def has_pgbench_cycle(self) -> bool:
         """Is a pgbench cycle written for it (`--pgbench`)?"""

@@ -34,7 +34,9 @@ async def _main(config: WorkerConfig) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, _stop, stop)
-    await adapter.work(config, Recorder(config), stop)
+    recorder = Recorder(config)
+    recorder.hello()  # the library is imported: what is left of the start-up is its loop's own
+    await adapter.work(config, recorder, stop)
 
 
 def main() -> int:

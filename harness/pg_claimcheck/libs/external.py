@@ -191,8 +191,6 @@ class ExternalAdapter(LibraryAdapter):
         said = sorted({str(h.get("version")) for h in hellos if h.get("version")})
         return files, ", ".join(said) if said else self.pinned
 
-    says_hello = True
-
     def said_hello(self, records: Path) -> bool:
         """The hello is a worker's first line (docs/contracts.md)."""
         try:

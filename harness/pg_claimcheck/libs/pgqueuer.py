@@ -75,6 +75,15 @@ class PgqueuerAdapter(LibraryAdapter):
     # Beats go out every T/2 and are buffered up to T/8 more, so a job's last recorded beat can be
     # 0.625 T old when a stall begins: the job may be taken for abandoned 0.375 T after it.
     stall_release_s = 0.3 * FAULT_LEASE_S
+    claim_lease_s = FAULT_LEASE_S
+    """Until a job's first beat is written, its lease runs from its claim: the dequeue sets `heartbeat = NOW()`
+    (qb.py), the first beat is sent heartbeat_timeout / 2 after the job's task is dispatched (core/heartbeat.py
+    waits the interval first) and written up to T/8 later by the HeartbeatBuffer, on the connection the NOTIFY
+    watcher may hold for a second; the dequeue re-picks a job whose `heartbeat < NOW() - heartbeat_timeout`.
+    On a loaded machine a job's task starts a second or more after its claim (1.0 s at load 40, its heartbeat
+    still the claim's when it stalled, a table sampled every 30 ms showed): a stall then begins with the job's
+    heartbeat already that old, and pgqueuer re-picks it at claim + T, which can come before the stall's start
+    plus stall_release_s. That re-pick is pgqueuer's promise (a stale heartbeat), a redelivery."""
     completion_lag_s = 2.0
     """Completions go through a JobStatusLogBuffer (flushed every 0.1 s by default) on the one
     connection the worker shares with its dequeues and heartbeats, and with the psycopg driver's

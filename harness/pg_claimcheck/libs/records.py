@@ -26,7 +26,8 @@ this module states that promise in the ledger's terms, so the SAME ledger judges
     but before it started, or up to `completion_lag_s` after it returned: released at the
     stall's start plus `stall_release_s`, the earliest the library's lease or heartbeat can
     have expired, or, for a library whose lease runs from the claim (`claim_lease_s`: delayed_job's
-    `locked_at + max_run_time`), at its claim plus that lease if that is earlier (not before the stall);
+    `locked_at + max_run_time`; pgqueuer's until a job's first heartbeat is written), at its claim
+    plus that lease if that is earlier (not before the stall);
   - the worker's backend was terminated (or the server restarted) while the execution ran,
     within `completion_lag_s` after it returned, or within one lease after the fault (jobs it
     had fetched but not started): like a stall from the fault on, as its heartbeats and

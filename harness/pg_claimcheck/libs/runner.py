@@ -1,10 +1,12 @@
 """The coordinator of a library run: a database of its own, the library's schema and jobs, N
 worker processes running the library's own loop, faults, the stop, and the ledger's verdict.
 
-The run ends when the library's own table says every job is finished (done or failed), or when
+The run ends when the library's own table says every job is finished (done or failed), when
 nothing has moved for the supervisor's stall limit (pg_claimcheck.engine.supervisor; then `stopped_by`
-is `stalled` and unfinished jobs fail the run). Workers are then asked to stop (SIGTERM, the
-library's graceful stop) and killed after STOP_GRACE_S. A worker that exits on its own before the
+is `stalled` and unfinished jobs fail the run), or at `--duration`, counted from the first worker's
+hello: a worker's start-up, until it says hello (the first line of its records), is neither a stall
+nor the library's working time. Workers are then asked to stop (SIGTERM, the library's graceful
+stop) and killed after STOP_GRACE_S. A worker that exits on its own before the
 end (its connection was terminated, the server restarted) is replaced, as a process supervisor
 would, up to MAX_REPLACEMENTS times. The run is judged as every claim run is: a RunRecord and the
 library's table handed to pg_claimcheck.engine.judge.judge_run.
@@ -57,7 +59,8 @@ RESTART_WAIT_S = 30.0
 WORKER_STDERR_SHOWN = 600
 UNFINISHED_SHOWN = 20
 START_UP_S = 120.0
-"""The longest an external worker's runtime may take to say hello before the stall limit counts."""
+"""The longest a worker may take to say hello (its imports, or its runtime's start-up: Node, Ruby) before the
+stall limit counts."""
 
 
 LIB_JOBS = 5_000
@@ -85,6 +88,7 @@ def lib_settings(workers: int, jobs: int, work_ms: str | None = None, faults: bo
 class _Proc:
     popen: subprocess.Popen
     last_alive: float
+    spawned: float
 
 
 class _StallFlags:
@@ -170,9 +174,14 @@ class _Run:
     def _up(self) -> int:
         """How many workers have said they are up so far: each is activity to the supervisor, so a
         runtime's start-up (eight Rubies loading ActiveRecord at once on a loaded machine: over 30 s
-        seen at load 44 on 2 cores) is not a stall."""
+        seen at load 44 on 2 cores; two Pythons importing dbos: 20 s at load 35) is not a stall."""
         self.up |= {i for i in self.procs if i not in self.up and self.adapter.said_hello(self._records(i))}
         return len(self.up)
+
+    def _starting(self, now: float) -> bool:
+        """Is a live worker still starting (spawned under START_UP_S ago, no hello yet), a replacement too?"""
+        return any(i not in self.up and now - p.spawned < START_UP_S and p.popen.poll() is None
+                   for i, p in self.procs.items())
 
     def _records(self, index: int) -> Path:
         """Worker `index`'s records file (pg_claimcheck.libs.records reads them all as w*.tsv)."""
@@ -190,7 +199,8 @@ class _Run:
         stderr = open(self.tmp / f"w{index:02d}.err", "wb")
         popen = self.adapter.spawn(config, stderr)
         stderr.close()
-        self.procs[index] = _Proc(popen, time.monotonic())
+        now = time.monotonic()
+        self.procs[index] = _Proc(popen, now, now)
         return index
 
     def go(self) -> RunResult:
@@ -265,6 +275,7 @@ class _Run:
         settings, adapter = self.settings, self.adapter
         supervisor = Supervisor(settings, origin, extra_stall_s=adapter.recovery_s if settings.faults else 0.0)
         next_recover, recovered = 0.0, 0
+        first_up: float | None = None
         while True:
             time.sleep(TICK_S)
             now = time.monotonic()
@@ -295,11 +306,13 @@ class _Run:
                 return "drained", recovered
             # Only the table is seen, not the claims: a change in what it shows done or running is activity,
             # and so is a job produced (a fed queue idle between arrivals is no stall).
-            # Until the first external worker says hello, or the feed its first job (up to START_UP_S each),
-            # its runtime is starting, not stalled.
+            # Until a worker says hello, or the feed its first job (up to START_UP_S each), its runtime is
+            # starting, not stalled; and --duration is the library's working time, from the first hello.
             up = self._up()
-            starting = adapter.says_hello and ((not up and now - origin < START_UP_S) or (
-                self.feed is not None and self.feed.feeding and not produced and now - self.feed_at < START_UP_S))
+            if up and first_up is None:
+                first_up = supervisor.started = now
+            starting = self._starting(now) or (
+                self.feed is not None and self.feed.feeding and not produced and now - self.feed_at < START_UP_S)
             supervisor.saw(now, (finished, table.running, produced, up, now if starting else 0.0))
             limit = supervisor.limit(now)
             if limit is not None:

@@ -11,29 +11,25 @@ pg_claimcheck.verdict.power) fell by more than half, is flagged as a regression 
 less than its base's did. Runs present on one side only are shown, never judged: a sweep may grow or shrink;
 but two reports that share no run are an unusable comparison, never "no regression".
 
-Reports are validated against the published schema first (`pg_claimcheck.report.schema`): a
-malformed one is a UsageError naming the file and the field. Pure functions of the two documents,
-apart from reading the files.
+Reports are read by `pg_claimcheck.report.reader`, which checks them against the published schema as
+they stream: a malformed one is a UsageError naming the file and the field. Pure functions of the two
+documents.
 """
 from __future__ import annotations
 
-import itertools
-import json
 import math
-import sys
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
 
 from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from pg_claimcheck.errors import UsageError, read_input
-from pg_claimcheck.report import schema as report_schema
+from pg_claimcheck.errors import UsageError
+from pg_claimcheck.report.reader import RunKey, check_distinct_runs, run_key, shown_key
 from pg_claimcheck.verdict.liveness import HELD, NO_PROGRESS, VIOLATED, WORDS, run_outcome
 from pg_claimcheck.verdict.power import weakened
-from pg_claimcheck.verdict.result import AS_SEEDED, run_condition
+from pg_claimcheck.verdict.result import AS_SEEDED
 from pg_claimcheck.verdict.stats import mann_whitney_less, median, spread
 
 DEFAULT_MAX_DROP_PCT = 20.0
@@ -42,7 +38,6 @@ DEFAULT_ALPHA = 0.01
 shared 2-core machine: over 27 comparisons of identical configurations, 0.05 let 4 drifts through
 (two at p = 0.048), 0.01 let 2; the doubled cycle time gave p = 0.004 (5 + 5 repetitions, complete
 separation) in 23 of the 24 it caught. It needs at least 5 + 4 repetitions (1/C(9, 4) < 0.01)."""
-ERRORS_SHOWN = 3
 SETTINGS_COMPARED = ("jobs", "work_ms", "poll_ms", "lease_seconds", "duration", "claims_per_worker", "fail_rate",
                      "pgbench")
 """Settings that change what a run's throughput means; a difference is warned about, not refused."""
@@ -51,8 +46,6 @@ LOAD_DIFFERENCE_PER_CPU = 1.0
 LOAD_RATIO = 1.5
 """Warn when the two reports' 1-minute load averages differ by more than one per CPU and by half."""
 
-RunKey = tuple[str, str, int, int, str, "float | None"]
-MAX_FLOAT = int(sys.float_info.max)
 
 
 def samples(run: dict) -> list[float]:
@@ -161,100 +154,6 @@ class Comparison:
         return bool(self.regressions)
 
 
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"number out of range: {text}")
-    return value
-
-
-def _no_constant(name: str) -> float:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-def load_report(path: Path) -> dict:
-    """A claimcheck run report, or a UsageError that names the file and what is wrong."""
-    text = read_input(path, UsageError)
-    try:
-        doc = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{path}: not JSON ({exc.msg} at line {exc.lineno}); expected a claimcheck report "
-                         "written by `claimcheck bench` or `check --json`") from None
-    except (ValueError, RecursionError) as exc:  # NaN, 1e999, a 5,000-digit integer, nesting past Python's stack
-        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
-        raise UsageError(f"{path}: not a claimcheck report ({reason})") from None
-    if not isinstance(doc, dict) or ("runs" not in doc and "probe" not in doc):
-        raise UsageError(f"{path}: not a claimcheck report (no list of runs); expected the JSON written by "
-                         "`claimcheck bench` or `check --json`")
-    # Before the schema, which takes seconds per thousand runs: a report of 12,000 copies of one run
-    # is refused at its second copy (a run the check cannot read is left to the schema to word).
-    _check_distinct_runs(doc, path, lenient=True)
-    try:  # jsonschema recurses deeper than json.loads, and words an error with repr() of the value
-        _check_magnitudes(doc, path)
-        problems = list(itertools.islice(report_schema.errors(doc), ERRORS_SHOWN + 1))
-    except RecursionError:
-        raise UsageError(f"{path}: not a claimcheck report (nested too deeply)") from None
-    if problems:
-        more = " (and more)" if len(problems) > ERRORS_SHOWN else ""
-        raise UsageError(f"{path}: not a valid claimcheck report (schema version {report_schema.SCHEMA_VERSION}, "
-                         f"docs/contracts.md section 3): {'; '.join(problems[:ERRORS_SHOWN])}{more}")
-    if "runs" not in doc:
-        raise UsageError(f"{path}: a `{doc['probe']}` probe report has no runs to compare; compare reads the "
-                         "reports of `claimcheck bench` and `check --json`")
-    _check_distinct_runs(doc, path)
-    return doc
-
-
-def _check_magnitudes(value, path: Path, where: str = "") -> None:
-    """An integer too large for a float (JSON allows `10**400`) is out of range like 1e999: the
-    statistics work in floats, and it would end in an OverflowError."""
-    if isinstance(value, bool):
-        return
-    if isinstance(value, int) and abs(value) > MAX_FLOAT:
-        raise UsageError(f"{path}: not a claimcheck report: {where or 'the document'} is a number out of range "
-                         f"({len(str(abs(value)))} digits)")
-    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
-    for key, item in items:
-        _check_magnitudes(item, path, f"{where}[{key}]" if isinstance(key, int) else f"{where}.{key}".lstrip("."))
-
-
-def _check_distinct_runs(doc: dict, path: Path | str, lenient: bool = False) -> None:
-    """Two runs of one report under one key cannot both be matched: judging the first would let a
-    violation in the second pass as "no regression". Refused, naming them. `lenient`: the report is
-    not checked against the schema yet; the check ends, saying nothing, at a run it cannot read."""
-    seen: dict[RunKey, int] = {}
-    runs = doc.get("runs")
-    if not isinstance(runs, list):
-        if lenient:
-            return
-        raise UsageError(f"{path}: not a claimcheck report (no list of runs)")
-    for index, run in enumerate(runs):
-        try:
-            key = run_key(run)
-            hash(key)
-        except (KeyError, TypeError, ValueError, AttributeError):
-            if lenient:
-                return
-            raise
-        if key in seen:
-            raise UsageError(f"{path}: runs[{seen[key]}] and runs[{index}] have the same strategy, mode, workers, "
-                             f"batch, planner condition and offered rate ({_shown_key(key)}), so compare cannot tell which to match; "
-                             "compare reports with one run per strategy and setting (strategies named apart)")
-        seen[key] = index
-
-
-def run_key(run: dict) -> RunKey:
-    """(strategy, mode, workers, batch, planner condition, offered rate): a run without conditions (schema
-    version 1, `--plans none`, bench) is the as-seeded run of a check under conditions; a run without a
-    producer has no offered rate (None), and a `bench --rate` sweep has one run per rate."""
-    return (run["strategy"], run["mode"], int(run["workers"]), int(run["batch"]), run_condition(run),
-            run.get("offered_rate_per_s"))
-
-
-def _shown_key(key: RunKey) -> str:
-    return " · ".join(str(x) for x in key[:5]) + ("" if key[5] is None else f" · {key[5]:g} jobs/s")
-
-
 def check_limits(max_drop_pct: float, alpha: float) -> None:
     if not (math.isfinite(max_drop_pct) and 0 <= max_drop_pct <= 100):
         raise UsageError(f"--max-drop must be a percentage from 0 to 100, got {max_drop_pct}")
@@ -292,8 +191,8 @@ def compare(base: dict, new: dict, max_drop_pct: float = DEFAULT_MAX_DROP_PCT,
             alpha: float = DEFAULT_ALPHA) -> Comparison:
     """Match the runs of two reports in the new report's order; two runs under one key are refused."""
     check_limits(max_drop_pct, alpha)
-    _check_distinct_runs(base, "the base report")
-    _check_distinct_runs(new, "the new report")
+    check_distinct_runs(base, "the base report")
+    check_distinct_runs(new, "the new report")
     base_runs = {run_key(run): run for run in base["runs"]}
     new_runs = {run_key(run): run for run in new["runs"]}
     if not base_runs or not new_runs:
@@ -314,7 +213,7 @@ def compare(base: dict, new: dict, max_drop_pct: float = DEFAULT_MAX_DROP_PCT,
 
 
 def _keys(runs: dict[RunKey, dict]) -> str:
-    shown = ", ".join(_shown_key(k) for k in list(runs)[:3])
+    shown = ", ".join(shown_key(k) for k in list(runs)[:3])
     return shown + (f" and {len(runs) - 3} more" if len(runs) > 3 else "")
 
 

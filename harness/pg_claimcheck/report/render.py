@@ -352,11 +352,11 @@ def evidence_lines(violations: Iterable[Violation], limit: int = EVIDENCE_SHOWN,
 
 def print_stop(console: Console, run: RunResult) -> None:
     """Say that a run stopped before its drain, why, and how to run it to the end."""
-    if run.stopped_early:
-        console.print(f"[yellow]{escape(run_label(run).plain)} ({run.settings.mode}): stopped early[/]: "
-                      f"{run.stop_reason}. "
-                      f"The figures cover the {run.verdict.claims:,} claims committed until the workers stopped; "
-                      "add --drain to run it to the end.", highlight=False)
+    if run.stopped_early:  # of an over-claim, a run stopped at its proof records the rows it asked for (ClaimRows.cut)
+        cut = " (of an over-claim, the rows it asked for: its count proves it)" if run.verdict.over_claims else ""
+        console.print(f"[yellow]{escape(run_label(run).plain)} ({run.settings.mode}): stopped early[/]: {run.stop_reason}. "
+                      f"The figures cover the {run.verdict.claims:,} claims recorded until the workers stopped"
+                      f"{cut if run.stopped_by == 'violation' else ''}; add --drain to run it to the end.", highlight=False)
 
 
 def print_power(console: Console, doc: dict) -> None:

@@ -32,9 +32,23 @@ def validator():
 def errors(value: Any) -> Iterator[str]:
     """Each way `value` breaks the schema, as `field: what is wrong`, shallowest fields first;
     nothing when it is valid."""
+    return _sorted_worded(validator().iter_errors(value), ())
+
+
+RUN = {"$ref": "#/$defs/run"}
+"""The schema of one run object, within the published schema."""
+
+
+def run_errors(run: Any, index: int) -> Iterator[str]:
+    """As `errors`, for run `index` of a report alone (the schema has no rule across runs, so a report
+    can be checked one run at a time): `runs[3].workers: expected integer, got "abc"`."""
+    return _sorted_worded(validator().descend(run, RUN), ("runs", index))
+
+
+def _sorted_worded(found, at: tuple) -> Iterator[str]:
     seen: set[str] = set()
-    for error in sorted(validator().iter_errors(value), key=lambda e: len(e.absolute_path)):
-        for line in _worded(error):
+    for error in sorted(found, key=lambda e: len(e.absolute_path)):
+        for line in _worded(error, (*at, *error.absolute_path)):
             if line not in seen:
                 seen.add(line)
                 yield line
@@ -47,11 +61,11 @@ def _field(path) -> str:
     return out
 
 
-def _worded(error) -> Iterator[str]:
-    where = _field(error.absolute_path) or "the document"
+def _worded(error, path: tuple) -> Iterator[str]:
+    where = _field(path) or "the document"
     kind, expected, got = error.validator, error.validator_value, error.instance
     if kind == "required":  # one error per missing key; name the key, as a field of its own
-        prefix = f"{_field(error.absolute_path)}." if error.absolute_path else ""
+        prefix = f"{_field(path)}." if path else ""
         yield from (f"{prefix}{key}: missing" for key in expected if isinstance(got, dict) and key not in got)
     elif kind == "type":
         kinds = expected if isinstance(expected, list) else [expected]

@@ -15,6 +15,7 @@ from pg_claimcheck.errors import UsageError
 from pg_claimcheck.server import interrupts
 from pg_claimcheck.server.databases import sweep_databases
 from pg_claimcheck.server.interrupts import shielded
+from pg_claimcheck.server.ownership import parse_comment, this_owner
 from pg_claimcheck.server.provision import Server
 from pg_claimcheck.server.redaction import scrub
 from pg_claimcheck.server.runcontext import RunContext
@@ -50,7 +51,11 @@ def run_schema(server: Server, run_id: str | None = None) -> Iterator[tuple[psyc
     try:
         for note in sweep_leftovers(conn, schema) + sweep_databases(conn, server, schema):
             Console(stderr=True).print(f"claimcheck: {note}", markup=False, highlight=False, soft_wrap=True)
-        create_schema(conn, schema)
+        try:
+            create_schema(conn, schema)
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM as it was made: the server may have committed it
+            created = _made_by_this_process(run)
+            raise
         created = True
         yield conn, run
     finally:
@@ -58,6 +63,17 @@ def run_schema(server: Server, run_id: str | None = None) -> Iterator[tuple[psyc
             conn.close()
             if created:  # only what this run made: a schema it failed to create is another run's
                 _drop_quietly(run)
+
+
+def _made_by_this_process(run: RunContext) -> bool:
+    """Does the run's schema exist with this process's owner record (an interrupt came as it was made,
+    after the server committed it: the signal fuzz found one left by an interrupted `interleave`)?"""
+    try:
+        with run.connect("cleanup", in_schema=False) as conn:
+            row = conn.execute(QUERIES["schema_comment"], {"schema": run.schema}).fetchone()
+    except psycopg.Error:
+        return False
+    return row is not None and parse_comment(row[0]) == this_owner()
 
 
 def drop_run_schema(dsn: str, run_id: str) -> None:
