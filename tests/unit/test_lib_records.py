@@ -100,3 +100,15 @@ def test_a_batch_claimed_before_a_stall_is_released_with_it():
     logs, reaps, _ = to_ledger(files, deaths={}, stall_release_s=1.0)
     assert judge(logs, 1, 2, drained=True, reaps=reaps).exactly_once
     assert list(logs[0].outcome) == [STALE, STALE]
+
+
+def test_a_library_adapter_counts_each_run_from_its_own_seed():
+    """An adapter serves several runs (bench's, the tests' session fixture): a fed run's jobs must not be
+    counted as enqueued in the next run (a healthy graphile-worker run read 70 done for its 60 jobs)."""
+    from pg_claimcheck.libs._adapter import ForgetsJobs
+    adapter = ForgetsJobs()
+    adapter.seeded_now(10)
+    adapter.fed(10)
+    assert adapter.outcome_params() == {"enqueued": 20}
+    adapter.seeded_now(60)
+    assert adapter.outcome_params() == {"enqueued": 60}

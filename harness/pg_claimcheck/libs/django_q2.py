@@ -73,7 +73,7 @@ class DjangoQ2Adapter(CommandWorker, ForgetsJobs):
 
     def enqueue(self, dsn: str, keys: range) -> list:
         ids = _django.enqueue_command(self.env(dsn), self.name, keys)
-        self.seeded = len(keys)
+        self.seeded_now(len(keys))
         return ids
 
     def enqueue_here(self, keys: range) -> list[str]:

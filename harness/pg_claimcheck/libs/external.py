@@ -271,7 +271,7 @@ class DeletesFinished(ForgetsJobs, ExternalAdapter):
 
     def enqueue(self, dsn: str, keys: range) -> list:
         found = super().enqueue(dsn, keys)
-        self.seeded = len(keys)
+        self.seeded_now(len(keys))
         return found
 
 

@@ -102,7 +102,7 @@ class HueyAdapter(ForgetsJobs, NoLease):
                 huey.enqueue(self._task(record, k))
         finally:
             huey.storage.close()
-        self.seeded = len(keys)
+        self.seeded_now(len(keys))
         return [task_id(k) for k in keys]
 
     @staticmethod

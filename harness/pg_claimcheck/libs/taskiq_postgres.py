@@ -100,7 +100,7 @@ class TaskiqPostgresAdapter(CommandWorker, ForgetsJobs, NoLease):
                 await via.shutdown()
 
         ids = asyncio.run(go())
-        self.seeded = len(keys)
+        self.seeded_now(len(keys))
         return ids
 
     feeds = True
