@@ -8,8 +8,8 @@ seconds to the verdict, the conditions that caught it, and for a `held` the powe
 report gives (overlapping claims, the probability statement), from the JSON.
 
 Options: `--runs N` (default 10), `--jobs J` passes `--jobs` (default: the check's own), `--only
-a,b` keeps designs named one of these (a whole name) or whose name contains one, `--cap SECONDS` ends a run that takes
-longer (Ctrl-C, so it cleans up; counted as a run without a verdict), `--plans` passes `--plans`.
+a,b` keeps designs named one of these, or whose name contains one that names no design, `--cap
+SECONDS` ends a run that takes longer (Ctrl-C, so it cleans up; counted as a run without a verdict), `--plans` passes `--plans`.
 The expected verdict is read from the file's header only to label the row (caught / false alarm);
 the verdict itself is the check's. Wall times on a shared machine are noisy: the load average is printed per row.
 """
@@ -37,9 +37,8 @@ def designs(only: list[str]) -> list[tuple[str, str, str]]:
         found.append((path.stem, str(path), _expected(path)))
     for name in builtin_names():
         found.append((name, name, _expected(SCENARIO_DIR / f"{name.replace('-', '_')}.sql")))
-    exact = [d for d in found if d[0] in only]
-    partial = [o for o in only if o not in {d[0] for d in found}]
-    return [d for d in found if not only or d in exact or any(o in d[0] for o in partial)]
+    partial = [o for o in only if o not in {d[0] for d in found}]  # whole names select themselves alone
+    return [d for d in found if not only or d[0] in only or any(o in d[0] for o in partial)]
 
 
 def _expected(path: Path) -> str:
