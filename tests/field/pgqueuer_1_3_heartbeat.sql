@@ -1,4 +1,4 @@
--- expected: safe
+-- expected: unsafe
 -- source: janbjorge/pgqueuer v1.3.2 (commit 9244e71e8864b8c3b0d92509a8f6f522d427dbe1): pgqueuer/adapters/persistence/qb.py lines 49-77 (build_install_query), 466-580 (build_dequeue_query), 686-724 (build_log_job_query), 745-746 (heartbeat)
 -- summary: one statement: queued jobs per entrypoint FOR UPDATE SKIP LOCKED, plus 'picked' jobs whose heartbeat is older than the timeout (a lease re-take), set to picked with a fresh heartbeat; completion deletes by id and logs
 --
@@ -9,7 +9,10 @@
 -- branch re-takes on) so claimcheck can judge a re-take with the server's clock. Completion is
 -- build_log_job_query for one 'successful' job; `extend` is the heartbeat update (claimcheck
 -- sends it every third of a lease while a job outlasts half of one; pgqueuer at half the timeout). pgqueuer's README: "never double-processed";
--- its heartbeat guide: a stale heartbeat makes a picked job eligible for re-pickup.
+-- its heartbeat guide: a stale heartbeat makes a picked job eligible for re-pickup. Exactly-once
+-- while heartbeats keep up (test_field.py); once a heartbeat stops while its job still runs (a
+-- blocked event loop), the job is re-picked and the first worker's DELETE by id removes it from
+-- under the second: a default `check` concludes VIOLATED under lease-expiry (docs/plans.md).
 
 -- name: schema
 CREATE TYPE pgqueuer_status AS ENUM ('queued', 'picked', 'successful', 'exception', 'canceled', 'deleted', 'failed');

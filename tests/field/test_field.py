@@ -55,6 +55,8 @@ CASES = [
     Case("graphile_worker_0_17_batch.sql"),
     Case("procrastinate_0_x_job_locks_fixed.sql", ONE),
     Case("procrastinate_3_8_unique_lock.sql", {**ONE, "jobs": 120}),
+    # Its leases hold in these runs: exactly-once. (The header's `unsafe` is lease-expiry's verdict,
+    # a stall past the heartbeat timeout: tests/integration/test_lease_expiry.py. So for pgmq.)
     Case("pgqueuer_1_3_heartbeat.sql"),
     # Work outlasting the heartbeat timeout while the heartbeat keeps up: never re-taken.
     Case("pgqueuer_1_3_heartbeat.sql", {"workers": 4, "jobs": 16, "batch": 1, "lease_seconds": 0.3,

@@ -36,7 +36,7 @@ from pg_claimcheck.contract.keys import key_of
 from pg_claimcheck.contract.strategy import server_message
 from pg_claimcheck.engine.backend import INJECTED_ERROR, Backend, Stopping
 from pg_claimcheck.engine.logstream import LogStream
-from pg_claimcheck.engine.shared import STALL_ASKED, STALLED, Shared
+from pg_claimcheck.engine.shared import STALL_ASKED, STALL_ENDED, STALLED, Shared, SlotArray, Slots
 from pg_claimcheck.errors import SqlFileError
 from pg_claimcheck.verdict.ledger import ABANDONED, CLAIM_IS_COMPLETION, DONE, FAILED, STALE, WorkerLog
 from pg_claimcheck.verdict.observed import WorkerTelemetry
@@ -47,6 +47,8 @@ if TYPE_CHECKING:  # the worker module runs the cycles: it imports this one
 MAX_COMPLETION_RETRIES = 100
 RETRY_BACKOFF_BASE_S = 0.0005
 RETRY_BACKOFF_CAP_S = 0.05
+HOLD_LOOK_S = 0.01
+"""How often a worker holding a sleeper's job looks whether the sleeper has finished it."""
 OVER_CLAIM_STEP = 1000
 """The completions of an over-claim sent in one backend call, between looks at the run's stop."""
 MAX_CONSECUTIVE_ERRORS = 1000
@@ -157,13 +159,17 @@ class Cycle:
     def _work(self, job: int, attempt: int) -> bool:
         """Work on a job; False if the lease could not be extended (the job is no longer ours)."""
         shared, s = self.shared, self.settings
-        if shared.stall is not None and shared.stall[self.index] == STALL_ASKED:
-            # The stall fault: sleep past the lease without extending it, then carry on.
-            shared.stalled_job[self.index] = job
-            shared.stall[self.index] = STALLED
-            self.stream.flush()
-            time.sleep(s.lease_seconds * s.faults.stall_factor)
-            return True
+        if shared.stall is not None and s.faults is not None:
+            assert shared.stalled_job is not None and shared.stalled_at is not None  # Shared.forked's
+            if self._stall_due(shared.stall):
+                # The stall fault: sleep past the lease without extending it, then carry on.
+                shared.stalled_job[self.index], shared.stalled_at[self.index] = job, time.monotonic()
+                shared.stall[self.index] = STALLED
+                self.stream.flush()
+                time.sleep(s.lease_seconds * s.faults.stall_factor)
+                return True
+            if s.mode != "lock" and (sleeper := self._asleep_on(job, shared.stall, shared.stalled_job)) is not None:
+                return self._hold_until_woken(sleeper, shared.stall, job, attempt, s.faults.stall_factor)
         if self.no_work:
             return True
         pause, lease = s.work.draw_s(self.rng), s.lease_seconds
@@ -181,6 +187,41 @@ class Cycle:
             if time.monotonic() < deadline and not self.backend.change("extend", job, attempt):
                 return False
         return True
+
+    def _stall_due(self, stall: Slots) -> bool:
+        """Asked to stall, and the run's claims have reached this worker's mark (0 when asked at a tick)."""
+        at = self.shared.stall_at
+        return stall[self.index] == STALL_ASKED and (at is None or self.shared.claimed() >= at[self.index])
+
+    def _asleep_on(self, job: int, stall: Slots, stalled_job: SlotArray) -> int | None:
+        """The worker asleep in a stall on `job` (its lease ended, and we took the job), or None."""
+        return next((w for w in range(len(stalled_job)) if w != self.index
+                     and stall[w] == STALLED and stalled_job[w] == job), None)
+
+    def _hold_until_woken(self, sleeper: int, stall: Slots, job: int, attempt: int, stall_factor: float) -> bool:
+        """Work on a job whose earlier holder is asleep in a stall until the sleeper has finished it,
+        extending our lease where the file can. Taken back and completed at once, the job would be
+        finished before the sleeper wakes: a completion that deletes the row by its id alone then
+        changes nothing, and its unfenced write was never seen (pgqueuer 1.3's, caught in 6 of 10
+        runs, only when the second stall landed on the worker that had taken the first job). Held,
+        the sleeper's completion lands while we own the job, as it does when work takes as long
+        as the sleep. False if an extension changed no row: the job is no longer ours."""
+        lease, extends, stop = self.settings.lease_seconds, self.strategy.has("extend"), self.shared.stop
+        deadline = time.monotonic() + lease * (stall_factor + 2)  # the sleep, and the sleeper's completion
+        next_extend = time.monotonic() + lease / 3
+        while stall[sleeper] == STALLED and not stop.value and time.monotonic() < deadline:
+            time.sleep(HOLD_LOOK_S)
+            if extends and time.monotonic() >= next_extend and stall[sleeper] == STALLED:
+                if not self.backend.change("extend", job, attempt):
+                    return False
+                next_extend = time.monotonic() + lease / 3
+        return True
+
+    def _woke(self, job: int) -> None:
+        """After this worker finished `job`: if it was asleep on it, say the sleeper's completion is done."""
+        stall, stalled_job = self.shared.stall, self.shared.stalled_job
+        if stall is not None and stalled_job is not None and stall[self.index] == STALLED and stalled_job[self.index] == job:
+            stall[self.index] = STALL_ENDED
 
     def _decide_failure(self) -> bool:
         """Does this job fail (at the fail rate)? Decided once per job, before any retry."""
@@ -301,6 +342,7 @@ class LeaseCycle(Cycle):
             outcome = self._finish_resiliently(job, attempt, error)
             error = None
             self.log.end(slot, self._released_at if outcome == FAILED else time.monotonic(), outcome)
+            self._woke(job)
             self.stream.mark_ended(slot)
             if self.unlocks:
                 self._after_commit([(job, attempt)])
@@ -386,6 +428,8 @@ class LockCycle(Cycle):
                         log.ended_at[slot] = commit_sent
             if not rows:
                 return 0
+            for job, _ in rows:
+                self._woke(job)
             if self.unlocks:
                 self._after_commit(rows)
             self._flush()

@@ -25,7 +25,7 @@ from pg_claimcheck.engine.judge import RunRecord, RunTable, judge_run
 from pg_claimcheck.engine.logstream import LogDelta, apply_summary, receive
 from pg_claimcheck.engine.reaper import Reaper
 from pg_claimcheck.engine.sampler import RunSamplers, StuckBackend, WaitSamples, stuck_backends
-from pg_claimcheck.engine.shared import STALLED, Shared
+from pg_claimcheck.engine.shared import Shared
 from pg_claimcheck.engine.supervisor import MAX_REPLACEMENTS, TICK_S, Supervisor, check_headroom, drained
 from pg_claimcheck.engine.watch import RunWatch
 from pg_claimcheck.engine.worker import BARRIER_TIMEOUT_S, WorkerPlan, worker_main
@@ -166,6 +166,8 @@ class _Run:
         self.reaps: list = []
         self.faults: list[FaultEvent] = []
         self.faults_skipped: list[str] = []
+        self.stalled: dict[int, int] = {}
+        """The job each stalled worker slept on (pg_claimcheck.engine.faults.FaultInjector.stalled)."""
         self.waits = WaitSamples()
         self.stopped_by = self.settings.limit_kind
 
@@ -202,12 +204,10 @@ class _Run:
 
     def record(self) -> RunRecord:
         """What the run did, for judge_run."""
-        stall, job = self.shared.stall, self.shared.stalled_job
         record = RunRecord.of(self.logs, self.telemetry, self.stopped_by, drained(self.stopped_by, self.settings), killed=self.killed,
                               reaps=self.reaps, faults=self.faults, faults_skipped=self.faults_skipped,
                               waits=self.waits, coordinator_cpu_s=self.coordinator_cpu_s,
-                              stalled={e.worker: job[e.worker] for e in self.faults
-                                       if e.kind == "stall" and stall[e.worker] == STALLED})
+                              stalled=self.stalled)
         record.stop_reason = self.stop_reason(record.origin)
         if self.plan.feed is not None and self.sampler is not None:
             record.over_time = feedfigures.rate_over_time(record.logs, record.origin, self.sampler.queue, self.plan.feed,
@@ -266,6 +266,8 @@ class _Run:
                 reaper.start()
             injector = FaultInjector(settings.faults, settings.jobs, self.plan.run, started,
                                      self.restart) if settings.faults else None
+            if injector is not None:
+                injector.arm(list(self.processes), self.shared)
             self._monitor(started, injector)
             if self.producer is not None:
                 self.producer.receive(JOIN_TIMEOUT_S)
@@ -278,7 +280,9 @@ class _Run:
                 self.reaps = reaper.stop()
                 reaper = None
             if injector is not None:
+                injector.observe(self.shared, last=True)
                 self.faults, self.faults_skipped = injector.events, injector.skipped + injector.kinds
+                self.stalled = injector.stalled
             errors = [t.error for t in self.telemetry if t.error]
             if errors:
                 raise ClaimcheckError(f"a worker failed mid-run, so the run is not judged: {errors[0]}")
@@ -324,7 +328,7 @@ class _Run:
             if now < next_tick:
                 continue
             next_tick = now + TICK_S
-            claims = sum(self.shared.progress)
+            claims = self.shared.claimed()
             supervisor.saw(now, claims, self.watch.progress)
             if self.on_progress:
                 self.on_progress(claims, now - started)
@@ -332,6 +336,8 @@ class _Run:
                 self.producer.watch()
             # Every fault whose mark has passed, not one per tick: a fast run can pass several marks
             # in one tick and drain before the next (lock mode lost its restart that way).
+            if injector is not None:
+                injector.observe(self.shared)
             while injector is not None and injector.due(claims) and not self.shared.stop.value:
                 alive = {i: p.pid for i, p in self.processes.items() if i not in self.finished and p.is_alive()}
                 injector.inject(alive, self.shared.stall, self._spawn_replacement)

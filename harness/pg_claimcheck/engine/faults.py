@@ -2,8 +2,13 @@
 
 Faults are spread over the run by progress (fractions of the jobs claimed), so every kind lands
 mid-run whatever the speed: SIGKILL of a worker process (a replacement starts), pg_terminate_backend
-of a worker's backend inside a transaction (the worker reconnects), a worker told to stall past its
-lease after its next claim, and a restart of a server we started (every worker reconnects).
+of a worker's backend inside a transaction (the worker reconnects), a worker that stalls past its
+lease after a claim, and a restart of a server we started (every worker reconnects).
+
+The coordinator injects at its tick, when it sees a mark passed. A stall of a fork worker is armed
+before the run instead (`arm`): the worker itself stalls once the run's claims reach its mark. A
+safe claim of a few hundred jobs drains in less than one tick, and a stall asked after the drain
+never lands: lease-expiry's run then tried no completion after a lease ended (seen in CI).
 After the run, :func:`fates` says what became of each fault's jobs, from the ledger's logs.
 """
 from __future__ import annotations
@@ -16,7 +21,7 @@ import time
 from typing import Callable
 
 from pg_claimcheck.contract.queries import QUERIES
-from pg_claimcheck.engine.shared import STALL_ASKED, Slots
+from pg_claimcheck.engine.shared import STALL_ASKED, STALL_ENDED, STALLED, Shared, Slots
 from pg_claimcheck.server.runcontext import RunContext
 from pg_claimcheck.settings import FaultPlan
 from pg_claimcheck.verdict.ledger import LIVE, OUTCOME_NAMES, WorkerLog
@@ -53,9 +58,49 @@ class FaultInjector:
         self.events: list[FaultEvent] = []
         self.killed: set[int] = set()
         self.skipped: list[str] = []
+        self.forked = False
+        """Fork workers (`arm` was called), whose stalls are read back from shared memory."""
+        self.armed: dict[int, int] = {}
+        """Fork workers armed to stall, and the mark each stalls at (`arm`), until they did."""
+        self.asked: set[int] = set()
+        """Fork workers asked at a tick to stall after their next claim (`inject`), until they did."""
+        self.stalled: dict[int, int] = {}
+        """The job each fork worker stalled on (`observe`)."""
 
     def due(self, claimed: int) -> bool:
         return bool(self.kinds) and claimed >= self.marks[0]
+
+    def arm(self, workers: list[int], shared: Shared) -> None:
+        """Arm each stall on a fork worker of its own before the run starts: it stalls after its
+        first claim once the run's claims reach the stall's mark (Shared.stall_at). More stalls than
+        workers: the rest are left to the tick, each asked of a worker whose armed stall has landed."""
+        assert shared.stall is not None and shared.stall_at is not None
+        self.forked = True
+        victims = self.rng.sample(workers, len(workers))
+        for i in [i for i, kind in enumerate(self.kinds) if kind == "stall"][:len(victims)][::-1]:
+            victim, mark = victims.pop(), self.marks[i]
+            del self.kinds[i], self.marks[i]
+            shared.stall_at[victim], shared.stall[victim] = mark, STALL_ASKED
+            self.armed[victim] = mark
+
+    def observe(self, shared: Shared, last: bool = False) -> None:
+        """Record the armed stalls that have landed (at the time the worker fell asleep); `last`:
+        the run is over, and an armed stall that never landed was not injected."""
+        assert shared.stall is not None and shared.stalled_job is not None and shared.stalled_at is not None
+        for victim in list(self.asked):
+            if shared.stall[victim] >= STALLED:  # its event was recorded when it was asked
+                self.asked.discard(victim)
+                self.stalled[victim] = shared.stalled_job[victim]
+        for victim, mark in list(self.armed.items()):
+            if shared.stall[victim] >= STALLED:
+                del self.armed[victim]
+                self.stalled[victim] = shared.stalled_job[victim]
+                self.events.append(FaultEvent("stall", shared.stalled_at[victim] - self.origin, victim,
+                                              f"slept past its lease after a claim, the run at {mark} claims"))
+            elif last:
+                del self.armed[victim]
+                self.skipped.append("stall")
+        self.events.sort(key=lambda e: e.at_s)
 
     def inject(self, alive: dict[int, int], stall: Slots, spawn: Callable[[], int]) -> None:
         """Inject the next fault. `alive` maps worker index to pid; `stall` is the workers' stall
@@ -66,16 +111,19 @@ class FaultInjector:
         at = time.monotonic() - self.origin
         candidates = sorted(i for i in alive if i not in self.killed)
         if kind == "kill" and candidates:
-            victim = self.rng.choice(candidates)
+            # Not a worker armed to stall, while another will do: its stall would never land.
+            victim = self.rng.choice([i for i in candidates if i not in self.armed] or candidates)
             os.kill(alive[victim], signal.SIGKILL)
             self.killed.add(victim)
             replacement = spawn()
             self.events.append(FaultEvent("kill", at, victim, f"SIGKILL pid {alive[victim]}; w{replacement:02d} "
                                                               "started in its place"))
         elif kind == "stall" and candidates:
-            idle = [i for i in candidates if stall[i] == 0] or candidates
+            idle = [i for i in candidates if stall[i] in (0, STALL_ENDED)] or candidates
             victim = self.rng.choice(idle)
             stall[victim] = STALL_ASKED
+            if self.forked:  # its job is read from shared memory when it lands (`observe`)
+                self.asked.add(victim)
             self.events.append(FaultEvent("stall", at, victim, "told to sleep past its lease after its next claim"))
         elif kind == "terminate":
             self._terminate(at, stall)
@@ -92,8 +140,11 @@ class FaultInjector:
         takes a few looks at pg_stat_activity, and after TERMINATE_LOOKS any worker backend will do.
         A stalled worker (asleep inside its transaction in lock mode, the first one a look finds)
         is left alone: each fault hits a worker that is working, or it tests nothing."""
+        def asleep(worker: int) -> bool:  # or asked to sleep after its next claim; not one armed for later
+            return stall[worker] == STALLED or (stall[worker] == STALL_ASKED and worker not in self.armed)
+
         def first_working(rows: list) -> tuple | None:
-            return next((r for r in rows if not stall[_worker_of(r[1])]), None)
+            return next((r for r in rows if not asleep(_worker_of(r[1]))), None)
 
         with self.run.connect("injector", in_schema=False) as conn:
             row, caught = None, True
