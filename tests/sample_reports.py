@@ -1,7 +1,7 @@
 """Hand-built claimcheck reports that follow the published schema, for compare's and the HTML's tests."""
 from __future__ import annotations
 
-from pg_claimcheck.report import schema as report_schema
+from pg_claimcheck.report import validation as report_schema
 
 
 def run_object(strategy="skip-locked", workers=8, jobs_per_s=1000.0, ok=True, mode="lease", batch=10,

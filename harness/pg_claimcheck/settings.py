@@ -184,7 +184,7 @@ class RunSettings:
     """Producer processes sharing the --rate schedule (job i is producer i mod producers')."""
     wakeup: str = "poll"
     """After an empty claim: `poll` sleeps poll_ms; `notify` (with --rate) waits for the producers' NOTIFY
-    (see pg_claimcheck.engine.idle)."""
+    (see pg_claimcheck.engine.wakeup)."""
     stop_early: bool = False
     """Stop once a violation is proven (`check`'s default; `--drain` turns it off). Applies only where
     nothing releases a claim (no reaper, failures or faults): see pg_claimcheck.engine.watch."""

@@ -7,7 +7,7 @@ import time
 
 import psycopg
 
-from pg_claimcheck.interleave.runner import STEP_TIMEOUT_S
+from pg_claimcheck.interleave.stepper import STEP_TIMEOUT_S
 
 SLEEPY_SPEC = "jobs 3\nsession A\nstep a_sleep {{ SELECT pg_sleep({seconds}) }}\nsession B\nstep b_one {{ SELECT 1 }}\n"
 

@@ -3,7 +3,7 @@ the condition and its plan, its MATERIALIZED form holds, and `explain` tells the
 import json
 from pathlib import Path
 
-from pg_claimcheck.report.schema import SCHEMA_VERSION
+from pg_claimcheck.report.validation import SCHEMA_VERSION
 
 CLAIMS = Path(__file__).parents[1] / "plans"
 UNSAFE = str(CLAIMS / "in_subquery_skip_locked.sql")

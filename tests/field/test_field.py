@@ -18,8 +18,8 @@ import pg_claimcheck
 from pg_claimcheck.contract.sqlfile import read_sql_file
 from pg_claimcheck.contract.strategy import HEADER_KEYS, load_strategy
 from pg_claimcheck.engine.driver import run_strategy
-from pg_claimcheck.interleave.session import run_spec
 from pg_claimcheck.interleave.spec import read_spec
+from pg_claimcheck.interleave.specs import run_spec
 from pg_claimcheck.server.session import run_schema
 from pg_claimcheck.settings import RunSettings, WorkTime
 

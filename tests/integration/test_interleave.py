@@ -6,8 +6,8 @@ import pytest
 
 from pg_claimcheck.contract.strategy import load_strategy
 from pg_claimcheck.interleave.search import search
-from pg_claimcheck.interleave.session import SPEC_DIR, load_spec, run_spec
 from pg_claimcheck.interleave.spec import parse_spec
+from pg_claimcheck.interleave.specs import SPEC_DIR, load_spec, run_spec
 from pg_claimcheck.interleave.trace import normalize, render
 
 GOLDEN = Path(__file__).parents[1] / "golden"

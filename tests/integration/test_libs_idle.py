@@ -3,7 +3,7 @@ import psycopg
 import pytest
 
 from pg_claimcheck.libs import load_adapter
-from pg_claimcheck.libs.idle import run_library_idle
+from pg_claimcheck.libs.idle_probe import run_library_idle
 from pg_claimcheck.server.schema import SCHEMA_PREFIX
 
 pytest.importorskip("procrastinate", reason="claimcheck[procrastinate] is not installed")

@@ -12,9 +12,9 @@ from pg_claimcheck.contract.queries import QUERIES
 from pg_claimcheck.contract.strategy import load_strategy, validate_on_server
 from pg_claimcheck.engine.driver import seed
 from pg_claimcheck.errors import SqlFileError
-from pg_claimcheck.interleave.runner import InterleavingRunner
 from pg_claimcheck.interleave.search import search
 from pg_claimcheck.interleave.spec import parse_spec
+from pg_claimcheck.interleave.stepper import InterleavingRunner
 from pg_claimcheck.server.ownership import parse_comment
 from pg_claimcheck.server.session import run_schema
 

@@ -11,7 +11,7 @@ from rich.console import Console
 
 from pg_claimcheck.errors import ClaimcheckError, ServerError, UsageError
 from pg_claimcheck.report.render import results_table
-from pg_claimcheck.report.schema import schema as report_schema
+from pg_claimcheck.report.validation import schema as report_schema
 from pg_claimcheck.server.runcontext import RunContext
 from pg_claimcheck.settings import RunSettings
 

@@ -209,11 +209,11 @@ def test_a_report_of_copies_of_one_run_is_refused_at_its_second_copy_never_held_
     # were refused at the second, but only once the whole report was loaded: 120,000 copies took 488 MB.
     import json
 
-    from pg_claimcheck.report import reader, schema
+    from pg_claimcheck.report import reader, validation
 
     path = tmp_path / "copies.json"
     path.write_text(json.dumps(report(*[run_object("skip-locked", 8, 1000.0, True)] * 200)))
-    monkeypatch.setattr(schema, "run_errors", lambda run, index: pytest.fail("the schema read a run"))
+    monkeypatch.setattr(validation, "run_errors", lambda run, index: pytest.fail("the schema read a run"))
     monkeypatch.setattr(reader.json, "loads", lambda text: pytest.fail("the report was loaded whole"))
     built = []
     monkeypatch.setattr(reader, "_built", lambda events, event, value, real=reader._built: built.append(1) or
@@ -226,11 +226,11 @@ def test_a_report_of_copies_of_one_run_is_refused_at_its_second_copy_never_held_
 def test_a_truncated_report_is_refused_before_any_run_is_validated(tmp_path, monkeypatch):
     import json
 
-    from pg_claimcheck.report import schema
+    from pg_claimcheck.report import validation
 
     path = tmp_path / "cut.json"
     path.write_text(json.dumps(report(*[run_object("skip-locked", w, 1000.0, True) for w in range(1, 50)]))[:-10])
-    monkeypatch.setattr(schema, "run_errors", lambda run, index: pytest.fail("the schema read a run"))
+    monkeypatch.setattr(validation, "run_errors", lambda run, index: pytest.fail("the schema read a run"))
     with pytest.raises(UsageError, match=r"cut.json: not JSON \(parse error: premature EOF"):
         load_report(path)
 

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from fuzz_counts import count_example
 from pg_claimcheck.cli import main
-from pg_claimcheck.report import schema as report_schema
+from pg_claimcheck.report import validation as report_schema
 from sample_reports import report, run_object, schema_accepts
 
 EXAMPLES = 300

@@ -189,7 +189,7 @@ def test_a_check_report_reads_as_a_check():
 def test_the_scoreboard_is_drawn_first_with_a_mark_and_a_line_per_cell_and_follows_the_schema():
     """`bench --scoreboard`'s table (pg_claimcheck.libs.scoreboard.as_dict) in the JSON is drawn above the runs: a row
     per library, each cell its verdict's mark and its line of evidence, a library with a broken cell shaded."""
-    from pg_claimcheck.report import schema as report_schema
+    from pg_claimcheck.report import validation as report_schema
 
     board = {"columns": ["1w", "kill", "restart"], "rows": [
         {"library": "saq", "version": "0.26.4", "delivery": "at-least-once", "promise": "p", "cells": {

@@ -4,7 +4,7 @@ import dataclasses
 from test_report import log, result
 
 from pg_claimcheck.app.bench import representative
-from pg_claimcheck.report import schema as report_schema
+from pg_claimcheck.report import validation as report_schema
 from pg_claimcheck.report.render import document
 from pg_claimcheck.server.provision import Server
 from sample_reports import assert_valid_report

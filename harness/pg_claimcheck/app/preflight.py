@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 from pg_claimcheck.contract.strategy import Strategy
 from pg_claimcheck.engine.driver import check_fail_rate
-from pg_claimcheck.engine.idle import check_wakeup
 from pg_claimcheck.engine.producer import check_feedable
+from pg_claimcheck.engine.wakeup import check_wakeup
 from pg_claimcheck.errors import UsageError
 from pg_claimcheck.server.provision import Server
 from pg_claimcheck.server.topology import Topology, refuse_blocks, refuse_transaction_blocks

@@ -20,10 +20,10 @@ from pg_claimcheck.commands._options import (
 )
 from pg_claimcheck.contract.strategy import load_strategy
 from pg_claimcheck.engine.driver import seed, validate
-from pg_claimcheck.engine.idle import check_wakeup
+from pg_claimcheck.engine.wakeup import check_wakeup
 from pg_claimcheck.errors import UsageError
 from pg_claimcheck.libs import load_adapter
-from pg_claimcheck.libs.idle import run_library_idle
+from pg_claimcheck.libs.idle_probe import run_library_idle
 from pg_claimcheck.probes._report import maybe_write, probe_document
 from pg_claimcheck.probes._work import PROBE_STRATEGY
 from pg_claimcheck.probes.idle import WAKEUPS, Design, run_design

@@ -7,8 +7,8 @@ from rich.console import Console
 
 from pg_claimcheck.commands import VERBS
 from pg_claimcheck.commands._options import add_json_option, add_server_options, refuse_pooler
-from pg_claimcheck.interleave.session import load_spec, run_spec
 from pg_claimcheck.interleave.spec import DEFAULT_MAX_PERMUTATIONS
+from pg_claimcheck.interleave.specs import load_spec, run_spec
 from pg_claimcheck.interleave.trace import render
 from pg_claimcheck.report.render import print_server, write_json
 from pg_claimcheck.server.provision import provide_server

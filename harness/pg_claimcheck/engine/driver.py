@@ -18,7 +18,7 @@ import psycopg
 
 from pg_claimcheck.contract.queries import QUERIES
 from pg_claimcheck.contract.strategy import ClaimShape, Strategy, validate_on_server
-from pg_claimcheck.engine import feedfigures, idle
+from pg_claimcheck.engine import feedfigures, wakeup
 from pg_claimcheck.engine import producer as producing
 from pg_claimcheck.engine.faults import FaultEvent, FaultInjector
 from pg_claimcheck.engine.judge import RunRecord, RunTable, judge_run
@@ -68,7 +68,7 @@ def run_strategy(conn: psycopg.Connection, server: Server, run: RunContext, stra
     feed = None if settings.rate_per_s is None else producing.ProducerPlan(
         run=run, strategy=strategy, rate_per_s=settings.rate_per_s, duration_s=settings.produce_s,
         first_key=seeded.last_id + 1, producers=settings.producers, learns_keys=strategy.own_schema,
-        key_is_int=shape.key_is_int, channel=idle.channel_name(run.run_id) if settings.wakeup == "notify" else None)
+        key_is_int=shape.key_is_int, channel=wakeup.channel_name(run.run_id) if settings.wakeup == "notify" else None)
     plan = WorkerPlan(run=run, strategy=strategy, settings=settings, shape=shape, keys=seeded.keys, feed=feed)
     going = _Run(plan, server.restart, on_progress, deadline, RunWatch(seeded.first_id, feed.last_key if feed else seeded.last_id,
                                                              proves=plan.stops_on_proof,

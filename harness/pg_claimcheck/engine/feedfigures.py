@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from hdrh.histogram import HdrHistogram
 
 from pg_claimcheck.contract.keys import KeySpace, key_of
-from pg_claimcheck.engine.idle import WAKES
+from pg_claimcheck.engine.wakeup import WAKES
 from pg_claimcheck.verdict.ledger import CLAIM_IS_COMPLETION, DONE, WorkerLog
 from pg_claimcheck.verdict.observed import ProducerFigures, ProducerOutcome, QueueSamples, WorkerTelemetry
 from pg_claimcheck.verdict.result import OverTime

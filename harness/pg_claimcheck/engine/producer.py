@@ -67,7 +67,7 @@ class ProducerPlan:
     key_is_int: bool = True
     """The claim's key type (learnt keys are compared in its canonical form, pg_claimcheck.contract.keys)."""
     channel: str | None = None
-    """`--wakeup notify`: the channel each enqueue notifies in its transaction (pg_claimcheck.engine.idle)."""
+    """`--wakeup notify`: the channel each enqueue notifies in its transaction (pg_claimcheck.engine.wakeup)."""
 
     @property
     def scheduled(self) -> int:

@@ -28,7 +28,7 @@ from psycopg import sql
 from pg_claimcheck.contract.keys import KeySpace
 from pg_claimcheck.contract.limit import ClaimLimit, claim_limit
 from pg_claimcheck.contract.strategy import DEFAULT_SHAPE, ClaimShape, Strategy
-from pg_claimcheck.engine import idle
+from pg_claimcheck.engine import wakeup
 from pg_claimcheck.engine.backend import Backend, Stopping
 from pg_claimcheck.engine.cycle import cycle_for
 from pg_claimcheck.engine.fastpath import LibpqBackend
@@ -185,7 +185,7 @@ class Loop:
         self.telemetry = telemetry
         self.settings = plan.settings
         self.cycle = cycle_for(plan, index, backend, log, telemetry, shared, stream)
-        self.idle = idle.waiter(plan.settings, plan.feed.channel if plan.feed is not None else None)
+        self.idle = wakeup.waiter(plan.settings, plan.feed.channel if plan.feed is not None else None)
         """The wait after an empty claim: a poll pause, or a LISTEN (--wakeup)."""
         telemetry.wakeups = self.idle.counts
 
@@ -227,4 +227,4 @@ class Loop:
                 continue
             cycle.consecutive_failures = 0
             self.stream.flush_if_due()
-            self.idle.wait(self.conn)  # an empty claim: poll, or wait for a notification (pg_claimcheck.engine.idle)
+            self.idle.wait(self.conn)  # an empty claim: poll, or wait for a notification (pg_claimcheck.engine.wakeup)

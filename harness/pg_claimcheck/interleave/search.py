@@ -20,8 +20,8 @@ from pathlib import Path
 
 from pg_claimcheck.contract.dialect import bind_some
 from pg_claimcheck.contract.strategy import Strategy
-from pg_claimcheck.interleave.runner import InterleavingRunner, PermutationResult
 from pg_claimcheck.interleave.spec import Spec, Step, render_spec
+from pg_claimcheck.interleave.stepper import InterleavingRunner, PermutationResult
 from pg_claimcheck.server.provision import Server
 from pg_claimcheck.server.runcontext import RunContext
 from pg_claimcheck.server.session import run_schema

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from pg_claimcheck.interleave.runner import PermutationResult, StepResult
+from pg_claimcheck.interleave.stepper import PermutationResult, StepResult
 
 _WAIT_RE = re.compile(r"\(waited \d+ ms\)")
 

@@ -63,7 +63,7 @@ class WorkerConfig:
     faults: bool
     """Run with the short lease / heartbeat settings the fault kinds need to be seen in a short run."""
     idle: str = ""
-    """`lib NAME --idle` (pg_claimcheck.libs.idle), on an empty queue: `defaults` runs the library's worker
+    """`lib NAME --idle` (pg_claimcheck.libs.idle_probe), on an empty queue: `defaults` runs the library's worker
     with its documented defaults, none of the adapter's own knobs (poll intervals, heartbeats, maintenance);
     `suspendable` with the settings of LibraryAdapter.suspendable. Empty: a run with jobs."""
 

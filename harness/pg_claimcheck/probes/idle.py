@@ -3,7 +3,7 @@
 A design is how a worker waits when the queue is empty (seed 003's three options):
 - `poll`: claim, sleep the interval, claim again (always-on polling);
 - `notify`: LISTEN on the run's channel and claim when notified, or after the interval (the fallback
-  poll), with pg_claimcheck.engine.idle's Listen, the wait `check --wakeup notify` runs;
+  poll), with pg_claimcheck.engine.wakeup's Listen, the wait `check --wakeup notify` runs;
 - `drain`: a scheduled drain: connect, claim until the queue is empty, disconnect; again after the interval.
 Each design's connections are named for it (`claimcheck/<run>/poll-worker`, ...), and the sampler reads
 pg_stat_activity every half second for the run's own sessions only (pg_claimcheck.verdict.activity turns that
@@ -23,8 +23,8 @@ import psycopg
 
 from pg_claimcheck.contract.queries import QUERIES
 from pg_claimcheck.contract.strategy import Strategy
-from pg_claimcheck.engine.idle import Listen, channel_name
 from pg_claimcheck.engine.monitor import PRODUCER_ROLE, Sampler, suspend
+from pg_claimcheck.engine.wakeup import Listen, channel_name
 from pg_claimcheck.probes import PROBE_QUERIES
 from pg_claimcheck.probes._work import claim, complete
 from pg_claimcheck.server.runcontext import RunContext

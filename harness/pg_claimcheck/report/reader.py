@@ -4,7 +4,7 @@ A report is read as a stream of JSON events (the `ijson` package, whose C parser
 chunks), one top-level field and one run at a time, each built, checked and let go. A first pass reads
 the JSON and checks what is cheap: numbers a float cannot hold, two runs under one key (compare could
 not tell which to match). A second checks each run against the published schema
-(pg_claimcheck.report.schema, which has no rule across runs), at milliseconds a run. A malformed or
+(pg_claimcheck.report.validation, which has no rule across runs), at milliseconds a run. A malformed or
 duplicated report is so refused in time linear in what was read and in memory bounded by one run and
 the keys of the runs before it (at most MAX_RUNS): copies of one run at the second copy, a truncated
 report before any run is validated. Only a report that passed is then loaded whole, for the comparison.
@@ -25,7 +25,7 @@ import ijson
 from ijson.common import ObjectBuilder
 
 from pg_claimcheck.errors import UsageError, open_input
-from pg_claimcheck.report import schema as report_schema
+from pg_claimcheck.report import validation as report_schema
 from pg_claimcheck.verdict.result import run_condition
 
 ERRORS_SHOWN = 3

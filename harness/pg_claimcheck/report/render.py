@@ -21,7 +21,7 @@ from rich.text import Text
 
 from pg_claimcheck import __version__
 from pg_claimcheck.errors import ClaimcheckError
-from pg_claimcheck.report.schema import SCHEMA_VERSION
+from pg_claimcheck.report.validation import SCHEMA_VERSION
 from pg_claimcheck.server.pooling import pooler_words
 from pg_claimcheck.server.provision import Server
 from pg_claimcheck.server.redaction import scrub_all

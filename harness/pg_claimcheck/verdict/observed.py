@@ -50,7 +50,7 @@ class WorkerTelemetry:
     """A rate run's (pickup, end-to-end) HDR histograms of this worker's claims, encoded (see
     pg_claimcheck.engine.producer)."""
     wakeups: dict[str, int] = field(default_factory=dict)
-    """--wakeup notify: how its waits after an empty claim ended, by kind (see pg_claimcheck.engine.idle)."""
+    """--wakeup notify: how its waits after an empty claim ended, by kind (see pg_claimcheck.engine.wakeup)."""
 
 
 @dataclass(frozen=True)
@@ -211,7 +211,7 @@ class ProducerOutcome:
     producers: tuple[ProducerFigures, ...] = ()
     """Each producer's share and lag, by index."""
     wakeups: dict[str, Any] | None = None
-    """--wakeup notify: how the workers' waits after an empty claim ended, summed (pg_claimcheck.engine.idle); None: poll."""
+    """--wakeup notify: how the workers' waits after an empty claim ended, summed (pg_claimcheck.engine.wakeup); None: poll."""
     committed: list[Any] = field(default_factory=list, repr=False, compare=False)
     """The keys the producers committed, sorted (see pg_claimcheck.engine.feedfigures): the jobs judged beside the seeded ones."""
     clock: str = "this host's monotonic clock: the producers and the workers are processes on it"

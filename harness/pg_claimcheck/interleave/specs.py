@@ -4,8 +4,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from pg_claimcheck.interleave.runner import InterleavingRunner, PermutationResult
 from pg_claimcheck.interleave.spec import DEFAULT_MAX_PERMUTATIONS, Spec, SpecError, read_spec
+from pg_claimcheck.interleave.stepper import InterleavingRunner, PermutationResult
 from pg_claimcheck.scenarios import SCENARIO_DIR
 from pg_claimcheck.server.provision import Server
 from pg_claimcheck.server.runcontext import RunContext
