@@ -5,6 +5,7 @@ import dataclasses
 import pytest
 
 from pg_claimcheck.contract.strategy import load_strategy
+from pg_claimcheck.engine.driver import run_strategy
 from pg_claimcheck.plans.conditions import LEASE_EXPIRY
 from pg_claimcheck.plans.explore import explore
 from pg_claimcheck.server.session import run_schema
@@ -47,3 +48,15 @@ def test_it_is_not_applicable_in_lock_mode_or_where_nothing_gives_a_claim_back(s
                          (LEASE_EXPIRY,))
     assert lock.verdict == "not applicable" and "lock mode" in lock.note
     assert own.verdict == "not applicable" and "no 'reap' section" in own.note
+
+
+def test_a_run_without_a_lease_that_ended_says_so_in_lease_mode_only(server):
+    # In lock mode the row lock holds the job for its whole work: the lease the claim writes never
+    # ends, so "no lease expired" is no gap of the run (it read so under a check in --mode lock).
+    small = RunSettings(workers=2, jobs=100, batch=10)
+    with run_schema(server) as (conn, run):
+        lease = run_strategy(conn, server, run, load_strategy("skip-locked"), small)
+        lock = run_strategy(conn, server, run, load_strategy("skip-locked"), dataclasses.replace(small, mode=Mode.LOCK))
+    assert lease.exactly_once and lock.exactly_once
+    assert any("no lease expired" in line for line in lease.power.unseen), lease.power.unseen
+    assert not any("no lease expired" in line for line in lock.power.unseen), lock.power.unseen

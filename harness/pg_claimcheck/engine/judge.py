@@ -23,7 +23,7 @@ from pg_claimcheck.engine import fedkeys, feedfigures
 from pg_claimcheck.engine.faults import FaultEvent, fates
 from pg_claimcheck.engine.sampler import WaitSamples
 from pg_claimcheck.server.schema import SeededJobs
-from pg_claimcheck.settings import RunSettings
+from pg_claimcheck.settings import Mode, RunSettings
 from pg_claimcheck.verdict import power
 from pg_claimcheck.verdict.ledger import Verdict, WorkerLog, judge
 from pg_claimcheck.verdict.liveness import Waiting, settings_to_read
@@ -224,8 +224,10 @@ def run_power(logs: list[WorkerLog], record: RunRecord, strategy: Strategy, sett
     claims, overlapping = power.overlapping_claims(logs, latencies)
     texts = " ".join(strategy.statements.values())
     released = bool(verdict.redeliveries or record.reaps or record.faults or verdict.stale_completions)
+    # In lock mode the job is held by its row lock for its whole work: a lease the claim writes never ends.
+    leased = settings.mode != Mode.LOCK and (releases or _sets_lease(strategy))
     return power.Power(claims, overlapping, power.lock_waits(record.waits.events, record.waits.samples),
-                       power.unseen(overlapping=overlapping, leased=releases or _sets_lease(strategy), released=released,
+                       power.unseen(overlapping=overlapping, leased=leased, released=released,
                                     session_locks=bool(power.SESSION_LOCK.search(texts)), fail_rate=settings.fail_rate,
                                     retried=verdict.redeliveries > 0))
 
