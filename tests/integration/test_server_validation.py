@@ -60,3 +60,17 @@ def test_the_servers_hint_reads_cleanly(validate):
     with pytest.raises(SqlFileError, match=r"Hint: No function matches .* casts\. Nothing was run") as info:
         validate("-- name: claim\nUPDATE jobs SET status = 'running' RETURNING id, lower(42);\n")
     assert ".." not in str(info.value)
+
+
+def test_a_claim_that_does_not_end_in_the_validation_is_said_not_to_end(validate, monkeypatch):
+    # A 200,000-row claim under load ran into the validation's timeout and read "fails on the server:
+    # canceling statement due to statement timeout", as if the statement were wrong. (The timeout
+    # shortened here, so that a claim of a second is one that does not end in it.)
+    from pg_claimcheck.contract import strategy
+
+    monkeypatch.setattr(strategy, "VALIDATION_TIMEOUT_MS", 200)
+    with pytest.raises(SqlFileError) as info:
+        validate("-- name: claim\nUPDATE jobs SET status = 'running' WHERE pg_sleep(1) IS NOT NULL RETURNING id;\n")
+    message = str(info.value)
+    assert "claim.sql:2: section 'claim'" in message and "where it had 0.2 s" in message, message
+    assert "once in the validation (rolled back)" in message and "It did not finish" in message, message

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from psycopg import errors
 from psycopg import sql as pgsql
 
 from pg_claimcheck.contract.dialect import placeholders, split_statements, to_positional
@@ -326,6 +327,15 @@ def validate_on_server(conn: psycopg.Connection, strategy: Strategy, seeded: int
                     values.update({name: first[i] if first is not None else None for name, i in shape.carried})
                 elif section == "remaining":
                     _check_remaining(strategy, cur, seeded)
+    except errors.QueryCanceled as exc:
+        # Our statement_timeout: the statement is not wrong as far as the server said, it did not end.
+        table = f" on the {seeded:,} seeded jobs" if seeded is not None else ""
+        raise SqlFileError(server_message(
+            strategy, section, step[0], exc,
+            during=f" once in the validation (rolled back){table}, where it had {VALIDATION_TIMEOUT_MS / 1000:g} s",
+            outcome="It did not finish: it waits on something that never comes (a lock another session holds), or "
+                    "it is that slow on this table (a claim that takes every queued row, for one; fewer --jobs "
+                    "show which). Nothing was run.")) from None
     except psycopg.Error as exc:
         raise SqlFileError(server_message(strategy, section, step[0], exc)) from None
     finally:
