@@ -173,23 +173,23 @@ class _Run:
 
     def stop_reason(self, started: float) -> str | None:
         """Why the run ended before its drain, in words, for the report."""
-        if self.stopped_by == "violation":
+        if self.stopped_by == StopReason.VIOLATION:
             return f"{self.watch.proof} at +{self.watch.proof_at - started:.2f}s"
-        if self.stopped_by == "no-progress" and self.stuck and self.stuck_after_stop is not None:
+        if self.stopped_by == StopReason.NO_PROGRESS and self.stuck and self.stuck_after_stop is not None:
             others = f"; {len(self.stuck) - 1} more worker(s) with it" if len(self.stuck) > 1 else ""
             return (f"the run's time was up, but {self.stuck_after_stop:.0f}s later {self.stuck[0]}{others}; "
                     "its backend was terminated to end the run")
-        if self.stopped_by == "no-progress" and self.stuck:
+        if self.stopped_by == StopReason.NO_PROGRESS and self.stuck:
             others = f"; {len(self.stuck) - 1} more worker(s) stuck with it" if len(self.stuck) > 1 else ""
             return (f"no job was finished for {self.no_progress_s:.0f}s: {self.stuck[0]}{others}; "
                     "its backend was terminated to end the run")
-        if self.stopped_by == "no-progress":
+        if self.stopped_by == StopReason.NO_PROGRESS:
             return (f"workers kept claiming but no job was finished for {self.no_progress_s:.0f}s: the claim "
                     "hands out jobs it does not take, or `complete` never changes a row")
-        if self.stopped_by == "duration" and self.budget_spent_at is not None:
+        if self.stopped_by == StopReason.DURATION and self.budget_spent_at is not None:
             return (f"its share of the check's time budget was spent at +{self.budget_spent_at:.1f}s (--budget); "
                     "jobs not reached are not lost")
-        if self.stopped_by == "stalled" and self.no_progress_s is not None:
+        if self.stopped_by == StopReason.STALLED and self.no_progress_s is not None:
             return f"no claim was committed for {self.no_progress_s:.0f}s"
         return None
 
@@ -386,7 +386,7 @@ class _Run:
         if len(self.finished) >= len(self.processes):
             return
         stuck = self._end_stuck(since_stop)
-        if stuck and self.stopped_by in ("duration", "claims-per-worker"):
+        if stuck and self.stopped_by in (StopReason.DURATION, StopReason.CLAIMS_PER_WORKER):
             self.stuck, self.stuck_after_stop, self.stopped_by = stuck, since_stop, StopReason.NO_PROGRESS
 
     def _end_stuck(self, at_least_s: float) -> list[StuckBackend]:

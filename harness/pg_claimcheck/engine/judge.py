@@ -23,7 +23,7 @@ from pg_claimcheck.engine import fedkeys, feedfigures
 from pg_claimcheck.engine.faults import FaultEvent, fates
 from pg_claimcheck.engine.sampler import WaitSamples
 from pg_claimcheck.server.schema import SeededJobs
-from pg_claimcheck.settings import Mode, RunSettings
+from pg_claimcheck.settings import Mode, RunSettings, StopReason
 from pg_claimcheck.verdict import power
 from pg_claimcheck.verdict.ledger import Verdict, WorkerLog, judge
 from pg_claimcheck.verdict.liveness import Waiting, settings_to_read
@@ -43,7 +43,7 @@ class RunRecord:
     telemetry: list[WorkerTelemetry]
     """Each claimer's telemetry (in the order of `logs`): from its last message, or what its death says.
     Empty where the claimers measure nothing of theirs (a library's workers)."""
-    stopped_by: str
+    stopped_by: StopReason
     """Why the run ended (see RunResult.stopped_by)."""
     drained: bool
     """The run went to its end, so a job never claimed is lost (see pg_claimcheck.engine.supervisor.drained)."""
@@ -74,7 +74,7 @@ class RunRecord:
     """A rate run's queue and pickup latency over time (see pg_claimcheck.engine.feedfigures.rate_over_time)."""
 
     @classmethod
-    def of(cls, logs: list[WorkerLog], telemetry: list[WorkerTelemetry], stopped_by: str, drained: bool,
+    def of(cls, logs: list[WorkerLog], telemetry: list[WorkerTelemetry], stopped_by: StopReason, drained: bool,
            **rest) -> RunRecord:
         """A record whose span, origin and timeline come from the claimers themselves (the fork driver's,
         Locust's): the span's start is the origin, the last claimer's end the timeline's end."""
@@ -180,9 +180,9 @@ def judge_run(record: RunRecord, table: JobTable, strategy: Strategy, settings: 
                     releases=releases, keys=seeded.keys, limit=claim_limit(strategy.statements, settings.batch).rows)
     if record.killed and verdict.unclaimed_jobs:
         verdict = _unrecorded(table, verdict, logs, seeded)
-    if record.stopped_by == "stalled" and verdict.unclaimed_jobs:
+    if record.stopped_by == StopReason.STALLED and verdict.unclaimed_jobs:
         verdict = _still_queued(table, verdict, logs, seeded)
-    if record.stopped_by in ("stalled", "no-progress") and hasattr(table, "waiting"):
+    if record.stopped_by in (StopReason.STALLED, StopReason.NO_PROGRESS) and hasattr(table, "waiting"):
         outcome = dataclasses.replace(outcome, waiting=table.waiting())
     measured = record.telemetry
     endings = _sum_counts(t.lost_sqlstates for t in measured)

@@ -45,11 +45,11 @@ def check_headroom(conn: psycopg.Connection, needed: int, *, who: str, lower: st
                           "which count too)")
 
 
-def drained(stopped_by: str, settings: RunSettings) -> bool:
+def drained(stopped_by: StopReason, settings: RunSettings) -> bool:
     """Did the run go to its end, so that a job it never claimed is lost? A run ended early (a proven
     violation, no progress, its time or claim limit) did not drain: its unclaimed jobs are not lost.
     One without a limit that stalled did: nothing was left that would have claimed them."""
-    return stopped_by == "drained" or (settings.drains and stopped_by == "stalled")
+    return stopped_by == StopReason.DRAINED or (settings.drains and stopped_by == StopReason.STALLED)
 
 
 class Supervisor:

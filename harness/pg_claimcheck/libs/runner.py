@@ -46,7 +46,7 @@ from pg_claimcheck.server.provision import Server
 from pg_claimcheck.server.runcontext import RunContext
 from pg_claimcheck.server.schema import SeededJobs
 from pg_claimcheck.server.session import run_id_from_env
-from pg_claimcheck.settings import FaultPlan, Mode, RunSettings, WorkTime
+from pg_claimcheck.settings import FaultPlan, Mode, RunSettings, StopReason, WorkTime
 from pg_claimcheck.verdict.ledger import WorkerLog
 from pg_claimcheck.verdict.observed import WorkerTelemetry
 from pg_claimcheck.verdict.result import RunResult, TableOutcome
@@ -251,7 +251,7 @@ class _Run:
         record = RunRecord(
             # A library that stopped moving with jobs left (stalled) has lost them as surely as one that
             # drained without them: judged as a drain, its unrun jobs are lost, never "kept its promise".
-            logs=logs, telemetry=telemetry, stopped_by=stopped_by, drained=stopped_by in ("drained", "stalled"),
+            logs=logs, telemetry=telemetry, stopped_by=stopped_by, drained=stopped_by in (StopReason.DRAINED, StopReason.STALLED),
             span=(min(starts), max(ends)) if starts and ends else (origin, origin), origin=origin,
             observed_s=(max(ends) - origin) if ends else 0.0, reaps=reaps, killed=injector.killed if injector else set(),
             faults=injector.events if injector else [],
@@ -271,7 +271,7 @@ class _Run:
             "recovered": recovered, "workers_replaced": self.replacements, "unfinished": unfinished,
             "worker_errors": self._errors()})
 
-    def _monitor(self, injector: FaultInjector | None, origin: float) -> tuple[str, int]:
+    def _monitor(self, injector: FaultInjector | None, origin: float) -> tuple[StopReason, int]:
         settings, adapter = self.settings, self.adapter
         supervisor = Supervisor(settings, origin, extra_stall_s=adapter.recovery_s if settings.faults else 0.0)
         next_recover, recovered = 0.0, 0
@@ -303,7 +303,7 @@ class _Run:
             feeding = self.feed_plan is not None and (self.feed is None or self.feed.feeding)
             produced = self.feed.enqueued.value if self.feed is not None else 0
             if not feeding and finished >= settings.jobs + produced and table.queued == 0 and table.running == 0:
-                return "drained", recovered
+                return StopReason.DRAINED, recovered
             # Only the table is seen, not the claims: a change in what it shows done or running is activity,
             # and so is a job produced (a fed queue idle between arrivals is no stall).
             # Until a worker says hello, or the feed its first job (up to START_UP_S each), its runtime is
@@ -316,7 +316,7 @@ class _Run:
             supervisor.saw(now, (finished, table.running, produced, up, now if starting else 0.0))
             limit = supervisor.limit(now)
             if limit is not None:
-                return ("stalled" if limit == "stalled" else "duration"), recovered
+                return (StopReason.STALLED if limit == StopReason.STALLED else StopReason.DURATION), recovered
             if settings.faults and now >= next_recover:
                 next_recover = now + RECOVER_EVERY_S
                 try:

@@ -44,7 +44,7 @@ from pg_claimcheck.server.provision import Server, server_version
 from pg_claimcheck.server.redaction import redact_dsn
 from pg_claimcheck.server.runcontext import RunContext
 from pg_claimcheck.server.session import run_id_from_env, run_schema
-from pg_claimcheck.settings import WorkTime
+from pg_claimcheck.settings import StopReason, WorkTime
 from pg_claimcheck.verdict.ledger import WorkerLog
 from pg_claimcheck.verdict.observed import WorkerTelemetry
 
@@ -153,25 +153,25 @@ class MasterRun:
         alive = self.conn.execute(QUERIES["connected_applications"], {"names": list(names)}).fetchall()
         return suspects - {names[name] for (name,) in alive}
 
-    def _state(self) -> tuple[bool, set[int], str]:
-        """(is the run over, users lost with their worker process, why it stopped)."""
+    def _state(self) -> tuple[set[int], StopReason | None]:
+        """(users lost with their worker process, why the run stopped: None while it goes on)."""
         lost = self._lost_users()
         running = set(self.node_of) - self.ended - lost
         target = self.env.runner.target_user_count or self.settings.workers
         if not running and (len(self.node_of) >= target or lost):
-            return True, lost, self.settings.limit_kind
+            return lost, self.settings.limit_kind
         now = time.monotonic()
         self.supervisor.saw(now, self.news)
         if self.supervisor.stalled(now):  # its --duration the users keep themselves (see run_claimer)
-            return True, lost | running, "stalled"
-        return False, lost, ""
+            return lost | running, StopReason.STALLED
+        return lost, None
 
     def _watch(self) -> None:
         try:
             while True:
                 gevent.sleep(TICK_S)
-                over, lost, stopped_by = self._state()
-                if over:
+                lost, stopped_by = self._state()
+                if stopped_by is not None:
                     break
             self.env.process_exit_code = self._judge(lost, stopped_by)
         except ClaimcheckError as exc:
@@ -184,7 +184,7 @@ class MasterRun:
             gevent.sleep(WORKER_REPORT_INTERVAL + 0.5)
         self.env.runner.quit()
 
-    def _judge(self, lost: set[int], stopped_by: str) -> int:
+    def _judge(self, lost: set[int], stopped_by: StopReason) -> int:
         waits = self.sampler.stop() if self.sampler else WaitSamples()
         self.sampler = None
         now = self.conn.execute(QUERIES["server_clock"]).fetchone()[0]

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pg_claimcheck.settings import StopReason
 from pg_claimcheck.verdict.result import RunResult
 
 DEFAULT_LATENCY_SLO_MS = 100.0
@@ -29,7 +30,7 @@ def shortfalls(run: RunResult, slo_ms: float) -> list[str]:
     if p is None:
         return ["not a rate run"]
     reasons = [] if run.exactly_once else ["exactly-once violated"]
-    if run.stopped_by != "drained":
+    if run.stopped_by != StopReason.DRAINED:
         reasons.append(f"did not drain ({run.stopped_by})")
     if not p.kept_up:
         reasons.append(f"producer fell behind (max lag {p.max_lag_ms:,.0f} ms, {p.enqueued:,} of {p.scheduled:,} "

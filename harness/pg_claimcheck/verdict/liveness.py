@@ -15,6 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from pg_claimcheck.settings import StopReason
+
 HELD, VIOLATED, NO_PROGRESS = "held", "violated", "no-progress"
 """A run's `outcome` in the JSON; `check` exits 0, 1 and 3 on them (docs/contracts.md §6)."""
 WORDS = {HELD: "exactly-once", VIOLATED: "VIOLATED", NO_PROGRESS: "NO PROGRESS"}
@@ -47,16 +49,16 @@ class Waiting:
     """Seconds from the run's end until the first of them is due."""
 
 
-def failure(stopped_by: str, stop_reason: str | None, jobs_done: int, seeded: int, left: int,
+def failure(stopped_by: StopReason, stop_reason: str | None, jobs_done: int, seeded: int, left: int,
             elapsed_s: float, waiting: Waiting, session_endings: dict[str, Any],
             server_limits: dict[str, Any]) -> str | None:
     """Why the run made no progress within its limits, in words, or None if it did.
 
     `left`: jobs the run left unfinished that are neither lost nor a violation (never reached in a
     stalled run, or queued again and not done in a lifecycle run)."""
-    if stopped_by == "no-progress":
+    if stopped_by == StopReason.NO_PROGRESS:
         cause = stop_reason or "workers kept claiming but no job was finished"
-    elif stopped_by == "stalled" and left:
+    elif stopped_by == StopReason.STALLED and left:
         cause = f"{stop_reason or 'no claim was committed for the stall limit'}, with {left:,} job(s) left"
         if waiting.retries:
             cause += (f", {waiting.retries:,} of them waiting for a retry not yet due (the next in "

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pg_claimcheck.contract.limit import BATCH, ClaimLimit, claim_limit
+from pg_claimcheck.settings import StopReason
 from pg_claimcheck.verdict import liveness
 from pg_claimcheck.verdict.ledger import Verdict
 from pg_claimcheck.verdict.liveness import Waiting
@@ -80,7 +81,7 @@ class RunResult:
     waits: WaitSamples
     table: TableOutcome
     elapsed_s: float
-    stopped_by: str
+    stopped_by: StopReason
     """`drained`, `duration`, `claims-per-worker`, `stalled` (no claim for a while), `violation`
     (a `check` stopped once a violation was proven, see RunSettings.stop_early) or `no-progress`
     (workers kept claiming but no job was finished for a while: a broken queue)."""
@@ -157,11 +158,11 @@ class RunResult:
     def lifecycle_ok(self) -> bool:
         """After a drain with jobs coming back: every job done or failed, attempts within max. Jobs
         left queued by a run that stalled or made no progress are a liveness failure, not this."""
-        if not (self.settings.lifecycle and self.settings.drains) or self.stopped_by == "duration":
+        if not (self.settings.lifecycle and self.settings.drains) or self.stopped_by == StopReason.DURATION:
             return True
         # A library that promises at-most-once may end without the jobs a fault took (verdict.lost_as_promised).
         unfinished_ok = (self.unfinished_jobs <= self.verdict.lost_as_promised
-                         or self.stopped_by in ("stalled", "no-progress"))
+                         or self.stopped_by in (StopReason.STALLED, StopReason.NO_PROGRESS))
         return unfinished_ok and self.table.over_max_attempts == 0
 
     @property
@@ -178,8 +179,8 @@ class RunResult:
     @property
     def liveness(self) -> str | None:
         """Why the run made no progress within its limits (pg_claimcheck.verdict.liveness), or None."""
-        left = self.verdict.unreached_jobs if self.stopped_by == "stalled" else 0
-        if self.settings.lifecycle and self.stopped_by == "stalled":
+        left = self.verdict.unreached_jobs if self.stopped_by == StopReason.STALLED else 0
+        if self.settings.lifecycle and self.stopped_by == StopReason.STALLED:
             left = max(left, self.unfinished_jobs - self.verdict.lost_as_promised)
         return liveness.failure(self.stopped_by, self.stop_reason, self.jobs_done, self.seeded.count, left,
                                 self.elapsed_s, self.table.waiting, self.session_endings, self.server_limits)
@@ -194,7 +195,7 @@ class RunResult:
     @property
     def stopped_early(self) -> bool:
         """A `check` ended before the drain once a violation was proven (`--drain` runs to the end)."""
-        return self.stopped_by == "violation"
+        return self.stopped_by == StopReason.VIOLATION
 
     @property
     def exactly_once(self) -> bool:
