@@ -24,8 +24,9 @@ from rich.console import Console
 
 from pg_claimcheck import install_command
 from pg_claimcheck.errors import Interrupted, UsageError
-from pg_claimcheck.server.interrupts import die_with_parent, shielded
-from pg_claimcheck.server.postmaster import terminate
+from pg_claimcheck.server import children
+from pg_claimcheck.server.children import die_with_parent
+from pg_claimcheck.server.interrupts import shielded
 from pg_claimcheck.server.provision import DSN_ENV, MAX_CONNECTIONS, provide_server
 from pg_claimcheck.server.session import RUN_ID_ENV, drop_run_schema, run_id_from_env
 from pg_claimcheck.settings import positive
@@ -103,26 +104,17 @@ def run_check(args: argparse.Namespace, console: Console, err: Console) -> int:
         workers = [subprocess.Popen(worker_command(port), env=env, stdout=subprocess.DEVNULL, start_new_session=True,
                                     preexec_fn=functools.partial(die_with_parent, signal.SIGKILL))
                    for _ in range(args.processes)]
+        started = [master, *workers]
         try:
             code = master.wait()
+            children.wait(workers, WORKER_EXIT_S)  # the master done, its workers quit on their own
         except KeyboardInterrupt:
             # Ctrl-C or SIGTERM: stop Locust at once and drop the run's schema ourselves; a graceful quit of
             # the master waits on its users and prints its statistics.
             with shielded():
-                for process in (master, *workers):
-                    process.kill()
-                    process.wait()
+                children.stop(started, ask=None, within_s=0)
                 drop_run_schema(server.dsn, run_id)
             raise Interrupted("interrupted: the Locust master and workers stopped") from None
         finally:
-            for worker in workers:
-                _wait_or_kill(worker, WORKER_EXIT_S if master.returncode is not None else 0)
+            children.stop(started, within_s=WORKER_EXIT_S)  # nothing left to stop after the interrupt's
     return code
-
-
-def _wait_or_kill(process: subprocess.Popen, seconds: float) -> None:
-    """Give `process` `seconds` to exit on its own, then stop it (pg_claimcheck.server.postmaster.terminate)."""
-    try:
-        process.wait(seconds)
-    except subprocess.TimeoutExpired:
-        terminate(process, signal.SIGTERM, WORKER_EXIT_S)
