@@ -11,7 +11,6 @@ for gevent, so this module never imports it; the locustfile runs in Locust's own
 from __future__ import annotations
 
 import argparse
-import functools
 import importlib.util
 import os
 import signal
@@ -24,8 +23,7 @@ from rich.console import Console
 
 from pg_claimcheck import install_command
 from pg_claimcheck.errors import Interrupted, UsageError
-from pg_claimcheck.server import children
-from pg_claimcheck.server.children import die_with_parent
+from pg_claimcheck.server import children, interrupts
 from pg_claimcheck.server.interrupts import shielded
 from pg_claimcheck.server.provision import DSN_ENV, MAX_CONNECTIONS, provide_server
 from pg_claimcheck.server.session import RUN_ID_ENV, drop_run_schema, run_id_from_env
@@ -96,16 +94,22 @@ def run_check(args: argparse.Namespace, console: Console, err: Console) -> int:
         env = {**os.environ, DSN_ENV: server.dsn, RUN_ID_ENV: run_id}
         err.print(f"claimcheck: Locust master and {args.processes} worker process(es) on 127.0.0.1:{port}, "
                   f"{args.users} users", highlight=False)
-        # Sessions of their own: the terminal's Ctrl-C is ours to handle (in Locust's greenlets it printed
-        # tracebacks), and each dies with us if we are killed (the master's SIGTERM is a graceful quit,
-        # which drops its schema; the workers have nothing to keep).
-        master = subprocess.Popen(locust_command(args, port), env=env, start_new_session=True,
-                                  preexec_fn=die_with_parent)
-        workers = [subprocess.Popen(worker_command(port), env=env, stdout=subprocess.DEVNULL, start_new_session=True,
-                                    preexec_fn=functools.partial(die_with_parent, signal.SIGKILL))
-                   for _ in range(args.processes)]
-        started = [master, *workers]
+        # Sessions of their own (children.start): the terminal's Ctrl-C is ours to handle (in Locust's greenlets
+        # it printed tracebacks), and each dies with us if we are killed (the master's SIGTERM is a graceful
+        # quit, which drops its schema; the workers have nothing to keep).
+        started: list[subprocess.Popen] = []
         try:
+            # Ctrl-C and SIGTERM wait until each is kept: one that came mid-fork was dropped by Python's at-fork
+            # hooks, and the run went on to its end.
+            with interrupts.deferred():
+                master = children.start(locust_command(args, port), env=env)
+                started.append(master)
+            workers = []
+            for _ in range(args.processes):
+                with interrupts.deferred():
+                    workers.append(children.start(worker_command(port), env=env, stdout=subprocess.DEVNULL,
+                                                  dies_with=signal.SIGKILL))
+                    started.append(workers[-1])
             code = master.wait()
             children.wait(workers, WORKER_EXIT_S)  # the master done, its workers quit on their own
         except KeyboardInterrupt:
