@@ -29,9 +29,13 @@ def reset() -> None:
     _done.clear()
 
 
-def sigterm_as_interrupt() -> None:
-    """SIGTERM ends the command as Ctrl-C does: a KeyboardInterrupt, so the same cleanup runs."""
+def raise_on_interrupts() -> None:
+    """From here on, Ctrl-C and SIGTERM raise KeyboardInterrupt, so the command's cleanup runs: SIGTERM
+    ends the command as Ctrl-C does, and Ctrl-C raises again where pg_claimcheck.__main__'s quiet
+    handler had it while the command loaded. A Ctrl-C ignored from the start (`cmd &`) stays ignored."""
     signal.signal(signal.SIGTERM, _raise_interrupt)
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:
