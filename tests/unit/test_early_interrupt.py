@@ -48,3 +48,30 @@ def test_an_ignored_sigint_stays_ignored_while_loading(tmp_path):
                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     assert "interrupted" not in done.stderr and done.returncode == 2, done.stderr  # it ran on: no server there
     assert "Traceback" not in done.stderr, done.stderr
+
+
+STRING_EXEC_TRIP = """
+import os, signal, sys
+
+class Trip:
+    def find_spec(self, name, path=None, target=None):
+        if name == "pg_claimcheck.locust.engine":  # imported by `check --engine locust` once main() cleans up
+            sys.meta_path.remove(self)
+            # Raised inside a string exec, as inside a dataclass's generated method.
+            exec("os.kill(os.getpid(), signal.SIGTERM)\\nx = 1", {"os": os, "signal": signal})
+        return None
+
+sys.meta_path.insert(0, Trip())
+"""
+
+
+def test_an_interrupt_inside_a_string_exec_still_exits_2_under_python_m(tmp_path):
+    # CPython notes a KeyboardInterrupt that ends a string exec as unhandled, even once caught, and under
+    # `python -m` turned our exit 2 into death by SIGINT (-2): 1 of 12 signalled `lib` runs of the fuzz.
+    (tmp_path / "sitecustomize.py").write_text(STRING_EXEC_TRIP)
+    done = subprocess.run([sys.executable, "-m", "pg_claimcheck", "check", "skip-locked", "--engine", "locust"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path),
+                               "CLAIMCHECK_DSN": "postgresql://x@127.0.0.1:1/x"})
+    assert done.stderr == "claimcheck: interrupted; nothing of this run was left to clean up.\n", done.stderr
+    assert done.returncode == 2
