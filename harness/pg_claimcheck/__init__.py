@@ -7,8 +7,7 @@ it registers) costs nothing until a run is asked for::
 
 The contracts (the SQL file, the JSON report, the accounting rules) are in `docs/contracts.md`.
 """
-from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING
+TYPE_CHECKING = False  # typing's own constant without importing typing: `import pg_claimcheck` loads nothing
 
 DISTRIBUTION = "pg-claimcheck"
 """The name on PyPI (`pip install pg-claimcheck`): PyPI's `claimcheck` is an unrelated project. The
@@ -20,11 +19,6 @@ def install_command(extra: str | None = None) -> str:
     return f"pip install '{DISTRIBUTION}[{extra}]'" if extra else f"pip install {DISTRIBUTION}"
 
 
-try:
-    __version__ = version(DISTRIBUTION)  # written once, in pyproject.toml
-except PackageNotFoundError:  # run from a source tree that was never installed
-    __version__ = "0+unknown"
-
 __all__ = ["run", "assert_exactly_once", "ExactlyOnceViolated", "NoProgress", "RunResult", "__version__"]
 
 if TYPE_CHECKING:
@@ -35,7 +29,21 @@ _LAZY = {"run": "pg_claimcheck.api", "assert_exactly_once": "pg_claimcheck.api",
          "ExactlyOnceViolated": "pg_claimcheck.api", "NoProgress": "pg_claimcheck.api", "RunResult": "pg_claimcheck.verdict.result"}
 
 
+def _version() -> str:
+    """Written once, in pyproject.toml. Read when first asked for: importlib.metadata takes a tenth of a
+    second, before the command's first line could answer a Ctrl-C (pg_claimcheck.__main__)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "0+unknown"
+
+
 def __getattr__(name: str):
+    if name == "__version__":
+        globals()["__version__"] = found = _version()
+        return found
     if name in _LAZY:
         import importlib
 

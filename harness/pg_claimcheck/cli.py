@@ -76,7 +76,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     remember(getattr(args, "dsn", None))
     remember(os.environ.get(DSN_ENV))
     console, err = report_console(), Console(stderr=True)  # a pipe or a CI log: the table is not squeezed
-    interrupts.sigterm_as_interrupt()  # again: main() is also called in-process, without __main__.run
+    # Cleanup is now possible, and a KeyboardInterrupt is caught below: until here pg_claimcheck.__main__'s
+    # quiet handler answered (main() is also called in-process, without it).
+    interrupts.raise_on_interrupts()
     started = time.monotonic()
     try:
         check_writable(getattr(args, "json", None))  # every verb's --json, before anything runs

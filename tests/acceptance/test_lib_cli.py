@@ -84,7 +84,7 @@ def test_an_interrupted_fed_run_stops_its_producer_and_workers_at_once(cli, sig)
 
 
 def test_a_killed_coordinators_workers_leave_and_a_later_run_of_any_verb_sweeps_its_database(cli):
-    # SIGKILL: the coordinator cannot stop its workers; the kernel tells them (die_with_parent).
+    # SIGKILL: the coordinator cannot stop its workers; the kernel tells them (pg_claimcheck.server.children.die_with_parent).
     proc = cli.start("lib", "pgqueuer", "--workers", "2", "--jobs", "50000", "--work-ms", "5")
     deadline = time.monotonic() + 90
     while len(workers := [p for p in psutil.Process(proc.pid).children(recursive=True)

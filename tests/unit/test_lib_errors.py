@@ -27,7 +27,7 @@ def test_the_producers_wrapped_serialization_failure_is_named(monkeypatch):
             yield  # pragma: no cover
 
     sent = []
-    monkeypatch.setattr(feed.interrupts, "child_process_setup", lambda: None)
+    monkeypatch.setattr(feed.children, "child_process_setup", lambda: None)
     sender = SimpleNamespace(send=sent.append, close=lambda: None)
     feed.feed_main(Producer(), "", None, None, SimpleNamespace(value=1), None, sender)
     assert sent[0].error == ("the procrastinate producer failed: ConnectorException: Database error. (from "

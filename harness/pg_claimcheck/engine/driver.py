@@ -30,7 +30,7 @@ from pg_claimcheck.engine.supervisor import MAX_REPLACEMENTS, TICK_S, Supervisor
 from pg_claimcheck.engine.watch import RunWatch
 from pg_claimcheck.engine.worker import BARRIER_TIMEOUT_S, WorkerPlan, worker_main
 from pg_claimcheck.errors import ClaimcheckError, Interrupted, ServerError, UsageError
-from pg_claimcheck.server import interrupts
+from pg_claimcheck.server import children, interrupts
 from pg_claimcheck.server.interrupts import shielded
 from pg_claimcheck.server.provision import Server
 from pg_claimcheck.server.runcontext import RunContext
@@ -444,14 +444,5 @@ class _Run:
 def _reap(processes: list, graceful: bool) -> None:
     """Leave no worker behind, whatever happened. Finished workers get time to exit on their own."""
     if graceful:
-        deadline = time.monotonic() + JOIN_TIMEOUT_S
-        for process in processes:
-            process.join(max(0.0, deadline - time.monotonic()))
-    for process in processes:
-        if process.is_alive():
-            process.terminate()
-    for process in processes:
-        process.join(JOIN_TIMEOUT_S)
-        if process.is_alive():
-            process.kill()
-            process.join()
+        children.wait(processes, JOIN_TIMEOUT_S)
+    children.stop(processes, within_s=JOIN_TIMEOUT_S)

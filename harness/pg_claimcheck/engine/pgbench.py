@@ -49,7 +49,7 @@ from pg_claimcheck.contract.dialect import substitute
 from pg_claimcheck.contract.queries import QUERIES
 from pg_claimcheck.contract.strategy import Strategy, sample_params
 from pg_claimcheck.errors import ServerError, UsageError
-from pg_claimcheck.server.interrupts import die_with_parent
+from pg_claimcheck.server import children, interrupts
 from pg_claimcheck.server.ownership import write_owner_file
 from pg_claimcheck.server.postmaster import sweep_clusters
 from pg_claimcheck.server.redaction import scrub, split_password
@@ -209,15 +209,20 @@ def run_script(run: RunContext, bin_dir: Path | None, name: str, script: str, cl
                    f"--max-tries={MAX_TRIES}",
                    *(f"--define={key}={value}" for key, value in (variables or {}).items()),
                    f"--file={path}", conninfo]
-        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        # Like a worker, pgbench dies with us: a SIGKILLed coordinator must not leave it loading the server.
+        with interrupts.deferred():
+            process = children.start(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            # Like a worker, pgbench dies with us: a SIGKILLed coordinator must not leave it loading the server.
-            done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=PGBENCH_TIMEOUT_S,
-                                  preexec_fn=die_with_parent)
+            stdout, stderr = process.communicate(timeout=PGBENCH_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             raise ServerError(f"pgbench did not finish {name} within {PGBENCH_TIMEOUT_S} s") from None
+        finally:
+            if process.returncode is None:  # the timeout, or Ctrl-C: nothing of it keeps loading the server
+                children.stop([process], ask=None, within_s=0)
+        done = subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)  # pgbench is the only child reaped meanwhile
-        cpu_s = (after.ru_utime - children.ru_utime) + (after.ru_stime - children.ru_stime)
+        cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         logged = _read_logs(sorted(Path(tmp).glob("txn.*"))) if schedule else ()
     tps, processed = _TPS_RE.search(done.stdout), _PROCESSED_RE.search(done.stdout)
     if done.returncode not in (0, 2) or tps is None or processed is None:

@@ -42,7 +42,7 @@ from pg_claimcheck.contract.strategy import Strategy, execute_section
 from pg_claimcheck.engine.feedfigures import latencies, schedule_start
 from pg_claimcheck.engine.worker import BARRIER_TIMEOUT_S
 from pg_claimcheck.errors import UsageError
-from pg_claimcheck.server import interrupts
+from pg_claimcheck.server import children
 from pg_claimcheck.server.runcontext import RunContext
 from pg_claimcheck.settings import RunSettings
 from pg_claimcheck.verdict.ledger import WorkerLog
@@ -166,7 +166,7 @@ def check_feedable(strategy: Strategy, settings: RunSettings) -> None:
 
 def producer_main(plan: ProducerPlan, index: int, barrier, shared, sender) -> None:
     """Producer `index`'s process: connect, wait at the barrier, enqueue its jobs on schedule until the duration ends."""
-    interrupts.child_process_setup()
+    children.child_process_setup()
     log = ProducerLog()
     try:
         try:

@@ -35,7 +35,7 @@ from pg_claimcheck.engine.fastpath import LibpqBackend
 from pg_claimcheck.engine.logstream import FLUSH_INTERVAL_S, PROOF_FLUSH_INTERVAL_S, LogStream, PipeSink, summary
 from pg_claimcheck.engine.shared import Shared
 from pg_claimcheck.errors import ClaimcheckError
-from pg_claimcheck.server.interrupts import child_process_setup
+from pg_claimcheck.server.children import child_process_setup
 from pg_claimcheck.server.runcontext import RunContext, StatelessConnection, when_up
 from pg_claimcheck.settings import RunSettings
 from pg_claimcheck.verdict.ledger import WorkerLog

@@ -130,10 +130,10 @@ def command_recorder() -> Recorder:
 def spawn_command(argv: list[str], env: dict[str, str], stderr) -> subprocess.Popen:
     """A worker that is the library's own command (`python -m django db_worker`, `python -m taskiq worker`), given its
     WorkerConfig in `env` (COMMAND_WORKER_ENV): in a process group of its own, as LibraryAdapter.spawn's."""
-    from pg_claimcheck.server.interrupts import die_with_parent
+    from pg_claimcheck.server import children
 
-    return subprocess.Popen([sys.executable, "-m", *argv], env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=stderr, preexec_fn=die_with_parent, process_group=0)
+    return children.start([sys.executable, "-m", *argv], env=env, stdin=subprocess.DEVNULL,
+                          stdout=subprocess.DEVNULL, stderr=stderr)
 
 
 def say_hello() -> None:
@@ -345,15 +345,15 @@ class LibraryAdapter:
     def spawn(self, config: WorkerConfig, stderr) -> subprocess.Popen:
         """Start one worker process running the library's loop (`python -m pg_claimcheck.libs._worker`,
         which appends to `config.records` itself); its stderr goes to `stderr`. The config, DSN
-        and password with it, goes down a pipe on its stdin, never on its command line."""
-        from pg_claimcheck.server.interrupts import die_with_parent
+        and password with it, goes down a pipe on its stdin, never on its command line. Called inside
+        interrupts.deferred(), as children.start."""
+        from pg_claimcheck.server import children
 
-        # A process group of its own: what the library starts (chancy's executor starts a multiprocessing
-        # manager) outlives a SIGKILLed worker, and pg_claimcheck.libs.runner.reap_group kills it with its group.
+        # A process group of its own (children.start): what the library starts (chancy's executor starts a
+        # multiprocessing manager) outlives a SIGKILLed worker, and children.stop kills it with its group.
         # The coordinator stops its workers itself (SIGTERM), so Ctrl-C need not reach them.
-        popen = subprocess.Popen([sys.executable, "-m", "pg_claimcheck.libs._worker"],
-                                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=stderr,
-                                 preexec_fn=die_with_parent, process_group=0)  # SIGTERM if the coordinator dies
+        popen = children.start([sys.executable, "-m", "pg_claimcheck.libs._worker"],
+                               stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=stderr)
         assert popen.stdin is not None  # stdin=PIPE
         try:  # a few hundred bytes: the pipe's buffer takes them whether or not the worker reads yet
             popen.stdin.write(json.dumps(asdict(config)).encode())

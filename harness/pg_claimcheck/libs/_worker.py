@@ -3,7 +3,7 @@
 Started by the coordinator as `python -m pg_claimcheck.libs._worker` with its config as JSON on stdin
 (never argv: the DSN may hold a password, see pg_claimcheck.libs._adapter.WorkerConfig); SIGTERM (or
 SIGINT) asks the library to stop gracefully, and the coordinator SIGKILLs what does not stop.
-A coordinator that dies sends the SIGTERM too (the kernel does, see `die_with_parent`), and the
+A coordinator that dies sends the SIGTERM too (the kernel does, see pg_claimcheck.server.children), and the
 worker then leaves by itself after STOP_GRACE_S.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pg_claimcheck.libs._adapter import Recorder, WorkerConfig
 STOP_GRACE_S = 10.0
 """After SIGTERM, how long the library may take to stop before the process leaves anyway: the
 coordinator kills what does not stop after as long, and a dead coordinator (the kernel sends the
-SIGTERM, see pg_claimcheck.server.interrupts.die_with_parent) no longer can."""
+SIGTERM, see pg_claimcheck.server.children.die_with_parent) no longer can."""
 
 
 def _stop(stop: asyncio.Event) -> None:

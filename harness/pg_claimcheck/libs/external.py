@@ -163,14 +163,13 @@ class ExternalAdapter(LibraryAdapter):
 
     def spawn(self, config: WorkerConfig, stderr) -> subprocess.Popen:
         """Start one external worker: its stdout is its records file, `config.records`."""
-        from pg_claimcheck.server.interrupts import die_with_parent
+        from pg_claimcheck.server import children
 
         # A process group of its own, as a Python worker's: what the library forks (sidequest's engine process)
-        # goes with it when the coordinator reaps a dead worker (pg_claimcheck.libs.runner.reap_group).
+        # goes with it when the coordinator stops a worker, dead or alive (children.stop).
         with open(config.records, "ab") as out:
-            return subprocess.Popen(self.worker_argv(config), stdin=subprocess.DEVNULL, stdout=out, stderr=stderr,
-                                    env=runtime_env(config.dsn), preexec_fn=die_with_parent,  # SIGTERM if we die
-                                    process_group=0)
+            return children.start(self.worker_argv(config), stdin=subprocess.DEVNULL, stdout=out, stderr=stderr,
+                                  env=runtime_env(config.dsn))
 
     def worker_records(self, directory: Path) -> tuple[dict[int, str], str]:
         """Every worker's protocol lines in the recording task's lines (worker -> text), and the

@@ -27,7 +27,7 @@ from pg_claimcheck.engine.producer import ProducerLog, ProducerPlan
 from pg_claimcheck.errors import ClaimcheckError
 from pg_claimcheck.libs import library_error
 from pg_claimcheck.libs._adapter import LibraryAdapter
-from pg_claimcheck.server import interrupts
+from pg_claimcheck.server import children, interrupts
 
 JOIN_TIMEOUT_S = 10.0
 """At the end of the feed: how long the producer may take to send its log (its last enqueue's commit)."""
@@ -53,7 +53,7 @@ async def _feed(adapter: LibraryAdapter, dsn: str, plan: ProducerPlan, stop, enq
 
 def feed_main(adapter: LibraryAdapter, dsn: str, plan: ProducerPlan, stop, producing, enqueued, sender) -> None:
     """The producer process: the library's enqueuer, on schedule, until the duration ends or the run stops."""
-    interrupts.child_process_setup()
+    children.child_process_setup()
     log = ProducerLog()
     try:
         asyncio.run(_feed(adapter, dsn, plan, stop, enqueued, log))
@@ -104,8 +104,5 @@ class LibraryFeed:
         """Tell the producer to stop and reap it: within CLOSE_GRACE_S, killed after (it ignores Ctrl-C,
         which is the coordinator's to handle)."""
         self.stop.value = 1
-        self.process.join(CLOSE_GRACE_S)
-        if self.process.is_alive():
-            self.process.kill()
-            self.process.join()
+        children.stop([self.process], ask=None, within_s=CLOSE_GRACE_S)
         self.receiver.close()

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from pg_claimcheck.engine.monitor import Sampler, suspend
 from pg_claimcheck.errors import ServerError
-from pg_claimcheck.libs._adapter import LibraryAdapter, WorkerConfig
+from pg_claimcheck.libs._adapter import STOP_GRACE_S, LibraryAdapter, WorkerConfig
 from pg_claimcheck.libs.database import run_database
-from pg_claimcheck.libs.runner import stop_workers
+from pg_claimcheck.server import children, interrupts
 from pg_claimcheck.server.leftovers import records_dir
 from pg_claimcheck.server.provision import Server
 from pg_claimcheck.server.session import run_id_from_env
@@ -44,12 +44,12 @@ def run_library_idle(server: Server, adapter: LibraryAdapter, window_s: float, t
                               records=str(Path(tmp) / "w00.tsv"), stall_flag=str(Path(tmp) / "stall-w00"),
                               work_ms="0", stall_s=0.0, faults=False, idle=setting)
         err_path = Path(tmp) / "w00.err"
-        with open(err_path, "wb") as err:
+        with open(err_path, "wb") as err, interrupts.deferred():  # kept before a Ctrl-C is raised
             proc = adapter.spawn(config, err)
-        stack.callback(stop_workers, [proc])
+            stack.callback(children.stop, [proc], within_s=STOP_GRACE_S)
         sampler = Sampler(run, stack, database=run.schema)
         samples: list[Sample] = []
-        sampler.sample_for(START_TIMEOUT_S, samples, until=lambda seen: bool(seen[-1].sessions) or proc.poll() is not None)
+        sampler.sample_for(START_TIMEOUT_S, samples, until=lambda seen: bool(seen[-1].sessions) or not children.running(proc))
         _alive(proc, adapter, err_path, samples)
         time.sleep(SETTLE_S)
         samples = [sampler.take()]
@@ -68,7 +68,7 @@ def run_library_idle(server: Server, adapter: LibraryAdapter, window_s: float, t
                     seen = adapter.outcome(conn)
                     return (time.monotonic(), "executed") if seen.done + seen.running + seen.failed else None
 
-                resume = suspend(sampler, run, [ROLE], samples[:], send, taken, gone=lambda: proc.poll() is not None)
+                resume = suspend(sampler, run, [ROLE], samples[:], send, taken, gone=lambda: not children.running(proc))
             fp = footprint(label, samples, window_start, thresholds, resume=resume)
         if resume_exited(fp):
             fp.notes.append(f"its worker process exited when its connections were closed: {_tail(err_path)}")
@@ -80,7 +80,8 @@ def resume_exited(fp: Footprint) -> bool:
 
 
 def _alive(proc: subprocess.Popen, adapter: LibraryAdapter, err_path: Path, samples: list[Sample]) -> None:
-    if proc.poll() is not None:
+    if not children.running(proc):
+        children.stop([proc], ask=None, within_s=0)  # what its library started goes with it; its exit code known
         raise ServerError(f"{adapter.name}'s worker exited (code {proc.returncode}) before its idle window ended: "
                           f"{_tail(err_path) or 'it said nothing'}")
     if not any(s.sessions for s in samples):

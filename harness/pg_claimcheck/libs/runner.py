@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
-import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -41,6 +39,7 @@ from pg_claimcheck.libs.database import run_database
 from pg_claimcheck.libs.feed import LibraryFeed
 from pg_claimcheck.libs.parity import run_cycle
 from pg_claimcheck.libs.records import to_ledger
+from pg_claimcheck.server import children, interrupts
 from pg_claimcheck.server.leftovers import records_dir
 from pg_claimcheck.server.provision import Server
 from pg_claimcheck.server.runcontext import RunContext
@@ -180,7 +179,7 @@ class _Run:
 
     def _starting(self, now: float) -> bool:
         """Is a live worker still starting (spawned under START_UP_S ago, no hello yet), a replacement too?"""
-        return any(i not in self.up and now - p.spawned < START_UP_S and p.popen.poll() is None
+        return any(i not in self.up and now - p.spawned < START_UP_S and children.running(p.popen)
                    for i, p in self.procs.items())
 
     def _records(self, index: int) -> Path:
@@ -196,11 +195,10 @@ class _Run:
             stall_flag=str(self.stall.path(index)), work_ms=str(self.settings.work),
             stall_s=(self.settings.faults.stall_factor * self.adapter.lease_s) if self.settings.faults else 0.0,
             faults=self.settings.faults is not None)
-        stderr = open(self.tmp / f"w{index:02d}.err", "wb")
-        popen = self.adapter.spawn(config, stderr)
-        stderr.close()
-        now = time.monotonic()
-        self.procs[index] = _Proc(popen, now, now)
+        with open(self.tmp / f"w{index:02d}.err", "wb") as stderr, interrupts.deferred():
+            popen = self.adapter.spawn(config, stderr)  # kept before a Ctrl-C is raised (children.start)
+            now = time.monotonic()
+            self.procs[index] = _Proc(popen, now, now)
         return index
 
     def go(self) -> RunResult:
@@ -294,7 +292,7 @@ class _Run:
             # Every fault whose mark has passed, before the drain check: a fast library can take all
             # its jobs between two ticks, and a fault asked for must still land.
             while injector and injector.due(started):
-                alive = {i: p.popen.pid for i, p in self.procs.items() if p.popen.poll() is None}
+                alive = {i: p.popen.pid for i, p in self.procs.items() if children.running(p.popen)}
                 injector.inject(alive, self.stall, self._spawn)
             if self.feed_plan is not None and self.feed is None and started > 0:
                 # `lib --rate` (pg_claimcheck.libs.feed): the schedule starts once the library's workers run, at
@@ -326,11 +324,13 @@ class _Run:
 
     def _replace_dead(self, now: float, injector: FaultInjector | None) -> None:
         for index, proc in list(self.procs.items()):
-            if proc.popen.poll() is None:
+            if children.running(proc.popen):
                 proc.last_alive = now
                 continue
             del self.procs[index]
-            reap_group(proc.popen.pid)
+            # What its library started (chancy's multiprocessing manager, sidequest's forked engine) outlives
+            # the worker: its group goes with it.
+            children.stop([proc.popen], ask=None, within_s=0)
             killed = injector is not None and index in injector.killed
             event = next((e for e in (injector.events if injector else []) if e.kind == "kill" and e.worker == index),
                          None)
@@ -358,33 +358,9 @@ class _Run:
         return text[-WORKER_STDERR_SHOWN:]
 
     def _stop_all(self) -> None:
-        stop_workers([proc.popen for proc in self.procs.values()])
-
-
-def stop_workers(popens: list[subprocess.Popen]) -> None:
-    """The library's graceful stop (SIGTERM) for each worker, SIGKILL for one still running after STOP_GRACE_S,
-    then what is left in its process group (reap_group)."""
-    for popen in popens:
-        if popen.poll() is None:
-            popen.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + STOP_GRACE_S
-    for popen in popens:
-        try:
-            popen.wait(timeout=max(deadline - time.monotonic(), 0.01))
-        except subprocess.TimeoutExpired:
-            popen.kill()
-            popen.wait()
-        reap_group(popen.pid)
-
-
-def reap_group(pid: int) -> None:
-    """Kill what is left in a dead worker's process group (pg_claimcheck.libs._adapter.LibraryAdapter.spawn):
-    processes its library started, which a SIGKILL of the worker leaves running (chancy's multiprocessing
-    manager, sidequest's forked engine); an external worker has a group of its own too (ExternalAdapter.spawn)."""
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+        """The library's graceful stop (SIGTERM), SIGKILL after STOP_GRACE_S, and what each worker's library
+        started with it."""
+        children.stop([proc.popen for proc in self.procs.values()], within_s=STOP_GRACE_S)
 
 
 def _terminations(injector: FaultInjector | None, files: dict[int, str]) -> dict[int, list[float]]:

@@ -11,7 +11,6 @@ for gevent, so this module never imports it; the locustfile runs in Locust's own
 from __future__ import annotations
 
 import argparse
-import functools
 import importlib.util
 import os
 import signal
@@ -24,8 +23,8 @@ from rich.console import Console
 
 from pg_claimcheck import install_command
 from pg_claimcheck.errors import Interrupted, UsageError
-from pg_claimcheck.server.interrupts import die_with_parent, shielded
-from pg_claimcheck.server.postmaster import terminate
+from pg_claimcheck.server import children, interrupts
+from pg_claimcheck.server.interrupts import shielded
 from pg_claimcheck.server.provision import DSN_ENV, MAX_CONNECTIONS, provide_server
 from pg_claimcheck.server.session import RUN_ID_ENV, drop_run_schema, run_id_from_env
 from pg_claimcheck.settings import positive
@@ -95,34 +94,31 @@ def run_check(args: argparse.Namespace, console: Console, err: Console) -> int:
         env = {**os.environ, DSN_ENV: server.dsn, RUN_ID_ENV: run_id}
         err.print(f"claimcheck: Locust master and {args.processes} worker process(es) on 127.0.0.1:{port}, "
                   f"{args.users} users", highlight=False)
-        # Sessions of their own: the terminal's Ctrl-C is ours to handle (in Locust's greenlets it printed
-        # tracebacks), and each dies with us if we are killed (the master's SIGTERM is a graceful quit,
-        # which drops its schema; the workers have nothing to keep).
-        master = subprocess.Popen(locust_command(args, port), env=env, start_new_session=True,
-                                  preexec_fn=die_with_parent)
-        workers = [subprocess.Popen(worker_command(port), env=env, stdout=subprocess.DEVNULL, start_new_session=True,
-                                    preexec_fn=functools.partial(die_with_parent, signal.SIGKILL))
-                   for _ in range(args.processes)]
+        # Sessions of their own (children.start): the terminal's Ctrl-C is ours to handle (in Locust's greenlets
+        # it printed tracebacks), and each dies with us if we are killed (the master's SIGTERM is a graceful
+        # quit, which drops its schema; the workers have nothing to keep).
+        started: list[subprocess.Popen] = []
         try:
+            # Ctrl-C and SIGTERM wait until each is kept: one that came mid-fork was dropped by Python's at-fork
+            # hooks, and the run went on to its end.
+            with interrupts.deferred():
+                master = children.start(locust_command(args, port), env=env)
+                started.append(master)
+            workers = []
+            for _ in range(args.processes):
+                with interrupts.deferred():
+                    workers.append(children.start(worker_command(port), env=env, stdout=subprocess.DEVNULL,
+                                                  dies_with=signal.SIGKILL))
+                    started.append(workers[-1])
             code = master.wait()
+            children.wait(workers, WORKER_EXIT_S)  # the master done, its workers quit on their own
         except KeyboardInterrupt:
             # Ctrl-C or SIGTERM: stop Locust at once and drop the run's schema ourselves; a graceful quit of
             # the master waits on its users and prints its statistics.
             with shielded():
-                for process in (master, *workers):
-                    process.kill()
-                    process.wait()
+                children.stop(started, ask=None, within_s=0)
                 drop_run_schema(server.dsn, run_id)
             raise Interrupted("interrupted: the Locust master and workers stopped") from None
         finally:
-            for worker in workers:
-                _wait_or_kill(worker, WORKER_EXIT_S if master.returncode is not None else 0)
+            children.stop(started, within_s=WORKER_EXIT_S)  # nothing left to stop after the interrupt's
     return code
-
-
-def _wait_or_kill(process: subprocess.Popen, seconds: float) -> None:
-    """Give `process` `seconds` to exit on its own, then stop it (pg_claimcheck.server.postmaster.terminate)."""
-    try:
-        process.wait(seconds)
-    except subprocess.TimeoutExpired:
-        terminate(process, signal.SIGTERM, WORKER_EXIT_S)

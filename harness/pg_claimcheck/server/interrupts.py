@@ -7,8 +7,6 @@ deleted even when the user presses Ctrl-C again. Each cleanup step records what 
 """
 from __future__ import annotations
 
-import ctypes
-import functools
 import signal
 import threading
 from contextlib import contextmanager
@@ -31,9 +29,13 @@ def reset() -> None:
     _done.clear()
 
 
-def sigterm_as_interrupt() -> None:
-    """SIGTERM ends the command as Ctrl-C does: a KeyboardInterrupt, so the same cleanup runs."""
+def raise_on_interrupts() -> None:
+    """From here on, Ctrl-C and SIGTERM raise KeyboardInterrupt, so the command's cleanup runs: SIGTERM
+    ends the command as Ctrl-C does, and Ctrl-C raises again where pg_claimcheck.__main__'s quiet
+    handler had it while the command loaded. A Ctrl-C ignored from the start (`cmd &`) stays ignored."""
     signal.signal(signal.SIGTERM, _raise_interrupt)
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:
@@ -42,8 +44,9 @@ def _raise_interrupt(signum: int, frame: object) -> None:
 
 @contextmanager
 def deferred() -> Iterator[None]:
-    """Block SIGINT/SIGTERM for a short critical section (a fork): they are delivered right after it.
-    A child forked inside inherits the mask and must unblock them itself."""
+    """Block SIGINT/SIGTERM for a short critical section (a fork and keeping the child): they are
+    delivered right after it. A child forked inside inherits the mask and must unblock them itself
+    (pg_claimcheck.server.children does)."""
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTS)
     try:
         yield
@@ -70,28 +73,3 @@ def shielded() -> Iterator[None]:
             signal.signal(s, handler)
     if received:
         raise KeyboardInterrupt
-
-
-_PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent(signum: int = signal.SIGTERM) -> None:
-    """Have the kernel send `signum` to this process when its parent dies (Linux): workers and
-    pgbench die at once with a SIGKILLed coordinator; the embedded server gets SIGINT (a fast
-    shutdown). Call it in the child, e.g. as a Popen preexec_fn."""
-    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signum, 0, 0, 0)
-
-
-server_dies_with_parent = functools.partial(die_with_parent, signal.SIGINT)
-"""The embedded server's preexec_fn: a fast shutdown if we die."""
-
-
-def child_process_setup() -> None:
-    """First thing in a process the coordinator forks (a worker, the producer): its signals are the coordinator's."""
-    # Ctrl-C reaches the whole process group; the coordinator decides, and terminates us.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # terminate() sends SIGTERM: die at once (the server rolls our transaction back). The CLI's
-    # handler, inherited through fork, would turn it into a KeyboardInterrupt and a traceback.
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, INTERRUPTS)  # blocked by the coordinator while it forked us
-    die_with_parent()

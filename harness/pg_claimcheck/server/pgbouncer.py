@@ -30,9 +30,10 @@ from pathlib import Path
 import psycopg
 
 from pg_claimcheck.errors import ServerError, UsageError
-from pg_claimcheck.server.interrupts import die_with_parent, shielded
+from pg_claimcheck.server import children
+from pg_claimcheck.server.interrupts import deferred, shielded
 from pg_claimcheck.server.ownership import abandoned_dirs, left_by
-from pg_claimcheck.server.postmaster import owned_dir, remove_dir, run_as, server_account, temp_parent, terminate
+from pg_claimcheck.server.postmaster import owned_dir, remove_dir, run_as, server_account, temp_parent
 
 MODES = ("transaction", "session", "statement")
 """In statement mode only designs whose every transaction is one statement run (see
@@ -160,10 +161,10 @@ class PgBouncer:
     def _launch(self, last: bool) -> bool:
         """Start pgbouncer and wait until its admin console answers; False if the port was taken."""
         assert self.root is not None
-        self.process = subprocess.Popen(
-            [str(self.binary), str(self.root / "pgbouncer.ini")], stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent,
-            **run_as(self.account))
+        with deferred():  # kept before a Ctrl-C is raised (children.start)
+            self.process = children.start(
+                [str(self.binary), str(self.root / "pgbouncer.ini")], stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, **run_as(self.account))
         deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -191,9 +192,10 @@ class PgBouncer:
         """Immediate shutdown (SIGTERM: clients disconnected), then delete the directory; a second
         Ctrl-C meanwhile waits until both are done."""
         with shielded():
-            running = self.process is not None and self.process.poll() is None
+            running = self.process is not None and children.running(self.process)
             if self.process is not None:
-                terminate(self.process, signal.SIGTERM, STOP_TIMEOUT_S)  # SIGTERM: PgBouncer's immediate shutdown
+                # SIGTERM: PgBouncer's immediate shutdown
+                children.stop([self.process], ask=signal.SIGTERM, within_s=STOP_TIMEOUT_S)
                 self.process = None
             if self.root is not None:
                 remove_dir(self.root, "PgBouncer", running)

@@ -25,7 +25,8 @@ from pathlib import Path
 import psycopg
 
 from pg_claimcheck.errors import ServerError
-from pg_claimcheck.server.interrupts import done, server_dies_with_parent, shielded
+from pg_claimcheck.server import children
+from pg_claimcheck.server.interrupts import deferred, done, shielded
 from pg_claimcheck.server.ownership import abandoned_dirs, left_by, write_owner_file
 
 READY_TIMEOUT_S = 30.0
@@ -80,17 +81,6 @@ def owned_dir(prefix: str, parent: Path, account: str | None) -> Path:
 def run_as(account: str | None) -> dict:
     """subprocess's keywords that run a child of ours as `account` (see server_account), if any."""
     return {"user": account, "group": None} if account else {}
-
-
-def terminate(process: subprocess.Popen, signum: int, timeout_s: float) -> None:
-    """Stop a child of ours with its shutdown signal `signum`; killed if it still runs after `timeout_s`."""
-    if process.poll() is None:
-        process.send_signal(signum)
-        try:
-            process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def remove_dir(root: Path, what: str, running: bool) -> None:
@@ -151,12 +141,14 @@ class LocalPostmaster:
         log = open(self.log_path, "ab")
         if self.account:
             os.chown(self.log_path, pwd.getpwnam(self.account).pw_uid, -1)
-        self.process = subprocess.Popen(
-            [str(self.bin_dir / "postgres"), "-D", str(self.root / "data"), "-k", str(self.root),
-             "-p", str(SOCKET_PORT), "-c", "listen_addresses=", "-c", f"max_connections={self.max_connections}"],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True, preexec_fn=server_dies_with_parent, **run_as(self.account),
-        )
+        with deferred():  # kept before a Ctrl-C is raised (children.start)
+            # SIGINT if we die: a fast shutdown.
+            self.process = children.start(
+                [str(self.bin_dir / "postgres"), "-D", str(self.root / "data"), "-k", str(self.root),
+                 "-p", str(SOCKET_PORT), "-c", "listen_addresses=", "-c", f"max_connections={self.max_connections}"],
+                dies_with=signal.SIGINT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                **run_as(self.account),
+            )
         log.close()
         self._wait_until_ready()
 
@@ -183,7 +175,7 @@ class LocalPostmaster:
 
     def _shutdown(self) -> None:
         if self.process is not None:
-            terminate(self.process, signal.SIGINT, STOP_TIMEOUT_S)  # SIGINT: PostgreSQL's fast shutdown
+            children.stop([self.process], ask=signal.SIGINT, within_s=STOP_TIMEOUT_S)  # SIGINT: PostgreSQL's fast shutdown
         self.process = None
 
     def stop(self) -> None:
