@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
+from functools import partial
 
 from pg_claimcheck.app.events import RunEvents
 from pg_claimcheck.app.preflight import preflight, preflight_on
@@ -60,11 +61,17 @@ def run_all(server: Server, strategies: list[Strategy], grid: list[RunSettings],
         runs = list(itertools.product(strategies, grid))
         with events.sweeping():
             for number, (strategy, settings) in enumerate(runs, start=1):
-                started = time.perf_counter()
-                settings = budget.sized(settings) if budget else settings
                 # A sweep says where it is: "run 3 of 18" before the run's own progress.
                 label = (f"run {number} of {len(runs)}: " if len(runs) > 1 else "") + \
                     f"{strategy.name} {settings.mode} {settings.workers}w"
+                # The sizing runs (engine.budget); a budget has no faults, so conn is still open.
+                caught = budget and budget.measure(settings, partial(run_strategy, conn, server, run, strategy))
+                if caught:  # a sizing run violated exactly-once: it stands for the run (engine.budget)
+                    events.run_finished(label, caught)
+                    results.append(caught)
+                    continue
+                started = time.perf_counter()
+                settings = budget.sized(settings) if budget else settings
                 with events.running(label, settings, "seeding"):
                     conn = run.reconnected(conn)  # a restart fault may have closed it
                     result = run_strategy(conn, server, run, strategy, settings, events.progress,
