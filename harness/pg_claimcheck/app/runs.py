@@ -10,6 +10,9 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
+from functools import partial
+
+import psycopg
 
 from pg_claimcheck.app.events import RunEvents
 from pg_claimcheck.app.preflight import preflight, preflight_on
@@ -18,7 +21,9 @@ from pg_claimcheck.engine.budget import Budget
 from pg_claimcheck.engine.driver import run_strategy, seed
 from pg_claimcheck.engine.pgbench import pgbench_path, run_pgbench
 from pg_claimcheck.errors import UsageError
+from pg_claimcheck.plans.conditions import AS_SEEDED, build_tables
 from pg_claimcheck.server.provision import Server
+from pg_claimcheck.server.runcontext import RunContext
 from pg_claimcheck.server.session import run_schema
 from pg_claimcheck.server.topology import DIRECT, Topology
 from pg_claimcheck.settings import RunSettings
@@ -60,14 +65,21 @@ def run_all(server: Server, strategies: list[Strategy], grid: list[RunSettings],
         runs = list(itertools.product(strategies, grid))
         with events.sweeping():
             for number, (strategy, settings) in enumerate(runs, start=1):
-                started = time.perf_counter()
-                settings = budget.sized(settings) if budget else settings
                 # A sweep says where it is: "run 3 of 18" before the run's own progress.
                 label = (f"run {number} of {len(runs)}: " if len(runs) > 1 else "") + \
                     f"{strategy.name} {settings.mode} {settings.workers}w"
+                # The sizing runs (engine.budget); a budget has no faults, so conn is still open.
+                caught = budget and budget.measure(settings, partial(_sizing_run, conn, server, run, strategy))
+                if caught:  # a sizing run violated exactly-once: it stands for the run (engine.budget)
+                    events.run_finished(label, caught)
+                    results.append(caught)
+                    continue
+                started = time.perf_counter()
+                settings = budget.sized(settings) if budget else settings
                 with events.running(label, settings, "seeding"):
                     conn = run.reconnected(conn)  # a restart fault may have closed it
-                    result = run_strategy(conn, server, run, strategy, settings, events.progress,
+                    seeded = build_tables(conn, run, strategy, AS_SEEDED, settings.jobs) if budget else None
+                    result = run_strategy(conn, server, run, strategy, settings, events.progress, seeded=seeded,
                                           deadline=budget and budget.final_deadline())
                     if budget is not None:
                         budget.record(strategy.name, time.perf_counter() - started, result)
@@ -80,3 +92,11 @@ def run_all(server: Server, strategies: list[Strategy], grid: list[RunSettings],
         if conn is not original:  # replaced after a restart fault; run_schema closes the original
             conn.close()
     return results
+
+
+def _sizing_run(conn: psycopg.Connection, server: Server, run: RunContext, strategy: Strategy,
+                settings: RunSettings) -> RunResult:
+    """A budget's sizing run (pg_claimcheck.engine.budget) on tables built anew: a file's own tables are
+    dropped first, as its schema section creates them once (so is the run's after it)."""
+    return run_strategy(conn, server, run, strategy, settings,
+                        seeded=build_tables(conn, run, strategy, AS_SEEDED, settings.jobs))

@@ -2,21 +2,29 @@
 
 `check` (the pytest plugin, `claimcheck.assert_exactly_once`) is given seconds, not jobs: the server's
 start, every planner condition's tables, plan and short run, the run as seeded, and judging them all
-come out of one budget. The short runs come first, each with a slice; what they show of the claim's
-speed sizes the run as seeded (a slow claim gets fewer jobs, a fast one more), which then runs until
-the budget's end less a reserve for judging. A run stopped at its share is stopped at a time limit
+come out of one budget. The short runs come first, each with a slice. Then sizing runs measure the claim
+where the run as seeded will run it, at its own workers, on a small table and, when the run would be
+larger, on a larger one; from the speed at the two sizes the run as seeded is sized (a slow claim gets
+fewer jobs, a fast one more, one that slows as the queue grows fewer still), and it then runs until the
+budget's end less a reserve for judging. A run stopped at its share is stopped at a time limit
 (`stopped_by: duration`): its jobs not reached are not lost (docs/contracts.md §2), and it names the
 budget in its `stop_reason`. `--jobs N` or `--drain` ask for a fixed size instead: no budget.
 """
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pg_claimcheck.engine.supervisor import MIN_BUDGET_RUN_S
 from pg_claimcheck.errors import UsageError
 from pg_claimcheck.settings import MAX_JOBS, MAX_SECONDS, RunSettings
+
+if TYPE_CHECKING:
+    from pg_claimcheck.verdict.result import RunResult
 
 DEFAULT_BUDGET_S = 20.0
 """`check`'s default: about what a skip-locked check took at 20,000 jobs on 2 cores."""
@@ -29,14 +37,23 @@ MIN_RUN_S = 1.0
 """A condition's short run gets at least this long (its time cap), even when the budget is spent: a
 verdict needs some claims."""
 UNMEASURED_JOBS = 20_000
-"""Seeded for the run as seeded when no short run measured the claim (`--plans none`)."""
+"""Seeded for the run as seeded when nothing measured the claim (a caller that skipped `measure`)."""
 MAX_BUDGET_JOBS = 100_000
 """The most a budget seeds: seeding costs budget too (about 1 s per 30,000 jobs on 2 cores)."""
 HEADROOM = 2.0
 """Seed this many times the jobs the measured rate would finish: a faster run must not drain early."""
-WORKER_SCALE_CAP = 2.0
-"""A short run's rate (at most 4 workers) times at most this for more workers: on 2 cores more
-workers rarely finish more than twice as many jobs, and a serialized claim finishes none more."""
+SIZING_JOBS = 300
+"""The first sizing run's table (at least five batches): the planner conditions' size, drained by a fast
+claim in a fraction of a second."""
+SIZING_GROWTH = 8
+"""The second sizing run's table, at most this many times the first's: large enough for a claim whose
+cost grows with the queue to show it (procrastinate 3.8's fetch, 4 workers: 1,400 jobs/s on 300 jobs,
+11 on 10,000), small enough to stay cheap when it does."""
+SIZING_S = 1.0
+"""A sizing run's time cap from its workers' release: a fast claim drains its table sooner."""
+MAX_GROWTH_EXPONENT = 2.0
+"""The steepest growth assumed: a claim whose cost grows as the square of the queue's length (one that
+checks each queued row against the others). Also the growth assumed past a size at which no job finished."""
 
 
 def check_budget(seconds: float) -> None:
@@ -68,8 +85,8 @@ class Budget:
     seconds: float
     started: float = field(default_factory=time.monotonic)
     spent: list[Spent] = field(default_factory=list)
-    rates: list[tuple[float, int]] = field(default_factory=list)
-    """(jobs/s, workers) of each short run that finished jobs: the claim's measured speed."""
+    measured: list[tuple[int, float]] = field(default_factory=list)
+    """(jobs seeded, jobs/s) of each sizing run: the claim's speed at the run's own workers, by table size."""
 
     def __post_init__(self) -> None:
         check_budget(self.seconds)
@@ -92,27 +109,69 @@ class Budget:
         (MIN_BUDGET_RUN_S from the workers' release, which comes after this call and its seeding)."""
         return self.end - RESERVE_S
 
+    def measure(self, settings: RunSettings, run_at: Callable[[RunSettings], RunResult]) -> RunResult | None:
+        """The sizing runs before the run as seeded: `run_at` seeds and runs one (`settings` with its jobs
+        and time cap). Each is a judged run: the first that violated exactly-once is returned, to stand for
+        the run as seeded (a job handed out twice on a small table is one on any). One that made no progress
+        is a measurement (no job finishes at that size), not the check's verdict: its size was ours."""
+        self.measured.clear()  # another setting of the same check (its workers, its batch) measures anew
+        while (jobs := self._next_sizing(settings)) is not None:
+            started = time.perf_counter()
+            result = run_at(dataclasses.replace(settings, jobs=jobs, time_cap_s=SIZING_S))
+            self.record(f"sizing {jobs:,}", time.perf_counter() - started, result)
+            self.measured.append((result.seeded.count, result.throughput_jobs_per_s))
+            if result.violated:
+                return result
+        return None
+
+    def _next_sizing(self, settings: RunSettings) -> int | None:
+        """The next sizing run's jobs, or None when what is measured sizes the run as seeded: after the
+        small table, a larger one only when the run as seeded would be more than twice its size."""
+        first = max(SIZING_JOBS, 5 * settings.batch)
+        if not self.measured:
+            return first
+        if len(self.measured) > 1 or not self.measured[0][1]:
+            return None
+        wanted = self._fit()
+        return min(wanted, first * SIZING_GROWTH) if wanted > 2 * first else None
+
     def sized(self, settings: RunSettings) -> RunSettings:
-        """The run as seeded's settings: as many jobs as the measured rate finishes in the time left,
-        times HEADROOM (the run stops at its deadline, not at the drain); UNMEASURED_JOBS without a rate."""
-        if not self.rates:
+        """The run as seeded's settings: as many jobs as the measured speed finishes in the time left, times
+        HEADROOM (the run stops at its deadline, not at the drain); UNMEASURED_JOBS without a measure."""
+        if not self.measured:
             return dataclasses.replace(settings, jobs=UNMEASURED_JOBS)
-        rate, workers = max(self.rates)
-        scale = min(WORKER_SCALE_CAP, max(1.0, settings.workers / workers))
+        # Five batches per worker, unless even the smallest table measured is more than the claim can take.
+        floor = min(MAX_JOBS, settings.workers * settings.batch * 5, min(n for n, _ in self.measured))
+        return dataclasses.replace(settings, jobs=max(floor, min(MAX_BUDGET_JOBS, self._fit())))
+
+    def _fit(self) -> int:
+        """The table the measured speed fills for the time left. A claim's speed at one size says little of
+        its speed at another: one that reads each queued row gets slower as the queue grows (procrastinate
+        3.8's fetch at 16 workers finished 10 jobs/s on 300 jobs and 1 on 1,000; sized from the short runs'
+        300-job tables at 4 workers, its 36,000-job run finished none within the no-progress limit). So the
+        rate `r` at the largest table `n` that finished jobs is taken to fall as (N/n)^-k beyond it, `k` read
+        from the two sizes measured (0 for a claim whose cost does not grow, MAX_GROWTH_EXPONENT past a size
+        at which nothing finished), and the run gets the N for which N = HEADROOM x seconds x r(N)."""
         seconds = max(MIN_BUDGET_RUN_S, self.left() - RESERVE_S)
-        floor = min(MAX_JOBS, settings.workers * settings.batch * 5)
-        jobs = int(rate * scale * seconds * HEADROOM)
-        return dataclasses.replace(settings, jobs=max(floor, min(MAX_BUDGET_JOBS, jobs)))
+        progressed = sorted((n, r) for n, r in self.measured if r > 0)
+        if not progressed:  # nothing finished: the smallest table again, and its run's verdict says why
+            return min(n for n, _ in self.measured)
+        (n0, r0), (n, r) = progressed[0], progressed[-1]
+        if any(m > n for m, rate in self.measured if not rate):
+            k = MAX_GROWTH_EXPONENT
+        elif n > n0:
+            k = min(MAX_GROWTH_EXPONENT, max(0.0, math.log(r0 / r) / math.log(n / n0)))
+        else:
+            k = 0.0
+        return int((HEADROOM * seconds * r * n ** k) ** (1 / (1 + k)))
 
     def record(self, what: str, seconds: float, result=None) -> None:
-        """A part spent; a run's result (pg_claimcheck.verdict.result.RunResult) also measures the claim."""
+        """A part spent, with its run's result (pg_claimcheck.verdict.result.RunResult) if it ran one."""
         if result is None:
             self.spent.append(Spent(what, seconds))
             return
         stopped = result.stopped_by == "duration"
         self.spent.append(Spent(what, seconds, result.seeded.count, result.jobs_done, stopped))
-        if result.jobs_done and result.elapsed_s > 0:
-            self.rates.append((result.throughput_jobs_per_s, result.settings.workers))
 
     def as_dict(self) -> dict:
         """The JSON report's `budget`."""

@@ -170,12 +170,27 @@ def explore(conn: psycopg.Connection, server: Server, run: RunContext, strategy:
         if stopped_by:
             record(_not_run(condition, stopped_by, shape))
         else:
+            caught = budget and budget.measure(settings, lambda sizing: _sizing_run(
+                conn, server, run, strategy, condition, shape, sizing))
+            if caught:
+                record(ConditionOutcome(condition, shape, CONDITION_VERDICTS[caught.outcome], result=caught,
+                                        note=f"caught by the sizing run of {caught.seeded.count:,} jobs"))
+                return outcomes
             started = time.perf_counter()
             settings = budget.sized(settings) if budget else settings
             seeded = build_tables(conn, run, strategy, condition, settings.jobs)
             record(_run(conn, server, run, strategy, condition, shape, settings, seeded, started,
                         budget and budget.final_deadline(), budget))
     return outcomes
+
+
+def _sizing_run(conn: psycopg.Connection, server: Server, run: RunContext, strategy: Strategy, condition: Condition,
+                shape: PlanShape, settings: RunSettings) -> RunResult:
+    """A budget's sizing run (pg_claimcheck.engine.budget): the run as seeded's claim and settings on a
+    table of `settings.jobs`, built as the run's own."""
+    seeded = build_tables(conn, run, strategy, condition, settings.jobs)
+    result = run_strategy(conn, server, run, under(strategy, condition), settings, seeded=seeded)
+    return dataclasses.replace(result, condition=condition.name, condition_plan=shape)
 
 
 def _run(conn: psycopg.Connection, server: Server, run: RunContext, strategy: Strategy, condition: Condition,

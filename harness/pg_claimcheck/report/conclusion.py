@@ -4,6 +4,11 @@ the terminal (the last lines of `bench`, `check` and `lib`) and the HTML report'
 It reads the JSON report's run objects (and a rate sweep's knees), so the HTML, made from the JSON
 alone, says exactly what the terminal said. A conclusion is a list of lines made of parts, each part
 plain or strong; the two renderers only set them in type.
+
+A run that did not hold either violated exactly-once (safety: a job handed out twice, lost, over-claimed)
+or made no progress within its limits (liveness: no job finished, a retry not yet due, the server ending
+the sessions; pg_claimcheck.verdict.liveness). Only the first says "do not use it": the second names its
+cause and says the run showed the design neither unsafe nor safe.
 """
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from pg_claimcheck.verdict.liveness import HELD, NO_PROGRESS, VIOLATED, run_outcome
 from pg_claimcheck.verdict.result import AS_SEEDED, run_condition
 
 Part = tuple[str, bool]
@@ -26,6 +32,8 @@ class Conclusion:
     items: tuple[tuple[Part, ...], ...]
     held: int
     runs: int
+    violated: int = 0
+    """Runs that violated exactly-once (safety); the others that did not hold made no progress (liveness)."""
 
     @property
     def mostly_held(self) -> bool:
@@ -55,8 +63,9 @@ def conclude(runs: list[dict], knees: list[dict] | None = None) -> Conclusion | 
     A rate sweep's (`knees`) runs are ranked by their knees instead: their jobs/s is the offered rate."""
     if not runs:
         return None
-    held = [r for r in runs if r["exactly_once"]]
-    violated = [r for r in runs if not r["exactly_once"]]
+    held = [r for r in runs if run_outcome(r) == HELD]
+    violated = [r for r in runs if run_outcome(r) == VIOLATED]
+    stalled = [r for r in runs if run_outcome(r) == NO_PROGRESS]
     head: list[Part] = [(f"{len(held)} of {_plural(len(runs), 'run', 'runs')} held exactly-once.", True)]
     if violated:
         doubles = sum(r["double_claimed_jobs"] for r in violated)
@@ -66,25 +75,42 @@ def conclude(runs: list[dict], knees: list[dict] | None = None) -> Conclusion | 
                      f"{_plural(doubles, 'job', 'jobs')} handed to more than one worker"
                      f"{f', {lost:,} never claimed' if lost else ''}): do not use "
                      f"{'it' if len(names) == 1 else 'them'} as run, however fast.", False))
+    if stalled:
+        names = sorted({r["strategy"] for r in stalled})
+        cause = stalled[0].get("liveness") or "it did not finish its jobs within its limits"
+        more = f" (and {_plural(len(stalled) - 1, 'other run', 'other runs')})" if len(stalled) > 1 else ""
+        head.append((f" No progress: {', '.join(names)} ({_plural(len(stalled), 'run', 'runs')}; no job handed "
+                     f"out twice or lost): {cause}{more}. A liveness failure, not a double claim: "
+                     f"{'it shows' if len(stalled) == 1 else 'they show'} the design neither unsafe nor safe "
+                     "at these settings.", False))
     items: list[tuple[Part, ...]] = [] if not knees else [
         ((f"{k['strategy']} · {k['mode']} · b{k['batch']} · {k['workers']}w", True),
          (f": knee {k['summary']} (pickup p99 ≤ {k['latency_slo_ms']:g} ms)", False))
         for k in sorted(knees, key=lambda k: -(k["knee_rate_per_s"] or 0))]
     for mode in sorted({r["mode"] for r in runs}) if not knees else ():
         items.append(tuple(_mode_line(mode, [r for r in runs if r["mode"] == mode])))
-    return Conclusion(tuple(head), tuple(items), len(held), len(runs))
+    return Conclusion(tuple(head), tuple(items), len(held), len(runs), len(violated))
 
 
 def _mode_line(mode: str, runs: list[dict]) -> list[Part]:
     groups: dict[str, list[dict]] = {}
     for r in runs:
         groups.setdefault(f"{r['strategy']} · b{r['batch']}", []).append(r)
+    outcomes = {name: {run_outcome(r) for r in rs} for name, rs in groups.items()}
     safe = {name: max(rs, key=lambda r: (run_condition(r) == AS_SEEDED, r["throughput_jobs_per_s"]))
-            for name, rs in groups.items() if all(r["exactly_once"] for r in rs)}
-    if not safe:
+            for name, rs in groups.items() if outcomes[name] == {HELD}}
+    stalled = [name for name, seen in outcomes.items() if NO_PROGRESS in seen and VIOLATED not in seen]
+    if not safe and not stalled:
         what = "no strategy held" if len(groups) > 1 else f"{next(iter(groups))} did not hold"
         return [(f"{mode} mode:", True), (f" {what} exactly-once in every run; nothing here is safe to "
                                           "pick as run (the evidence says how it broke).", False)]
+    if not safe:
+        broken = [name for name in groups if name not in stalled]
+        return [(f"{mode} mode:", True), (
+            f" {', '.join(stalled)} made no progress in {'a run' if len(stalled) == 1 else 'runs'} (a liveness "
+            "failure: no double claim was seen, and none was ruled out)"
+            + (f"; {', '.join(broken)} violated exactly-once" if broken else "")
+            + ". Nothing here is shown safe to pick as run: the cause is named above.", False)]
     ranked = sorted(safe.items(), key=lambda kv: -kv[1]["throughput_jobs_per_s"])
     (best_name, best), others = ranked[0], ranked[1:]
     every = " in every run" if len(groups[best_name]) > 1 else ""
@@ -101,8 +127,10 @@ def _mode_line(mode: str, runs: list[dict]) -> list[Part]:
             for name, r in others) + "."
     fast_but_bad = [name for name, rs in groups.items() if name not in safe
                     and max(r["throughput_jobs_per_s"] for r in rs) > best["throughput_jobs_per_s"]]
-    if fast_but_bad:
-        text += f" Faster but violated: {', '.join(fast_but_bad)} (does not count)."
+    if violated := [name for name in fast_but_bad if name not in stalled]:
+        text += f" Faster but violated: {', '.join(violated)} (does not count)."
+    if slow := [name for name in fast_but_bad if name in stalled]:
+        text += f" Faster but made no progress in a run: {', '.join(slow)} (not shown safe; does not count)."
     believed_unsafe = [name for name, r in ranked if r.get("expected") == "unsafe"]
     if believed_unsafe:
         text += (f" Believed unsafe though no violation was seen here: {', '.join(believed_unsafe)}; "
@@ -128,7 +156,9 @@ def as_text(found: Conclusion | None) -> Group:
     wrapped to the console's width."""
     if found is None:
         return Group()
-    style = "bold green" if found.held == found.runs else "bold red" if not found.held else "bold yellow"
+    # Red for a violation with nothing held; a liveness failure alone is a warning, not an alarm.
+    style = ("bold green" if found.held == found.runs else "bold red" if found.violated and not found.held
+             else "bold yellow")
     head = Text.assemble(*((text, style if strong else "") for text, strong in found.head))
     bullets = Table.grid()
     bullets.add_column(width=2, no_wrap=True)
