@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import SimpleNamespace
 
 import pytest
@@ -63,6 +63,7 @@ class Sized:
     throughput_jobs_per_s: float
     violated: bool = False
     stopped_by: str = "drained"
+    power: object = None
 
     @property
     def seeded(self):
@@ -118,3 +119,17 @@ def test_the_footer_and_the_json_say_how_it_was_spent():
 def test_a_budget_out_of_range_is_refused(seconds):
     with pytest.raises(UsageError, match="--budget must be between"):
         Budget(seconds)
+
+
+def test_the_sizing_runs_power_counts_in_the_checks():
+    # A sizing run is a judged run of the claim at the run's settings: its overlapping claims are chances
+    # to see a race, and it costs the run as seeded jobs, so the check's power figure counts them.
+    from pg_claimcheck.verdict.power import Power, combined
+
+    budget = Budget(20.0)
+    looks = iter([Power(300, 280, None, ()), Power(2400, 2000, None, ())])
+    budget.measure(RunSettings(workers=16, jobs=1000), lambda s: replace(
+        Sized(s.jobs, 3000.0), power=next(looks)))
+    assert [p.overlapping for p in budget.looked] == [280, 2000]
+    total = combined([Power(5000, 4000, None, ()), *budget.looked])
+    assert (total.claims, total.overlapping) == (7700, 6280)

@@ -24,6 +24,7 @@ from pg_claimcheck.errors import UsageError
 from pg_claimcheck.settings import MAX_JOBS, MAX_SECONDS, RunSettings
 
 if TYPE_CHECKING:
+    from pg_claimcheck.verdict.power import Power
     from pg_claimcheck.verdict.result import RunResult
 
 DEFAULT_BUDGET_S = 20.0
@@ -87,6 +88,9 @@ class Budget:
     spent: list[Spent] = field(default_factory=list)
     measured: list[tuple[int, float]] = field(default_factory=list)
     """(jobs seeded, jobs/s) of each sizing run: the claim's speed at the run's own workers, by table size."""
+    looked: list[Power] = field(default_factory=list)
+    """The sizing runs' power figures: judged runs of the claim at the run's own settings, so their
+    overlapping claims count in the check's power (a sizing run costs the run as seeded jobs)."""
 
     def __post_init__(self) -> None:
         check_budget(self.seconds)
@@ -120,6 +124,8 @@ class Budget:
             result = run_at(dataclasses.replace(settings, jobs=jobs, time_cap_s=SIZING_S))
             self.record(f"sizing {jobs:,}", time.perf_counter() - started, result)
             self.measured.append((result.seeded.count, result.throughput_jobs_per_s))
+            if result.power is not None:
+                self.looked.append(result.power)
             if result.violated:
                 return result
         return None

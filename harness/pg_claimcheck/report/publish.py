@@ -58,7 +58,8 @@ def report_runs(server: Server, results: list[RunResult], console: Console, *, v
         if result.faults:
             console.print(faults_table(result))
     command = command or " ".join(["claimcheck", *sys.argv[1:]])
-    doc = document(server, results, command=command, settings=settings, plans=plans, knees=knees)
+    doc = document(server, results, command=command, settings=settings, plans=plans, knees=knees,
+                   looked=budget.looked if budget is not None else ())
     if budget is not None:
         doc["budget"] = budget.as_dict()
     if scoreboard is not None:

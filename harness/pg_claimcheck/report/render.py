@@ -37,11 +37,11 @@ FATES_SHOWN = 3
 
 
 def document(server: Server, runs: Iterable[RunResult], command: str, settings: dict, plans=None,
-             knees=None) -> dict:
+             knees=None, looked: Iterable[power.Power] = ()) -> dict:
     """The JSON contract (docs/contracts.md section 3, `report.schema.json`): `postgres`, `settings`,
     `runs` (one object per strategy x setting, and per planner condition run), with `plans`
-    (pg_claimcheck.plans.explore.ConditionOutcome) `conditions`: every condition tried, and with `knees`
-    (pg_claimcheck.verdict.knee.Knee, `bench --rate`) each setting's knee."""
+    (pg_claimcheck.plans.explore.ConditionOutcome) `conditions`: every condition tried, with `knees` (pg_claimcheck.
+    verdict.knee.Knee, `bench --rate`) each setting's knee; `looked`: runs' power not in `runs` (sizing runs)."""
     runs = list(runs)
     doc = {
         "schema_version": SCHEMA_VERSION,
@@ -57,7 +57,7 @@ def document(server: Server, runs: Iterable[RunResult], command: str, settings: 
     }
     if plans is not None:
         doc["conditions"] = [outcome.as_dict() for outcome in plans]
-    if (total := power.combined(run.power for run in runs)) is not None:
+    if (total := power.combined([*(run.power for run in runs), *looked])) is not None:
         doc["power"] = total.as_dict()
     if knees is not None:
         doc["knees"] = [knee.as_dict() for knee in knees]
