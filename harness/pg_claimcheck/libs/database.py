@@ -17,7 +17,7 @@ from rich.console import Console
 
 from pg_claimcheck.errors import ServerError, UsageError
 from pg_claimcheck.server import interrupts
-from pg_claimcheck.server.databases import drop_database, sweep_databases
+from pg_claimcheck.server.databases import creating, drop_database, sweep_databases
 from pg_claimcheck.server.ownership import schema_comment
 from pg_claimcheck.server.provision import Server
 from pg_claimcheck.server.redaction import redact_dsn
@@ -45,16 +45,18 @@ def run_database(server: Server, run_id: str, library: str) -> Iterator[RunConte
                 "or leave out --dsn to use the embedded server.")
         for left in sweep_databases(conn, server, name):
             Console(stderr=True).print(f"claimcheck: {left}", markup=False, highlight=False, soft_wrap=True)
-        try:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-        except psycopg.errors.DuplicateDatabase:
-            raise UsageError(f"database {name} already exists; another run uses this run id. Choose another "
-                             "CLAIMCHECK_RUN_ID, or unset it for a fresh one; claimcheck leaves that database "
-                             "alone") from None
         # The owner record, as a run's schema has (see pg_claimcheck.server.schema): a SIGKILLed run's
-        # database is swept by the next run. (CREATE DATABASE cannot share a transaction with it.)
-        conn.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(sql.Identifier(name),
-                                                                     sql.Literal(schema_comment())))
+        # database is swept by the next run. CREATE DATABASE cannot share a transaction with the comment
+        # that holds it: until the comment is written, a marker on this host's disk holds it.
+        with creating(name):
+            try:
+                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+            except psycopg.errors.DuplicateDatabase:
+                raise UsageError(f"database {name} already exists; another run uses this run id. Choose another "
+                                 "CLAIMCHECK_RUN_ID, or unset it for a fresh one; claimcheck leaves that database "
+                                 "alone") from None
+            conn.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(sql.Identifier(name),
+                                                                         sql.Literal(schema_comment())))
     try:
         yield RunContext(psycopg.conninfo.make_conninfo(server.dsn, dbname=name), run_id, server.topology)
     finally:

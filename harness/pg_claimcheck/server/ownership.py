@@ -89,12 +89,11 @@ def abandoned(conn: Any, query: str, ours: str, held: list[str] | None = None) -
     may sweep (schemas on a shared server, library runs' databases). `held` collects, in words, the
     leftovers of a dead owner kept because connections of their run are still open."""
     found = []
-    for name, comment in conn.execute(QUERIES[query], {"pattern": SCHEMA_PREFIX.replace("_", r"\_") + "%",
-                                                       "ours": ours}).fetchall():
+    for name, comment in listed(conn, query, ours):
         owner = parse_comment(comment)
         if owner is None or not owner_dead(owner):
             continue  # no owner record, another host's, or a live run's
-        left = conn.execute(QUERIES["run_backends"], {"app_pattern": app_pattern(name[len(SCHEMA_PREFIX):])}).fetchall()
+        left = run_connections(conn, name)
         if left:  # a connection of that run is still open: not proven dead
             if held is not None:
                 shown = ", ".join(f"pid {pid} ({app.rsplit('/', 1)[-1]}, {state or '?'})"
@@ -105,6 +104,16 @@ def abandoned(conn: Any, query: str, ours: str, held: list[str] | None = None) -
             continue
         found.append((name, owner))
     return found
+
+
+def listed(conn: Any, query: str, ours: str) -> list[tuple[str, str | None]]:
+    """(name, comment) of every `claimcheck_<run id>` leftover `query` lists, other than `ours`."""
+    return conn.execute(QUERIES[query], {"pattern": SCHEMA_PREFIX.replace("_", r"\_") + "%", "ours": ours}).fetchall()
+
+
+def run_connections(conn: Any, name: str) -> list[tuple[int, str, str | None]]:
+    """(pid, application_name, state) of the connections still open of the run that owns `name`."""
+    return conn.execute(QUERIES["run_backends"], {"app_pattern": app_pattern(name[len(SCHEMA_PREFIX):])}).fetchall()
 
 
 def schema_comment() -> str:
