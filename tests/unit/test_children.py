@@ -4,6 +4,7 @@ Real processes (sh, python), no server."""
 import multiprocessing
 import os
 import signal
+import threading
 import subprocess
 import sys
 import time
@@ -94,6 +95,11 @@ def test_a_sigkilled_parent_takes_its_children_with_it(tmp_path):
 
 
 def test_an_interrupt_during_start_is_raised_once_the_child_is_kept():
+    # Another thread that blocks nothing (a progress display's, pytest-xdist's): the kernel hands it the
+    # signal the main thread blocks, and Python still runs the handler in the main thread, mid-section.
+    waiting = threading.Event()
+    bystander = threading.Thread(target=waiting.wait, daemon=True)
+    bystander.start()
     kept = []
     previous = signal.signal(signal.SIGTERM, interrupts._raise_interrupt)
     try:
@@ -103,6 +109,7 @@ def test_an_interrupt_during_start_is_raised_once_the_child_is_kept():
                 kept.append(children.start(["sleep", "600"]))
     finally:
         signal.signal(signal.SIGTERM, previous)
+        waiting.set()
     assert kept and children.running(kept[0])  # the child exists and is ours to stop
     children.stop(kept, within_s=60)
     assert kept[0].returncode == -signal.SIGTERM  # unblocked in the child: it took the ask

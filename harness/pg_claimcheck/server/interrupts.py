@@ -44,14 +44,28 @@ def _raise_interrupt(signum: int, frame: object) -> None:
 
 @contextmanager
 def deferred() -> Iterator[None]:
-    """Block SIGINT/SIGTERM for a short critical section (a fork and keeping the child): they are
-    delivered right after it. A child forked inside inherits the mask and must unblock them itself
-    (pg_claimcheck.server.children does)."""
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTS)
+    """Hold SIGINT/SIGTERM for a short critical section (a fork and keeping the child): they are handled
+    right after it, as the handlers in place before it say. Two holds, as a mask is one thread's: the
+    signals are blocked in this thread (a child forked inside inherits the mask and unblocks them itself,
+    pg_claimcheck.server.children), and their handlers only note them meanwhile, because the kernel gives
+    a process's signal to any thread that does not block it (a progress display's, pytest-xdist's) and
+    Python then runs the handler in the main thread, inside the section (seen in `make test`)."""
+    main = threading.current_thread() is threading.main_thread()
+    received: list[int] = []
+    handlers = {s: signal.signal(s, lambda signum, frame: received.append(signum)) for s in INTERRUPTS} if main else {}
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTS)
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # one pending here is noted, at the next line
+        for s, handler in handlers.items():
+            signal.signal(s, handler)
+        for signum in dict.fromkeys(received):  # each once, in the order they came
+            handler = handlers[signal.Signals(signum)]
+            if callable(handler):
+                handler(signum, None)
+            elif handler == signal.SIG_DFL:
+                signal.raise_signal(signum)
 
 
 @contextmanager
