@@ -161,6 +161,13 @@ class Cycle:
         shared, s = self.shared, self.settings
         if shared.stall is not None and s.faults is not None:
             assert shared.stalled_job is not None and shared.stalled_at is not None  # Shared.forked's
+            sleeper = self._asleep_on(job, shared.stall, shared.stalled_job) if s.mode != "lock" else None
+            held = sleeper is not None
+            if sleeper is not None and not self._hold_until_woken(sleeper, shared.stall, job, attempt,
+                                                                  s.faults.stall_factor):
+                return False
+            # Due now, or while we held a sleeper's job (the others may drain the queue meanwhile, and
+            # this worker would claim nothing more to stall after): sleep on this job.
             if self._stall_due(shared.stall):
                 # The stall fault: sleep past the lease without extending it, then carry on.
                 shared.stalled_job[self.index], shared.stalled_at[self.index] = job, time.monotonic()
@@ -168,8 +175,8 @@ class Cycle:
                 self.stream.flush()
                 time.sleep(s.lease_seconds * s.faults.stall_factor)
                 return True
-            if s.mode != "lock" and (sleeper := self._asleep_on(job, shared.stall, shared.stalled_job)) is not None:
-                return self._hold_until_woken(sleeper, shared.stall, job, attempt, s.faults.stall_factor)
+            if held:
+                return True
         if self.no_work:
             return True
         pause, lease = s.work.draw_s(self.rng), s.lease_seconds
