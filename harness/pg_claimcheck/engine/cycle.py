@@ -75,6 +75,9 @@ class Cycle:
         """False: each claim is its jobs' completion."""
         self.unlocks = plan.strategy.has("after_commit")
         self.may_fail = bool(s.fail_rate and plan.strategy.has("fail"))
+        self.stalls = s.faults is not None and shared.stall is not None
+        """A fault run with the stall switches: the only runs whose claims look at them (a fork run has
+        the shared arrays whether or not it injects faults)."""
         self.alike = self.completes and self.no_work and not self.unlocks and s.faults is None \
             and not self.may_fail
         """Nothing happens per job but its completion (no work time, no failure to decide, no fault, no
@@ -159,10 +162,10 @@ class Cycle:
     def _work(self, job: int, attempt: int) -> bool:
         """Work on a job; False if the lease could not be extended (the job is no longer ours)."""
         shared, s = self.shared, self.settings
-        if shared.stall is not None and s.faults is not None:
+        if self.stalls:
+            assert shared.stall is not None and s.faults is not None  # self.stalls says so
             assert shared.stalled_job is not None and shared.stalled_at is not None  # Shared.forked's
             sleeper = self._asleep_on(job, shared.stall, shared.stalled_job) if s.mode != "lock" else None
-            held = sleeper is not None
             if sleeper is not None and not self._hold_until_woken(sleeper, shared.stall, job, attempt,
                                                                   s.faults.stall_factor):
                 return False
@@ -175,7 +178,7 @@ class Cycle:
                 self.stream.flush()
                 time.sleep(s.lease_seconds * s.faults.stall_factor)
                 return True
-            if held:
+            if sleeper is not None:
                 return True
         if self.no_work:
             return True
@@ -227,7 +230,8 @@ class Cycle:
     def _woke(self, job: int) -> None:
         """After this worker finished `job`: if it was asleep on it, say the sleeper's completion is done."""
         stall, stalled_job = self.shared.stall, self.shared.stalled_job
-        if stall is not None and stalled_job is not None and stall[self.index] == STALLED and stalled_job[self.index] == job:
+        assert stall is not None and stalled_job is not None  # called only when self.stalls
+        if stall[self.index] == STALLED and stalled_job[self.index] == job:
             stall[self.index] = STALL_ENDED
 
     def _decide_failure(self) -> bool:
@@ -349,7 +353,8 @@ class LeaseCycle(Cycle):
             outcome = self._finish_resiliently(job, attempt, error)
             error = None
             self.log.end(slot, self._released_at if outcome == FAILED else time.monotonic(), outcome)
-            self._woke(job)
+            if self.stalls:
+                self._woke(job)
             self.stream.mark_ended(slot)
             if self.unlocks:
                 self._after_commit([(job, attempt)])
@@ -435,8 +440,9 @@ class LockCycle(Cycle):
                         log.ended_at[slot] = commit_sent
             if not rows:
                 return 0
-            for job, _ in rows:
-                self._woke(job)
+            if self.stalls:
+                for job, _ in rows:
+                    self._woke(job)
             if self.unlocks:
                 self._after_commit(rows)
             self._flush()

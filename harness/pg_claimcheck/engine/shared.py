@@ -94,9 +94,8 @@ class Shared:
     empty queue then is not drained."""
 
     def claimed(self) -> int:
-        """The run's claims so far: every worker's progress."""
-        progress = self.progress
-        return sum(progress.values()) if isinstance(progress, dict) else sum(progress)  # type: ignore[call-overload]
+        """The run's claims so far: every worker's progress (a fork run's `multiprocessing.Array`)."""
+        return sum(self.progress)  # type: ignore[call-overload]
 
     @classmethod
     def forked(cls, ctx, slots: int, *, producers: int) -> Shared:

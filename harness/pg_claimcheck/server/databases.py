@@ -20,6 +20,7 @@ import psycopg
 from psycopg import sql
 from rich.console import Console
 
+from pg_claimcheck.server.leftovers import temp_parents
 from pg_claimcheck.server.ownership import abandoned, abandoned_dirs, left_by, listed, parse_comment, run_connections
 from pg_claimcheck.server.postmaster import owned_dir
 from pg_claimcheck.server.provision import Server
@@ -59,7 +60,7 @@ def _uncommented(conn: psycopg.Connection, ours: str) -> list[tuple[str, dict, P
     for name, comment in listed(conn, "leftover_databases", ours):
         if parse_comment(comment) is not None:
             continue  # its comment decides (`abandoned`)
-        for parent in sorted({Path(tempfile.gettempdir()), Path("/tmp")}):
+        for parent in temp_parents():
             for marker, owner in abandoned_dirs(parent, f"{CREATING_PREFIX}{name}-"):
                 if not run_connections(conn, name):
                     found.append((name, owner, marker))

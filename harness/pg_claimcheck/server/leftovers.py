@@ -22,7 +22,7 @@ LIB_RECORDS_PREFIX = "claimcheck-lib-"
 """A `claimcheck lib` run's records directory: `claimcheck-lib-<run id>-*`."""
 
 
-def _parents() -> list[Path]:
+def temp_parents() -> list[Path]:
     """Where our directories go: the temp directory, or /tmp for a process run as another account
     (pg_claimcheck.server.postmaster.temp_parent)."""
     return sorted({Path(tempfile.gettempdir()), Path("/tmp")})
@@ -31,7 +31,7 @@ def _parents() -> list[Path]:
 def sweep_local() -> list[str]:
     """Sweep every kind of directory a dead run of ours left; what was swept, in words."""
     notes = []
-    for parent in _parents():
+    for parent in temp_parents():
         notes += sweep_clusters(parent)
         notes += pgbouncer.sweep(parent)
         notes += sweep_clusters(parent, LIB_RECORDS_PREFIX)  # no postmaster runs on one: the owner decides
